@@ -1,0 +1,1 @@
+//! Async synchronisation primitives that work under any executor.
