@@ -1,0 +1,3 @@
+fn main() {
+    eprintln!("benchmark compare is being written; see BENCHMARKS.md");
+}

@@ -1,0 +1,3 @@
+fn main() {
+    eprintln!("benchmark fairness is being written; see BENCHMARKS.md");
+}

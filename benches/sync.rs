@@ -1,0 +1,3 @@
+fn main() {
+    eprintln!("benchmark sync is being written; see BENCHMARKS.md");
+}
