@@ -79,6 +79,15 @@ impl Shared {
                 .any(|(i, w)| i != idx && !w.local.is_empty())
     }
 
+    /// True if a worker other than `idx` is serving a group other than `g`.
+    pub(crate) fn others_serve_other_groups(&self, idx: usize, g: &GroupInner) -> bool {
+        let p = g as *const GroupInner as *mut GroupInner;
+        self.workers.iter().enumerate().any(|(i, w)| {
+            let s = w.serving.load(Ordering::Relaxed);
+            i != idx && !s.is_null() && s != p
+        })
+    }
+
     /// Tasks of `g` waiting in the local queues of the workers serving it (a snapshot).
     pub(crate) fn locally_queued(&self, g: &GroupInner) -> usize {
         let p = g as *const GroupInner as *mut GroupInner;

@@ -60,6 +60,17 @@ impl ListFlag {
 /// Virtual time advances by `ns * SCALE / weight` per charged nanosecond.
 const SCALE: u128 = 1 << 16;
 
+/// What a worker does when its quantum ends.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Another listed group is behind the served one: hand all local work back and pick again.
+    Switch,
+    /// Keep serving the group. `others_listed` says other groups wait in the rotation, so the
+    /// worker should expose its local surplus (see `worker`).
+    Stay { others_listed: bool },
+}
+
 pub(crate) struct Scheduler {
     state: Mutex<SchedState>,
     /// How many groups are in the rotation; read without the lock as a hint.
@@ -189,15 +200,17 @@ impl Scheduler {
         Some(g)
     }
 
-    /// Charges `ns` to the group a worker is serving and says whether another listed group is now
-    /// behind it (the worker should switch).
-    pub(crate) fn charge_and_check(&self, g: &GroupInner, ns: u64) -> bool {
+    /// Charges `ns` to the group a worker is serving at the end of its quantum and decides what
+    /// the worker does next.
+    pub(crate) fn charge_and_check(&self, g: &GroupInner, ns: u64) -> Verdict {
         let mut st = lock(&self.state);
         let mut gs = lock(&g.sched);
         Self::charge_locked(&mut st, g, &mut gs, ns);
         match st.rotation.first_key_value() {
-            Some(((v, id), _)) => *id != g.id && *v < gs.vruntime,
-            None => false,
+            Some(((v, id), _)) if *id != g.id && *v < gs.vruntime => Verdict::Switch,
+            _ => Verdict::Stay {
+                others_listed: st.rotation.len() > usize::from(gs.in_rotation),
+            },
         }
     }
 

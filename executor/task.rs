@@ -138,7 +138,8 @@ where
             .spawn_unchecked(make, schedule)
     };
     let handle = JoinHandle::new(task);
-    if group.registry.register(&runnable, &group.shared) {
+    let cancelled = group.cancelled.load(Ordering::Acquire);
+    if !cancelled && group.registry.register(&runnable, &group.shared) {
         runnable.schedule();
     } else {
         // Never polled: the user's future is dropped here, on the thread that created it.

@@ -25,7 +25,9 @@
 //! about one read per `CLOCK_EVERY` of work. When the quantum ends and another listed group is
 //! behind the served one, the worker spills its LIFO slot and local queue back to their groups'
 //! global queues and picks again: no local structure holds a worker on one group for more than a
-//! quantum while another group waits.
+//! quantum while another group waits. When it stays and other groups are active, it moves the older
+//! half of its local queue to the group's global queue, so other workers see the group's surplus
+//! and can serve it when it is behind (fairness is global, not per worker).
 //!
 //! Tasks of a group with `max_concurrency` always go through the group's limiter and global queue,
 //! never the LIFO slot, so their order is FIFO.
@@ -47,6 +49,7 @@ use crate::coop;
 use crate::group::GroupInner;
 use crate::queue::{LOCAL_CAPACITY, LocalQueue};
 use crate::runtime::Shared;
+use crate::scheduler::Verdict;
 use crate::shim::{AtomicBool, Ordering, fence};
 use crate::task::Runnable;
 
@@ -427,19 +430,40 @@ impl Worker {
         let Some((g, ns)) = self.end_segment(now) else {
             return;
         };
-        let switch = self.shared.scheduler.charge_and_check(&g, ns);
+        let verdict = self.shared.scheduler.charge_and_check(&g, ns);
+        let others_active = match verdict {
+            Verdict::Switch => true,
+            Verdict::Stay { others_listed } => {
+                others_listed || self.shared.others_serve_other_groups(self.idx, &g)
+            }
+        };
         self.start_segment(g, now);
-        if switch {
-            // Another group is behind this one: hand local work back and pick again.
-            let mut batch: Vec<Runnable> = Vec::new();
-            if let Some(r) = self.lifo.take() {
-                batch.push(r);
+        let local = &self.ws().local;
+        let mut batch: Vec<Runnable> = Vec::new();
+        match verdict {
+            Verdict::Switch => {
+                // Another group is behind this one: hand all local work back. `next_task` then
+                // finds nothing local and asks the scheduler, which picks the group that is behind.
+                batch.extend(self.lifo.take());
+                while let Some(r) = local.pop() {
+                    batch.push(r);
+                }
             }
-            while let Some(r) = self.ws().local.pop() {
-                batch.push(r);
+            Verdict::Stay { .. } if others_active => {
+                // Other workers serve other groups and only see this group's global queue: expose
+                // the older half of the local backlog there, so a group with more runnable tasks
+                // than one worker can run gets the other workers' time its weight entitles it to.
+                // A group with a single runnable task keeps it (half of one is none).
+                for _ in 0..local.len() / 2 {
+                    match local.pop() {
+                        Some(r) => batch.push(r),
+                        None => break,
+                    }
+                }
             }
-            // `next_task` now finds no local work and asks the scheduler, which picks the group
-            // that is behind.
+            Verdict::Stay { .. } => {}
+        }
+        if !batch.is_empty() {
             spill(batch);
         }
     }

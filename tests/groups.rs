@@ -1,0 +1,466 @@
+//! Fairness groups (issue 4): concurrency limits, cancellation, `wait_idle`, lifecycle, context
+//! flow, builder errors, metrics, and fairness invariants with generous bounds (the figures
+//! themselves are measured in `benches/fairness.rs`).
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{DropCount, eventually, rt, spin, watchdog};
+use futures::channel::oneshot;
+
+#[test]
+fn a_serial_group_never_polls_two_tasks_at_once() {
+    watchdog(120, || {
+        let rt = rt(2);
+        let g = rt
+            .group()
+            .name("strand")
+            .max_concurrency(1)
+            .build()
+            .unwrap();
+        let in_poll = Arc::new(AtomicUsize::new(0));
+        let overlaps = Arc::new(AtomicUsize::new(0));
+        let handles: Vec<_> = (0..10_000)
+            .map(|i| {
+                let (p, o) = (in_poll.clone(), overlaps.clone());
+                g.spawn(async move {
+                    for step in 0..2 {
+                        if p.fetch_add(1, Ordering::SeqCst) != 0 {
+                            o.fetch_add(1, Ordering::SeqCst);
+                        }
+                        if i % 100 == 0 {
+                            spin(Duration::from_micros(20));
+                        }
+                        p.fetch_sub(1, Ordering::SeqCst);
+                        if step == 0 {
+                            rondo::yield_now().await;
+                        }
+                    }
+                })
+            })
+            .collect();
+        // Other work keeps both workers busy meanwhile.
+        let noise: Vec<_> = (0..2000)
+            .map(|_| rt.spawn(async { rondo::yield_now().await }))
+            .collect();
+        rt.block_on(async {
+            for h in handles {
+                h.await.unwrap();
+            }
+            for h in noise {
+                h.await.unwrap();
+            }
+        });
+        assert_eq!(
+            overlaps.load(Ordering::SeqCst),
+            0,
+            "two tasks of a serial group ran at once"
+        );
+    });
+}
+
+#[test]
+fn a_serial_group_polls_in_fifo_order() {
+    watchdog(60, || {
+        let rt = rt(2);
+        let g = rt.group().max_concurrency(1).build().unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let handles: Vec<_> = (0..1000)
+            .map(|i| {
+                let o = order.clone();
+                g.spawn(async move { o.lock().unwrap().push(i) })
+            })
+            .collect();
+        rt.block_on(async {
+            for h in handles {
+                h.await.unwrap();
+            }
+        });
+        assert_eq!(*order.lock().unwrap(), (0..1000).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn max_concurrency_bounds_parallel_polls() {
+    watchdog(60, || {
+        let rt = rt(2);
+        let g = rt.group().max_concurrency(1).build().unwrap();
+        let g3 = rt.group().max_concurrency(3).build().unwrap();
+        for (group, limit) in [(g, 1usize), (g3, 3)] {
+            let in_poll = Arc::new(AtomicUsize::new(0));
+            let peak = Arc::new(AtomicUsize::new(0));
+            let hs: Vec<_> = (0..300)
+                .map(|_| {
+                    let (p, m) = (in_poll.clone(), peak.clone());
+                    group.spawn(async move {
+                        let now = p.fetch_add(1, Ordering::SeqCst) + 1;
+                        m.fetch_max(now, Ordering::SeqCst);
+                        spin(Duration::from_micros(50));
+                        p.fetch_sub(1, Ordering::SeqCst);
+                    })
+                })
+                .collect();
+            rt.block_on(async {
+                for h in hs {
+                    h.await.unwrap();
+                }
+            });
+            assert!(peak.load(Ordering::SeqCst) <= limit);
+        }
+    });
+}
+
+#[test]
+fn cancel_drops_queued_tasks_unrun_and_running_ones_at_their_next_suspension() {
+    watchdog(60, || {
+        let rt = rt(1);
+        let g = rt.group().name("doomed").build().unwrap();
+        // A task of the group that is running (suspended) when cancel comes.
+        let (started_tx, started_rx) = oneshot::channel::<()>();
+        let drops = DropCount::new();
+        let guard = drops.guard();
+        let running = g.spawn(async move {
+            let _g = guard;
+            started_tx.send(()).unwrap();
+            std::future::pending::<()>().await;
+        });
+        rt.block_on(started_rx).unwrap();
+        // Occupy the only worker so the next tasks stay queued.
+        let release = Arc::new(AtomicBool::new(false));
+        let r = release.clone();
+        let blocker = rt.spawn(async move {
+            while !r.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let queued: Vec<_> = (0..100)
+            .map(|_| {
+                let (ran, guard) = (ran.clone(), drops.guard());
+                g.spawn(async move {
+                    let _g = guard;
+                    ran.fetch_add(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        g.cancel();
+        assert!(g.is_cancelled());
+        release.store(true, Ordering::SeqCst);
+        rt.block_on(blocker).unwrap();
+        assert!(rt.block_on(running).unwrap_err().is_cancelled());
+        for h in queued {
+            assert!(rt.block_on(h).unwrap_err().is_cancelled());
+        }
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            0,
+            "a queued task of a cancelled group ran"
+        );
+        assert_eq!(drops.get(), 101);
+        // Spawning into a cancelled group resolves cancelled at once, without running.
+        let late_ran = Arc::new(AtomicBool::new(false));
+        let l = late_ran.clone();
+        let late = g.spawn(async move { l.store(true, Ordering::SeqCst) });
+        assert!(late.is_finished());
+        assert!(rt.block_on(late).unwrap_err().is_cancelled());
+        assert!(!late_ran.load(Ordering::SeqCst));
+        rt.block_on(g.wait_idle());
+        let m = g.metrics();
+        assert_eq!(
+            (m.spawned, m.cancelled, m.completed, m.unfinished),
+            (101, 101, 0, 0)
+        );
+        // Other groups are untouched.
+        assert_eq!(rt.block_on(rt.spawn(async { 1 })).unwrap(), 1);
+    });
+}
+
+#[test]
+fn wait_idle_resolves_only_when_every_task_finished() {
+    watchdog(60, || {
+        let rt = rt(2);
+        let g = rt.group().build().unwrap();
+        rt.block_on(g.wait_idle()); // an empty group is idle
+        let (tx, rx) = oneshot::channel::<()>();
+        let rx = futures::future::FutureExt::shared(rx);
+        for _ in 0..20 {
+            let rx = rx.clone();
+            g.spawn(async move {
+                let _ = rx.await;
+            });
+        }
+        assert_eq!(g.len(), 20);
+        let idle = Arc::new(AtomicBool::new(false));
+        let (g2, i2) = (g.clone(), idle.clone());
+        let waiter = rt.spawn(async move {
+            g2.wait_idle().await;
+            i2.store(true, Ordering::SeqCst);
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            !idle.load(Ordering::SeqCst),
+            "wait_idle resolved with 20 tasks unfinished"
+        );
+        tx.send(()).unwrap();
+        rt.block_on(waiter).unwrap();
+        assert!(idle.load(Ordering::SeqCst));
+        assert_eq!(g.len(), 0);
+        assert!(g.is_empty());
+    });
+}
+
+#[test]
+fn a_dropped_and_drained_group_keeps_running_then_is_freed() {
+    watchdog(60, || {
+        let rt = rt(2);
+        assert_eq!(rt.handle().group_count(), 1);
+        let done = Arc::new(AtomicUsize::new(0));
+        {
+            let g = rt.group().name("temp").build().unwrap();
+            for _ in 0..10 {
+                let d = done.clone();
+                g.spawn(async move {
+                    rondo::yield_now().await;
+                    std::thread::sleep(Duration::from_millis(2));
+                    d.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+            assert_eq!(rt.handle().group_count(), 2);
+        } // every handle dropped: the tasks are not cancelled
+        assert!(eventually(20, || done.load(Ordering::SeqCst) == 10));
+        assert!(
+            eventually(20, || rt.handle().group_count() == 1),
+            "the drained group was not freed"
+        );
+    });
+}
+
+#[test]
+fn children_inherit_the_group_of_their_parent() {
+    watchdog(30, || {
+        let rt = rt(2);
+        let g = rt.group().name("parent").build().unwrap();
+        let names = rt
+            .block_on(g.spawn(async {
+                let child = rondo::spawn(async {
+                    let grandchild =
+                        rondo::spawn(async { rondo::current_group().unwrap().name().to_string() });
+                    (
+                        rondo::current_group().unwrap().name().to_string(),
+                        grandchild.await.unwrap(),
+                    )
+                });
+                let via_handle = rondo::Handle::current()
+                    .spawn(async { rondo::current_group().unwrap().name().to_string() });
+                let (c, gc) = child.await.unwrap();
+                (c, gc, via_handle.await.unwrap())
+            }))
+            .unwrap();
+        assert_eq!(names, ("parent".into(), "parent".into(), "parent".into()));
+        // From outside any task, Runtime::spawn uses the default group.
+        let outside =
+            rt.block_on(rt.spawn(async { rondo::current_group().unwrap().name().to_string() }));
+        assert_eq!(outside.unwrap(), "default");
+        assert!(rondo::current_group().is_none());
+    });
+}
+
+#[test]
+fn group_builder_and_set_weight_reject_bad_input() {
+    let rt = rt(1);
+    for (w, ok) in [
+        (0u32, false),
+        (1, true),
+        (rondo::MAX_WEIGHT, true),
+        (rondo::MAX_WEIGHT + 1, false),
+    ] {
+        let r = rt.group().weight(w).build();
+        assert_eq!(r.is_ok(), ok, "weight {w}");
+        if let Err(e) = r {
+            assert!(
+                e.to_string().contains("weight must be between 1 and 10000"),
+                "{e}"
+            );
+        }
+    }
+    let e = rt.group().max_concurrency(0).build().unwrap_err();
+    assert!(
+        e.to_string().contains("max_concurrency must be at least 1"),
+        "{e}"
+    );
+    let g = rt.group().weight(3).build().unwrap();
+    assert!(g.set_weight(0).is_err());
+    assert!(g.set_weight(rondo::MAX_WEIGHT + 1).is_err());
+    assert_eq!(g.weight(), 3);
+    g.set_weight(7).unwrap();
+    assert_eq!(g.weight(), 7);
+    assert_eq!(g.metrics().weight, 7);
+}
+
+#[test]
+fn metrics_count_what_happened() {
+    watchdog(60, || {
+        let rt = rt(2);
+        let g = rt.group().name("counted").build().unwrap();
+        let ok: Vec<_> = (0..50)
+            .map(|_| {
+                g.spawn(async {
+                    spin(Duration::from_micros(200));
+                    rondo::yield_now().await;
+                })
+            })
+            .collect();
+        let bad = g.spawn(async { panic!("counted panic") });
+        let aborted = g.spawn(std::future::pending::<()>());
+        aborted.abort();
+        rt.block_on(async {
+            for h in ok {
+                h.await.unwrap();
+            }
+            assert!(bad.await.unwrap_err().is_panic());
+            assert!(aborted.await.unwrap_err().is_cancelled());
+        });
+        rt.block_on(g.wait_idle());
+        let m = g.metrics();
+        assert_eq!(m.name, "counted");
+        assert_eq!(
+            (
+                m.spawned,
+                m.completed,
+                m.panicked,
+                m.cancelled,
+                m.unfinished
+            ),
+            (52, 50, 1, 1, 0)
+        );
+        assert!(
+            eventually(5, || g.metrics().polls >= 101),
+            "{:?}",
+            g.metrics()
+        );
+        assert!(
+            g.metrics().busy >= Duration::from_millis(5),
+            "{:?}",
+            g.metrics()
+        );
+        assert_eq!(g.metrics().runnable, 0);
+    });
+}
+
+#[test]
+fn a_small_group_behind_a_flood_finishes_long_before_the_flood() {
+    watchdog(120, || {
+        let rt = rt(2);
+        let flood = rt.group().name("flood").build().unwrap();
+        let small = rt.group().name("small").build().unwrap();
+        let flood_done = Arc::new(AtomicUsize::new(0));
+        let flood_handles: Vec<_> = (0..4000)
+            .map(|_| {
+                let d = flood_done.clone();
+                flood.spawn(async move {
+                    spin(Duration::from_micros(50));
+                    d.fetch_add(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(5));
+        let small_handles: Vec<_> = (0..50)
+            .map(|_| small.spawn(async { spin(Duration::from_micros(50)) }))
+            .collect();
+        rt.block_on(async {
+            for h in small_handles {
+                h.await.unwrap();
+            }
+        });
+        let at_small_done = flood_done.load(Ordering::SeqCst);
+        rt.block_on(async {
+            for h in flood_handles {
+                h.await.unwrap();
+            }
+        });
+        // FIFO would finish the small group after all 4000; a fair split within a few quanta.
+        assert!(
+            at_small_done < 3000,
+            "the small group waited for {at_small_done} of 4000 flood tasks"
+        );
+    });
+}
+
+/// Spins in `chunk` slices, yielding in between, adding the time spun to `total`, until `stop`.
+async fn backlogged(chunk: Duration, total: Arc<AtomicU64>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        let t = Instant::now();
+        spin(chunk);
+        total.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        rondo::yield_now().await;
+    }
+}
+
+#[test]
+fn weights_and_task_counts_shape_cpu_shares() {
+    watchdog(120, || {
+        let rt = rt(2);
+        let stop = Arc::new(AtomicBool::new(false));
+        // Weight 1 with long polls and many tasks vs weight 4 with short polls and one task per
+        // worker: time is charged, not polls or tasks.
+        let light = rt.group().weight(1).build().unwrap();
+        let heavy = rt.group().weight(4).build().unwrap();
+        let (lt, ht) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let mut hs = Vec::new();
+        for _ in 0..100 {
+            hs.push(light.spawn(backlogged(
+                Duration::from_micros(200),
+                lt.clone(),
+                stop.clone(),
+            )));
+        }
+        for _ in 0..2 {
+            hs.push(heavy.spawn(backlogged(
+                Duration::from_micros(20),
+                ht.clone(),
+                stop.clone(),
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(400));
+        stop.store(true, Ordering::SeqCst);
+        rt.block_on(async {
+            for h in hs {
+                h.await.unwrap();
+            }
+        });
+        let (l, h) = (
+            lt.load(Ordering::SeqCst) as f64,
+            ht.load(Ordering::SeqCst) as f64,
+        );
+        // Ideal is 4×; FIFO by count would give the light group ~50× the heavy one's polls.
+        assert!(h > 1.5 * l, "heavy group got {h} ns vs light {l} ns");
+    });
+}
+
+#[test]
+fn one_hundred_thousand_groups_work() {
+    watchdog(120, || {
+        let rt = rt(2);
+        let done = Arc::new(AtomicUsize::new(0));
+        let handles: Vec<_> = (0..100_000)
+            .map(|_| {
+                let g = rt.group().build().unwrap();
+                let d = done.clone();
+                g.spawn(async move {
+                    d.fetch_add(1, Ordering::Relaxed);
+                })
+            })
+            .collect();
+        rt.block_on(async {
+            for h in handles {
+                h.await.unwrap();
+            }
+        });
+        assert_eq!(done.load(Ordering::SeqCst), 100_000);
+        assert!(eventually(20, || rt.handle().group_count() == 1));
+    });
+}

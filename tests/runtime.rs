@@ -1,0 +1,648 @@
+//! The core runtime's guarantees (issue 2): spawning, joining, cancellation, panics, nested
+//! `block_on`, shutdown, isolation, wakeups and starvation protection.
+
+mod common;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use common::{DropCount, eventually, rt, watchdog};
+use futures::channel::{mpsc, oneshot};
+use futures::{SinkExt, StreamExt};
+
+#[test]
+fn spawn_and_join_100_000_tasks() {
+    watchdog(60, || {
+        let rt = rt(2);
+        let sum = rt.block_on(async {
+            let handles: Vec<_> = (0..100_000u64)
+                .map(|i| rondo::spawn(async move { i }))
+                .collect();
+            let mut sum = 0u64;
+            for h in handles {
+                sum += h.await.unwrap();
+            }
+            sum
+        });
+        assert_eq!(sum, 100_000 * 99_999 / 2);
+    });
+}
+
+#[test]
+fn nested_spawn_three_levels() {
+    watchdog(30, || {
+        let rt = rt(2);
+        let total = rt.block_on(async {
+            let outer: Vec<_> = (0..10u64)
+                .map(|i| {
+                    rondo::spawn(async move {
+                        let mid: Vec<_> = (0..10u64)
+                            .map(|j| {
+                                rondo::spawn(async move {
+                                    rondo::spawn(async move { i * 100 + j }).await.unwrap()
+                                })
+                            })
+                            .collect();
+                        let mut s = 0;
+                        for h in mid {
+                            s += h.await.unwrap();
+                        }
+                        s
+                    })
+                })
+                .collect();
+            let mut s = 0;
+            for h in outer {
+                s += h.await.unwrap();
+            }
+            s
+        });
+        let expected: u64 = (0..10u64)
+            .flat_map(|i| (0..10u64).map(move |j| i * 100 + j))
+            .sum();
+        assert_eq!(total, expected);
+    });
+}
+
+#[test]
+fn global_runtime_spawn_and_block_on() {
+    watchdog(30, || {
+        let h = rondo::spawn(async { 40 + 2 });
+        assert_eq!(rondo::block_on(h).unwrap(), 42);
+    });
+}
+
+#[test]
+fn abort_of_a_queued_task_drops_it_unpolled() {
+    watchdog(30, || {
+        let rt = rt(1);
+        let release = Arc::new(AtomicBool::new(false));
+        let r = release.clone();
+        // Occupy the only worker.
+        let blocker = rt.spawn(async move {
+            while !r.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+        });
+        let ran = Arc::new(AtomicBool::new(false));
+        let drops = DropCount::new();
+        let (ran2, guard) = (ran.clone(), drops.guard());
+        let queued = rt.spawn(async move {
+            let _g = guard;
+            ran2.store(true, Ordering::SeqCst);
+        });
+        queued.abort();
+        release.store(true, Ordering::SeqCst);
+        rt.block_on(blocker).unwrap();
+        let err = rt.block_on(queued).unwrap_err();
+        assert!(err.is_cancelled());
+        assert!(!err.is_panic());
+        assert!(
+            !ran.load(Ordering::SeqCst),
+            "an aborted queued task must not run"
+        );
+        assert_eq!(drops.get(), 1);
+    });
+}
+
+#[test]
+fn abort_of_a_running_task_drops_it_on_a_worker_at_its_next_suspension() {
+    watchdog(30, || {
+        let rt = rondo::Runtime::builder()
+            .worker_threads(2)
+            .thread_name("abort-worker")
+            .build()
+            .unwrap();
+        let (started_tx, started_rx) = oneshot::channel::<()>();
+        let dropped_on = Arc::new(Mutex::new(None::<String>));
+        struct NoteThread(Arc<Mutex<Option<String>>>);
+        impl Drop for NoteThread {
+            fn drop(&mut self) {
+                let name = std::thread::current().name().unwrap_or("?").to_string();
+                *self.0.lock().unwrap() = Some(name);
+            }
+        }
+        let note = NoteThread(dropped_on.clone());
+        let h = rt.spawn(async move {
+            let _note = note;
+            started_tx.send(()).unwrap();
+            std::future::pending::<()>().await;
+        });
+        rt.block_on(started_rx).unwrap();
+        h.abort();
+        let err = rt.block_on(h).unwrap_err();
+        assert!(err.is_cancelled());
+        let name = dropped_on
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("future was dropped");
+        assert!(
+            name.starts_with("abort-worker-"),
+            "the future must be dropped by a worker, not inline on the aborting thread (was {name})"
+        );
+    });
+}
+
+#[test]
+fn abort_after_completion_keeps_the_output() {
+    watchdog(30, || {
+        let rt = rt(2);
+        let h = rt.spawn(async { 5 });
+        assert!(eventually(10, || h.is_finished()));
+        h.abort();
+        assert_eq!(rt.block_on(h).unwrap(), 5);
+    });
+}
+
+#[test]
+fn panics_are_isolated_reported_and_carry_the_payload() {
+    watchdog(30, || {
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let s = seen.clone();
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .on_task_panic(move |p| {
+                s.lock().unwrap().push(format!(
+                    "{}:{}",
+                    p.group_name(),
+                    p.message().unwrap_or("?")
+                ));
+            })
+            .build()
+            .unwrap();
+        let err = rt
+            .block_on(rt.spawn(async { panic!("first") }))
+            .unwrap_err();
+        assert!(err.is_panic());
+        assert!(!err.is_cancelled());
+        assert_eq!(err.to_string(), "task panicked: first");
+        let payload = err.into_panic();
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"first"));
+
+        // A detached task's panic reaches the hook too.
+        drop(rt.spawn(async { panic!("{}", String::from("detached")) }));
+        assert!(eventually(10, || seen.lock().unwrap().len() == 2));
+
+        // The single worker survived both panics.
+        let sum = rt.block_on(async {
+            let hs: Vec<_> = (0..100).map(|i| rondo::spawn(async move { i })).collect();
+            let mut s = 0;
+            for h in hs {
+                s += h.await.unwrap();
+            }
+            s
+        });
+        assert_eq!(sum, 4950);
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            vec!["default:first".to_string(), "default:detached".to_string()]
+        );
+    });
+}
+
+#[test]
+fn a_panic_in_block_on_propagates_to_the_caller() {
+    let rt = rt(1);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(async { panic!("in block_on") })
+    }));
+    let p = r.unwrap_err();
+    assert_eq!(p.downcast_ref::<&str>(), Some(&"in block_on"));
+    // The runtime is still usable.
+    assert_eq!(rt.block_on(rt.spawn(async { 1 })).unwrap(), 1);
+}
+
+#[test]
+fn nested_block_on_on_a_single_worker_runs_queued_tasks_instead_of_deadlocking() {
+    watchdog(30, || {
+        let rt = rt(1);
+        let v = rt.block_on(rt.spawn(async {
+            // The only worker blocks here; the child can only run if the worker keeps serving
+            // its queue while it waits.
+            rondo::block_on(async {
+                let a = rondo::spawn(async { 20 });
+                let b = rondo::spawn(async {
+                    rondo::yield_now().await;
+                    22
+                });
+                a.await.unwrap() + b.await.unwrap()
+            })
+        }));
+        assert_eq!(v.unwrap(), 42);
+    });
+}
+
+#[test]
+fn nested_block_on_waits_for_a_foreign_wake() {
+    watchdog(30, || {
+        let rt = rt(1);
+        let (tx, rx) = oneshot::channel::<u32>();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            tx.send(9).unwrap();
+        });
+        let v = rt.block_on(rt.spawn(async move { rondo::block_on(rx).unwrap() }));
+        assert_eq!(v.unwrap(), 9);
+    });
+}
+
+#[test]
+fn shutdown_drops_every_future_exactly_once_including_never_polled_ones() {
+    watchdog(60, || {
+        let drops = DropCount::new();
+        let polled = Arc::new(AtomicUsize::new(0));
+        let rt = rt(1);
+        // Tasks that were polled and now wait forever.
+        let (started_tx, mut started_rx) = mpsc::unbounded::<()>();
+        let mut handles = Vec::new();
+        for _ in 0..50 {
+            let (g, tx) = (drops.guard(), started_tx.clone());
+            handles.push(rt.spawn(async move {
+                let _g = g;
+                tx.unbounded_send(()).unwrap();
+                std::future::pending::<()>().await;
+            }));
+        }
+        rt.block_on(async {
+            for _ in 0..50 {
+                started_rx.next().await.unwrap();
+            }
+        });
+        // Occupy the worker, then queue tasks it will never get to poll.
+        rt.spawn(async {
+            std::thread::sleep(Duration::from_millis(300));
+        });
+        for _ in 0..1000 {
+            let (g, p) = (drops.guard(), polled.clone());
+            handles.push(rt.spawn(async move {
+                let _g = g;
+                p.fetch_add(1, Ordering::SeqCst);
+            }));
+        }
+        drop(rt);
+        assert_eq!(
+            polled.load(Ordering::SeqCst),
+            0,
+            "queued tasks must not run after shutdown began"
+        );
+        assert_eq!(drops.get(), 1050, "every future dropped exactly once");
+        for h in handles {
+            assert!(h.is_finished());
+            assert!(futures::executor::block_on(h).unwrap_err().is_cancelled());
+        }
+        assert_eq!(drops.get(), 1050);
+    });
+}
+
+#[test]
+fn spawning_after_shutdown_returns_a_cancelled_handle() {
+    let rt = rt(1);
+    let handle = rt.handle().clone();
+    drop(rt);
+    let drops = DropCount::new();
+    let g = drops.guard();
+    let h = handle.spawn(async move {
+        let _g = g;
+    });
+    assert!(futures::executor::block_on(h).unwrap_err().is_cancelled());
+    assert_eq!(drops.get(), 1);
+}
+
+#[test]
+fn a_waker_that_fires_after_shutdown_is_harmless() {
+    watchdog(30, || {
+        let slot: Arc<Mutex<Option<Waker>>> = Arc::new(Mutex::new(None));
+        let rt = rt(2);
+        let s = slot.clone();
+        let h = rt.spawn(std::future::poll_fn(move |cx: &mut Context<'_>| {
+            *s.lock().unwrap() = Some(cx.waker().clone());
+            Poll::<()>::Pending
+        }));
+        assert!(eventually(10, || slot.lock().unwrap().is_some()));
+        drop(rt);
+        let w = slot.lock().unwrap().take().unwrap();
+        w.wake_by_ref();
+        w.wake();
+        assert!(futures::executor::block_on(h).unwrap_err().is_cancelled());
+    });
+}
+
+#[test]
+fn shutdown_timeout_returns_even_if_a_task_blocks_its_worker() {
+    let rt = rt(1);
+    rt.spawn(async {
+        std::thread::sleep(Duration::from_secs(3));
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    let t = Instant::now();
+    rt.shutdown_timeout(Duration::from_millis(100));
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "shutdown_timeout waited {:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn two_runtimes_are_isolated() {
+    watchdog(30, || {
+        let a = rondo::Runtime::builder()
+            .worker_threads(2)
+            .thread_name("iso-a")
+            .build()
+            .unwrap();
+        let b = rondo::Runtime::builder()
+            .worker_threads(1)
+            .thread_name("iso-b")
+            .build()
+            .unwrap();
+        // Block every worker of A.
+        let release = Arc::new(AtomicBool::new(false));
+        let blockers: Vec<_> = (0..2)
+            .map(|_| {
+                let r = release.clone();
+                a.spawn(async move {
+                    while !r.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                })
+            })
+            .collect();
+        // B still runs its own tasks, on its own threads, and its spawns stay on B.
+        let names = b.block_on(async {
+            let hs: Vec<_> = (0..100)
+                .map(|_| {
+                    rondo::spawn(async {
+                        rondo::spawn(async { std::thread::current().name().unwrap().to_string() })
+                            .await
+                            .unwrap()
+                    })
+                })
+                .collect();
+            let mut v = Vec::new();
+            for h in hs {
+                v.push(h.await.unwrap());
+            }
+            v
+        });
+        assert!(names.iter().all(|n| n == "iso-b-0"), "{names:?}");
+        release.store(true, Ordering::SeqCst);
+        for h in blockers {
+            a.block_on(h).unwrap();
+        }
+        let an = a.block_on(a.spawn(async { std::thread::current().name().unwrap().to_string() }));
+        assert!(an.unwrap().starts_with("iso-a-"));
+    });
+}
+
+#[test]
+fn one_hundred_thousand_wakes_from_foreign_threads_lose_none() {
+    watchdog(120, || {
+        let rt = rt(2);
+        for _round in 0..100 {
+            let mut senders = Vec::with_capacity(1000);
+            let mut handles = Vec::with_capacity(1000);
+            for i in 0..1000u32 {
+                let (tx, rx) = oneshot::channel::<u32>();
+                senders.push((i, tx));
+                handles.push(rt.spawn(async move { rx.await.unwrap() }));
+            }
+            // Two foreign threads complete the channels, racing the tasks' first polls.
+            let second = senders.split_off(500);
+            let t1 = std::thread::spawn(move || {
+                for (i, tx) in senders {
+                    tx.send(i).unwrap();
+                }
+            });
+            let t2 = std::thread::spawn(move || {
+                for (i, tx) in second {
+                    tx.send(i).unwrap();
+                }
+            });
+            t1.join().unwrap();
+            t2.join().unwrap();
+            let sum: u64 = rt.block_on(async {
+                let mut s = 0u64;
+                for h in handles {
+                    s += u64::from(h.await.unwrap());
+                }
+                s
+            });
+            assert_eq!(sum, 999 * 1000 / 2);
+        }
+    });
+}
+
+#[test]
+fn repeated_self_wakes_from_a_foreign_thread_lose_none() {
+    // One task is woken 100,000 times in a row by a foreign thread, each wake racing its park.
+    struct Counter {
+        produced: AtomicUsize,
+        waker: Mutex<Option<Waker>>,
+    }
+    struct Consume {
+        c: Arc<Counter>,
+        consumed: usize,
+    }
+    impl Future for Consume {
+        type Output = ();
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            loop {
+                if self.consumed == 100_000 {
+                    return Poll::Ready(());
+                }
+                if self.c.produced.load(Ordering::SeqCst) > self.consumed {
+                    self.consumed += 1;
+                    continue;
+                }
+                *self.c.waker.lock().unwrap() = Some(cx.waker().clone());
+                if self.c.produced.load(Ordering::SeqCst) > self.consumed {
+                    continue;
+                }
+                return Poll::Pending;
+            }
+        }
+    }
+    watchdog(120, || {
+        let rt = rt(2);
+        let c = Arc::new(Counter {
+            produced: AtomicUsize::new(0),
+            waker: Mutex::new(None),
+        });
+        let h = rt.spawn(Consume {
+            c: c.clone(),
+            consumed: 0,
+        });
+        for _ in 0..100_000 {
+            c.produced.fetch_add(1, Ordering::SeqCst);
+            if let Some(w) = c.waker.lock().unwrap().take() {
+                w.wake();
+            }
+        }
+        rt.block_on(h).unwrap();
+    });
+}
+
+#[test]
+fn a_yield_goes_to_the_back_not_the_lifo_slot() {
+    watchdog(30, || {
+        let rt = rt(1);
+        let log = Arc::new(Mutex::new(Vec::<&'static str>::new()));
+        let l = log.clone();
+        rt.block_on(rt.spawn(async move {
+            l.lock().unwrap().push("a1");
+            let l2 = l.clone();
+            let b = rondo::spawn(async move { l2.lock().unwrap().push("b") });
+            rondo::yield_now().await;
+            l.lock().unwrap().push("a2");
+            b.await.unwrap();
+        }))
+        .unwrap();
+        assert_eq!(*log.lock().unwrap(), vec!["a1", "b", "a2"]);
+    });
+}
+
+#[test]
+fn a_ping_pong_pair_does_not_starve_the_local_queue() {
+    watchdog(30, || {
+        let rt = rt(1);
+        let stop = Arc::new(AtomicBool::new(false));
+        rt.block_on(rt.spawn({
+            let stop = stop.clone();
+            async move {
+                // Queued first: it only runs if the LIFO slot yields to the local queue.
+                let s = stop.clone();
+                let other = rondo::spawn(async move {
+                    for _ in 0..100 {
+                        rondo::yield_now().await;
+                    }
+                    s.store(true, Ordering::SeqCst);
+                });
+                let (mut tx1, mut rx1) = mpsc::channel::<u32>(1);
+                let (mut tx2, mut rx2) = mpsc::channel::<u32>(1);
+                let s1 = stop.clone();
+                let p1 = rondo::spawn(async move {
+                    let mut n = 0u32;
+                    while !s1.load(Ordering::SeqCst) {
+                        tx1.send(n).await.unwrap();
+                        n = rx2.next().await.unwrap();
+                    }
+                });
+                let s2 = stop.clone();
+                let p2 = rondo::spawn(async move {
+                    while !s2.load(Ordering::SeqCst) {
+                        let n = rx1.next().await.unwrap();
+                        if tx2.send(n + 1).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                other.await.unwrap();
+                p1.await.unwrap();
+                p2.abort();
+                let _ = p2.await;
+            }
+        }))
+        .unwrap();
+        assert!(stop.load(Ordering::SeqCst));
+    });
+}
+
+#[test]
+fn an_always_ready_loop_cannot_monopolise_a_worker() {
+    watchdog(30, || {
+        let rt = rt(1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let busy = rt.spawn(async move {
+            let mut n = 0u64;
+            while !s.load(Ordering::SeqCst) {
+                rondo::consume_budget().await;
+                n += 1;
+            }
+            n
+        });
+        let s = stop.clone();
+        let setter = rt.spawn(async move { s.store(true, Ordering::SeqCst) });
+        rt.block_on(setter).unwrap();
+        assert!(rt.block_on(busy).unwrap() >= rondo::BUDGET as u64);
+    });
+}
+
+#[test]
+fn dropping_a_join_handle_detaches_the_task() {
+    watchdog(30, || {
+        let rt = rt(2);
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        drop(rt.spawn(async move {
+            rondo::yield_now().await;
+            d.store(true, Ordering::SeqCst);
+        }));
+        assert!(eventually(10, || done.load(Ordering::SeqCst)));
+    });
+}
+
+#[test]
+fn handle_current_outside_and_inside() {
+    assert!(rondo::Handle::try_current().is_none());
+    let p = std::panic::catch_unwind(rondo::Handle::current).unwrap_err();
+    let msg = p
+        .downcast_ref::<&str>()
+        .copied()
+        .map(String::from)
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap();
+    assert!(msg.contains("outside a rondo runtime"), "{msg}");
+    let rt = rt(1);
+    rt.block_on(async {
+        assert!(rondo::Handle::try_current().is_some());
+        let inner = rondo::spawn(async { rondo::Handle::try_current().is_some() })
+            .await
+            .unwrap();
+        assert!(inner);
+    });
+}
+
+#[test]
+fn builder_rejects_invalid_settings_with_clear_errors() {
+    let cases: Vec<(rondo::Builder, &str)> = vec![
+        (
+            rondo::Builder::new().worker_threads(0),
+            "worker_threads must be at least 1",
+        ),
+        (
+            rondo::Builder::new().worker_threads(rondo::MAX_WORKERS + 1),
+            "worker_threads must be at most",
+        ),
+        (
+            rondo::Builder::new().thread_name(""),
+            "thread_name must be non-empty",
+        ),
+        (rondo::Builder::new().thread_name("a\0b"), "no NUL"),
+        (
+            rondo::Builder::new().quantum(Duration::from_micros(1)),
+            "quantum must be between",
+        ),
+        (
+            rondo::Builder::new().quantum(Duration::from_secs(1)),
+            "quantum must be between",
+        ),
+    ];
+    for (b, want) in cases {
+        let err = b.build().unwrap_err();
+        assert!(
+            err.to_string().contains(want),
+            "{err} should mention {want:?}"
+        );
+    }
+    assert!(rondo::Builder::new().worker_threads(1).build().is_ok());
+    let io = rondo::Runtime::new();
+    assert!(io.is_ok());
+}
