@@ -1,0 +1,210 @@
+//! `Builder` and `BuildError`: validated runtime configuration.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::join::TaskPanic;
+use crate::runtime::Runtime;
+
+/// The most worker threads one runtime may have.
+pub const MAX_WORKERS: usize = 1024;
+/// The shortest scheduling quantum [`Builder::quantum`] accepts.
+pub const MIN_QUANTUM: Duration = Duration::from_micros(50);
+/// The longest scheduling quantum [`Builder::quantum`] accepts.
+pub const MAX_QUANTUM: Duration = Duration::from_millis(100);
+/// The default scheduling quantum: the longest a worker serves one group while others wait.
+pub const DEFAULT_QUANTUM: Duration = Duration::from_micros(500);
+
+pub(crate) type PanicHook = Arc<dyn Fn(&TaskPanic<'_>) + Send + Sync + 'static>;
+
+/// The validated settings a runtime runs with.
+pub(crate) struct Config {
+    pub(crate) workers: usize,
+    pub(crate) thread_name: String,
+    pub(crate) quantum: Duration,
+    pub(crate) on_task_panic: Option<PanicHook>,
+}
+
+/// Configures and builds a [`Runtime`].
+///
+/// ```
+/// let rt = rondo::Runtime::builder()
+///     .worker_threads(2)
+///     .thread_name("my-pool")
+///     .on_task_panic(|p| eprintln!("task panicked: {:?}", p.message()))
+///     .build()
+///     .unwrap();
+/// assert_eq!(rt.block_on(async { 1 + 1 }), 2);
+/// ```
+pub struct Builder {
+    worker_threads: Option<usize>,
+    thread_name: String,
+    quantum: Duration,
+    on_task_panic: Option<PanicHook>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("worker_threads", &self.worker_threads)
+            .field("thread_name", &self.thread_name)
+            .field("quantum", &self.quantum)
+            .field("on_task_panic", &self.on_task_panic.is_some())
+            .finish()
+    }
+}
+
+impl Builder {
+    /// A builder with the defaults: one worker per available core, threads named `rondo-worker-N`,
+    /// a 500 µs scheduling quantum and no panic hook.
+    ///
+    /// ```
+    /// let rt = rondo::Builder::new().build().unwrap();
+    /// assert!(rt.handle().worker_count() >= 1);
+    /// ```
+    pub fn new() -> Self {
+        Builder {
+            worker_threads: None,
+            thread_name: "rondo-worker".to_string(),
+            quantum: DEFAULT_QUANTUM,
+            on_task_panic: None,
+        }
+    }
+
+    /// The number of worker threads, 1 to [`MAX_WORKERS`]. Default: the available parallelism.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().worker_threads(3).build().unwrap();
+    /// assert_eq!(rt.handle().worker_count(), 3);
+    /// let err = rondo::Runtime::builder().worker_threads(0).build().unwrap_err();
+    /// assert!(err.to_string().contains("worker_threads"));
+    /// ```
+    pub fn worker_threads(mut self, n: usize) -> Self {
+        self.worker_threads = Some(n);
+        self
+    }
+
+    /// The worker threads' name prefix; each thread is called `{name}-{index}`. Must be non-empty
+    /// and contain no NUL byte.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().thread_name("db").worker_threads(1).build().unwrap();
+    /// let name = rt.block_on(async {
+    ///     rondo::spawn(async { std::thread::current().name().unwrap().to_string() }).await.unwrap()
+    /// });
+    /// assert_eq!(name, "db-0");
+    /// ```
+    pub fn thread_name(mut self, name: impl Into<String>) -> Self {
+        self.thread_name = name.into();
+        self
+    }
+
+    /// The scheduling quantum: the longest a worker keeps serving one group while another group
+    /// with a smaller virtual runtime waits. Shorter means tighter fairness and more switching.
+    /// Allowed: [`MIN_QUANTUM`] to [`MAX_QUANTUM`]; default [`DEFAULT_QUANTUM`] (500 µs).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = rondo::Runtime::builder().quantum(Duration::from_millis(1)).build().unwrap();
+    /// # drop(rt);
+    /// assert!(rondo::Runtime::builder().quantum(Duration::from_secs(1)).build().is_err());
+    /// ```
+    pub fn quantum(mut self, quantum: Duration) -> Self {
+        self.quantum = quantum;
+        self
+    }
+
+    /// A hook that sees every task panic, detached tasks included, on the worker that caught it.
+    /// The task's `JoinHandle` still receives the payload. A panic inside the hook is caught and
+    /// ignored.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let seen = Arc::new(AtomicUsize::new(0));
+    /// let s = seen.clone();
+    /// let rt = rondo::Runtime::builder()
+    ///     .on_task_panic(move |_| { s.fetch_add(1, Ordering::SeqCst); })
+    ///     .build()
+    ///     .unwrap();
+    /// let r = rt.block_on(async { rondo::spawn(async { panic!("boom") }).await });
+    /// assert!(r.unwrap_err().is_panic());
+    /// assert_eq!(seen.load(Ordering::SeqCst), 1);
+    /// ```
+    pub fn on_task_panic(mut self, hook: impl Fn(&TaskPanic<'_>) + Send + Sync + 'static) -> Self {
+        self.on_task_panic = Some(Arc::new(hook));
+        self
+    }
+
+    /// Validates the settings and starts the worker threads.
+    ///
+    /// # Errors
+    /// A [`BuildError`] saying which setting is wrong and what is allowed, or that the operating
+    /// system refused to start a thread.
+    pub fn build(self) -> Result<Runtime, BuildError> {
+        let workers = match self.worker_threads {
+            Some(0) => {
+                return Err(BuildError::new(
+                    "worker_threads must be at least 1 (got 0)".to_string(),
+                ));
+            }
+            Some(n) if n > MAX_WORKERS => {
+                return Err(BuildError::new(format!(
+                    "worker_threads must be at most {MAX_WORKERS} (got {n})"
+                )));
+            }
+            Some(n) => n,
+            None => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+                .min(MAX_WORKERS),
+        };
+        if self.thread_name.is_empty() || self.thread_name.contains('\0') {
+            return Err(BuildError::new(format!(
+                "thread_name must be non-empty and contain no NUL byte (got {:?})",
+                self.thread_name
+            )));
+        }
+        if self.quantum < MIN_QUANTUM || self.quantum > MAX_QUANTUM {
+            return Err(BuildError::new(format!(
+                "quantum must be between {MIN_QUANTUM:?} and {MAX_QUANTUM:?} (got {:?})",
+                self.quantum
+            )));
+        }
+        Runtime::start(Config {
+            workers,
+            thread_name: self.thread_name,
+            quantum: self.quantum,
+            on_task_panic: self.on_task_panic,
+        })
+    }
+}
+
+/// A runtime or group setting was invalid, or a worker thread could not be started.
+///
+/// Its message names the setting, the value given and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildError {
+    message: String,
+}
+
+impl BuildError {
+    pub(crate) fn new(message: String) -> Self {
+        BuildError { message }
+    }
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for BuildError {}

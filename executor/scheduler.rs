@@ -1,0 +1,179 @@
+//! The group scheduler: which group a worker serves next.
+//!
+//! Every group has a *virtual runtime*: the CPU time its tasks were charged, scaled by
+//! `1 / weight`. The *rotation* holds the groups that have tasks waiting in their global queue,
+//! ordered by virtual runtime; a worker that needs work takes the group with the smallest one, and
+//! a worker whose quantum ends switches if some listed group is behind the one it serves. This is
+//! stride scheduling; with equal weights it is round-robin by time.
+//!
+//! Rules that keep it fair:
+//! - Time is charged, not polls: each worker measures how long it served a group and charges it
+//!   when the segment ends, wherever the group's tasks came from (its own queue or stolen).
+//! - A group that joins the rotation starts at `max(own, floor)`, where `floor` tracks the smallest
+//!   virtual runtime among active groups: an idle group banks no credit.
+//! - Only groups with queued work are in the rotation, so idle groups cost nothing per decision.
+//!
+//! The listing protocol (lock-free part): `GroupInner::listed` is true while the group is in the
+//! rotation or about to be inserted. A pusher pushes to the group queue, fences, then sets `listed`
+//! (inserting the group if it was false). The remover clears `listed` under the scheduler lock only
+//! if the queue is empty, fences, then re-checks the queue and re-lists if a push slipped in. One of
+//! the two always sees the other, so no task is left in an unlisted queue (loom model:
+//! `tests/loom_runtime.rs`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::group::GroupInner;
+use crate::shim::{AtomicUsize, Mutex, Ordering, fence, lock};
+
+/// Virtual time advances by `ns * SCALE / weight` per charged nanosecond.
+const SCALE: u128 = 1 << 16;
+
+pub(crate) struct Scheduler {
+    state: Mutex<SchedState>,
+    /// How many groups are in the rotation; read without the lock as a hint.
+    listed: AtomicUsize,
+}
+
+struct SchedState {
+    rotation: BTreeMap<(u128, u64), Arc<GroupInner>>,
+    floor: u128,
+}
+
+/// A group's scheduling state; only touched while the scheduler lock is held.
+pub(crate) struct GroupSched {
+    pub(crate) weight: u32,
+    pub(crate) vruntime: u128,
+    pub(crate) in_rotation: bool,
+    /// When the group last entered the rotation without a worker picking it yet.
+    pub(crate) listed_at: Option<Instant>,
+}
+
+impl GroupSched {
+    pub(crate) fn new(weight: u32) -> Self {
+        GroupSched {
+            weight,
+            vruntime: 0,
+            in_rotation: false,
+            listed_at: None,
+        }
+    }
+}
+
+impl Scheduler {
+    pub(crate) fn new() -> Self {
+        Scheduler {
+            state: Mutex::new(SchedState {
+                rotation: BTreeMap::new(),
+                floor: 0,
+            }),
+            listed: AtomicUsize::new(0),
+        }
+    }
+
+    /// True if some group has queued work (a hint; exact under the lock).
+    pub(crate) fn has_listed(&self) -> bool {
+        self.listed.load(Ordering::SeqCst) > 0
+    }
+
+    /// Called after a pusher flipped `g.listed` from false to true: inserts `g`.
+    pub(crate) fn list(&self, g: &Arc<GroupInner>) {
+        let now = Instant::now();
+        let mut st = lock(&self.state);
+        let mut gs = lock(&g.sched);
+        if gs.in_rotation {
+            return;
+        }
+        gs.vruntime = gs.vruntime.max(st.floor);
+        gs.in_rotation = true;
+        gs.listed_at = Some(now);
+        st.rotation.insert((gs.vruntime, g.id), g.clone());
+        self.listed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Takes `g` out of the rotation if its queue is empty (see the listing protocol above).
+    pub(crate) fn unlist_if_empty(&self, g: &Arc<GroupInner>) {
+        {
+            let mut st = lock(&self.state);
+            let mut gs = lock(&g.sched);
+            if !gs.in_rotation || !g.queue.is_empty() {
+                return;
+            }
+            st.rotation.remove(&(gs.vruntime, g.id));
+            gs.in_rotation = false;
+            gs.listed_at = None;
+            g.listed.store(false, Ordering::SeqCst);
+            self.listed.fetch_sub(1, Ordering::SeqCst);
+        }
+        fence(Ordering::SeqCst);
+        if !g.queue.is_empty() && !g.listed.swap(true, Ordering::AcqRel) {
+            self.list(g);
+        }
+    }
+
+    fn charge_locked(st: &mut SchedState, g: &GroupInner, gs: &mut GroupSched, ns: u64) {
+        let delta = u128::from(ns) * SCALE / u128::from(gs.weight.max(1));
+        if gs.in_rotation {
+            if let Some(entry) = st.rotation.remove(&(gs.vruntime, g.id)) {
+                gs.vruntime += delta;
+                st.rotation.insert((gs.vruntime, g.id), entry);
+            } else {
+                gs.vruntime += delta;
+            }
+        } else {
+            gs.vruntime += delta;
+        }
+        let lowest = match st.rotation.first_key_value() {
+            Some(((v, _), _)) => (*v).min(gs.vruntime),
+            None => gs.vruntime,
+        };
+        st.floor = st.floor.max(lowest);
+    }
+
+    /// Charges `ns` of service to `g` without picking.
+    pub(crate) fn charge(&self, g: &GroupInner, ns: u64) {
+        let mut st = lock(&self.state);
+        let mut gs = lock(&g.sched);
+        Self::charge_locked(&mut st, g, &mut gs, ns);
+    }
+
+    /// Charges the segment that just ended (if any) and returns the listed group with the smallest
+    /// virtual runtime.
+    pub(crate) fn pick(
+        &self,
+        prev: Option<(&GroupInner, u64)>,
+        now: Instant,
+    ) -> Option<Arc<GroupInner>> {
+        let mut st = lock(&self.state);
+        if let Some((g, ns)) = prev {
+            let mut gs = lock(&g.sched);
+            Self::charge_locked(&mut st, g, &mut gs, ns);
+        }
+        let g = st.rotation.first_key_value()?.1.clone();
+        let mut gs = lock(&g.sched);
+        if let Some(t) = gs.listed_at.take() {
+            let waited = now.saturating_duration_since(t).as_nanos() as u64;
+            g.wait_ns.fetch_add(waited, Ordering::Relaxed);
+        }
+        drop(gs);
+        Some(g)
+    }
+
+    /// Charges `ns` to the group a worker is serving and says whether another listed group is now
+    /// behind it (the worker should switch).
+    pub(crate) fn charge_and_check(&self, g: &GroupInner, ns: u64) -> bool {
+        let mut st = lock(&self.state);
+        let mut gs = lock(&g.sched);
+        Self::charge_locked(&mut st, g, &mut gs, ns);
+        match st.rotation.first_key_value() {
+            Some(((v, id), _)) => *id != g.id && *v < gs.vruntime,
+            None => false,
+        }
+    }
+
+    pub(crate) fn set_weight(&self, g: &GroupInner, weight: u32) {
+        let _st = lock(&self.state);
+        lock(&g.sched).weight = weight;
+    }
+}
