@@ -175,7 +175,7 @@ fn a_read_behind_a_queued_writer_waits() {
     r1.pending();
     drop(g);
     assert_eq!(r1.wakes(), 1);
-    r1.ready();
+    drop(r1.ready());
 }
 
 #[test]
@@ -202,7 +202,7 @@ fn cancelling_a_queued_writer_admits_the_readers_behind_it() {
     assert_eq!(w2.wakes(), 0, "admitted readers still hold the lock");
     drop(guards);
     assert_eq!(w2.wakes(), 1);
-    w2.ready();
+    drop(w2.ready());
 }
 
 #[test]
@@ -233,7 +233,7 @@ fn one_writer_release_wakes_every_reader_before_the_next_writer() {
     late.pending();
     drop(g);
     assert_eq!(late.wakes(), 1);
-    late.ready();
+    drop(late.ready());
     for r in &early {
         assert_eq!(r.wakes(), 1, "woken exactly once");
     }
@@ -291,7 +291,7 @@ fn downgrade_keeps_writers_out_and_admits_waiting_readers() {
     );
     drop(down);
     assert_eq!(w2.wakes(), 1);
-    w2.ready();
+    drop(w2.ready());
 }
 
 #[test]
