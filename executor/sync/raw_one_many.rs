@@ -101,14 +101,12 @@ impl RawOneMany {
 
     #[inline]
     pub(crate) fn release_exclusive(&self) {
-        if self
-            .state
-            .compare_exchange(WRITER, 0, Ordering::Release, Ordering::Relaxed)
-            .is_err()
-        {
-            self.release_slow(|state| {
-                state.fetch_and(!WRITER, Ordering::AcqRel);
-            });
+        // One RMW: clear the writer bit. If someone waits (`QUEUED`), the lock now reads "free but
+        // queued", which no fast path can take, and the hand-off runs under the mutex.
+        let prev = self.state.fetch_sub(WRITER, Ordering::AcqRel);
+        debug_assert!(prev & WRITER != 0);
+        if prev != WRITER {
+            self.release_slow(|_| {});
         }
     }
 

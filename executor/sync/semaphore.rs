@@ -136,7 +136,14 @@ impl Semaphore {
     /// });
     /// ```
     pub async fn acquire(&self) -> Result<SemaphorePermit<'_>, AcquireError> {
-        self.acquire_many(1).await
+        match self.try_acquire_many(1) {
+            Ok(permit) => Ok(permit),
+            Err(TryAcquireError::Closed) => Err(AcquireError(())),
+            Err(TryAcquireError::NoPermits) => {
+                SemWait::new(self, 1).await?;
+                Ok(SemaphorePermit { sem: self, n: 1 })
+            }
+        }
     }
 
     /// Waits for `n` permits at once. Fails only if the semaphore is closed. `n == 0` completes at
@@ -349,53 +356,40 @@ impl Semaphore {
         self.state.load(Ordering::Acquire) & CLOSED != 0
     }
 
-    /// Returns `n` permits. With `saturate`, the free count is clamped at `MAX_PERMITS` (permit drops
-    /// must not panic); otherwise exceeding it panics.
+    /// Returns `n` permits with one atomic add. With `saturate`, the free count is clamped at
+    /// `MAX_PERMITS` (permit drops must not panic); otherwise exceeding it panics.
+    ///
+    /// The add happens even while waiters queue: the permits then sit in the state word until the
+    /// slow path, under the mutex, hands them to the head of the line. No fast path can take them
+    /// meanwhile, because `QUEUED` is set.
     #[inline]
     fn release(&self, n: usize, saturate: bool) {
         if n == 0 {
             return;
         }
-        let mut s = self.state.load(Ordering::Relaxed);
-        loop {
-            if s & QUEUED != 0 {
-                return self.release_slow(n, saturate);
-            }
-            let new = Self::add_to(s, n, saturate);
-            match self
-                .state
-                .compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed)
-            {
-                Ok(_) => return,
-                Err(actual) => s = actual,
-            }
+        if n > Self::MAX_PERMITS {
+            too_many("add_permits", n);
+        }
+        // No wrap-around: free <= MAX_PERMITS and n <= MAX_PERMITS, and the field holds 2 * MAX_PERMITS.
+        let prev = self.state.fetch_add(n << SHIFT, Ordering::AcqRel);
+        if (prev >> SHIFT) + n > Self::MAX_PERMITS {
+            self.clamp(n, saturate);
+        }
+        if prev & QUEUED != 0 {
+            self.release_slow();
         }
     }
 
-    /// `s` with `n` more free permits.
-    fn add_to(s: usize, n: usize, saturate: bool) -> usize {
-        let free = s >> SHIFT;
-        let total = match free.checked_add(n) {
-            Some(t) if t <= Self::MAX_PERMITS => t,
-            _ if saturate => Self::MAX_PERMITS,
-            _ => too_many("add_permits", n),
-        };
-        (total << SHIFT) | (s & (CLOSED | QUEUED))
-    }
-
+    /// Brings the free count back to at most `MAX_PERMITS` after an add overshot it.
     #[cold]
-    fn release_slow(&self, n: usize, saturate: bool) {
-        let mut line = lock(&self.line);
+    fn clamp(&self, n: usize, saturate: bool) {
+        if !saturate {
+            self.state.fetch_sub(n << SHIFT, Ordering::AcqRel);
+            too_many("add_permits", n);
+        }
         let mut s = self.state.load(Ordering::Relaxed);
-        loop {
-            let new = match (s >> SHIFT).checked_add(n) {
-                Some(t) if t <= Self::MAX_PERMITS => (t << SHIFT) | (s & (CLOSED | QUEUED)),
-                _ if saturate => (Self::MAX_PERMITS << SHIFT) | (s & (CLOSED | QUEUED)),
-                _ => {
-                    drop(line);
-                    too_many("add_permits", n);
-                }
-            };
+        while s >> SHIFT > Self::MAX_PERMITS {
+            let new = (Self::MAX_PERMITS << SHIFT) | (s & (CLOSED | QUEUED));
             match self
                 .state
                 .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed)
@@ -404,6 +398,17 @@ impl Semaphore {
                 Err(actual) => s = actual,
             }
         }
+    }
+
+    /// `s` with `n` more free permits, clamped at `MAX_PERMITS`.
+    fn add_saturating(s: usize, n: usize) -> usize {
+        let total = (s >> SHIFT).saturating_add(n).min(Self::MAX_PERMITS);
+        (total << SHIFT) | (s & (CLOSED | QUEUED))
+    }
+
+    #[cold]
+    fn release_slow(&self) {
+        let mut line = lock(&self.line);
         let wakers = self.dispatch(&mut line);
         drop(line);
         wakers.wake_all();
@@ -418,8 +423,8 @@ impl Semaphore {
                 self.state.fetch_and(!QUEUED, Ordering::AcqRel);
                 break;
             };
-            // With `QUEUED` set every acquire and release runs under the mutex we hold, so the state
-            // cannot change between this load and the subtraction.
+            // With `QUEUED` set every acquire runs under the mutex we hold; releases outside it only
+            // add permits, so the permits seen here are still there for the subtraction.
             let s = self.state.load(Ordering::Acquire);
             if s >> SHIFT < n {
                 break;
@@ -474,7 +479,7 @@ impl Semaphore {
             // Permits never exceed MAX_PERMITS in total unless `add_permits` was misused; clamp.
             let mut s = self.state.load(Ordering::Relaxed);
             loop {
-                let new = Self::add_to(s, n, true);
+                let new = Self::add_saturating(s, n);
                 match self
                     .state
                     .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed)
