@@ -1,0 +1,322 @@
+//! loom models of the acquire / release / cancel races of `AsyncOneManyLock` and `Semaphore`.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --test loom_sync`. The protected data lives in
+//! a `loom::cell::UnsafeCell`, so loom reports any access that the primitives fail to order (a reader
+//! during a write, two writers, a missing happens-before on hand-off), and a lost wakeup shows up as a
+//! deadlock.
+#![cfg(loom)]
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll};
+
+use loom::cell::UnsafeCell;
+use loom::sync::Arc;
+use loom::thread;
+
+use rondo::sync::{AsyncOneManyLock, Semaphore};
+
+/// A minimal executor on loom's thread parking (loom's own `future` module needs a feature this crate
+/// does not enable).
+fn block_on<F: Future>(f: F) -> F::Output {
+    struct Unparker(loom::thread::Thread);
+    impl std::task::Wake for Unparker {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unparker(thread::current())));
+    let mut f = pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut Context::from_waker(&waker)) {
+            return v;
+        }
+        thread::park();
+    }
+}
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = None;
+    b.check(f);
+}
+
+/// Polls a future once with a no-op waker.
+fn poll_once<F: Future>(f: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+    let waker = futures::task::noop_waker();
+    f.poll(&mut Context::from_waker(&waker))
+}
+
+/// Polls a future up to twice (never after it completed), then drops it: if it was granted between the
+/// polls, or while not being polled, the drop must pass the grant on.
+fn poll_twice_then_drop<F: Future>(f: F) {
+    let mut f = pin!(f);
+    if poll_once(f.as_mut()).is_pending() {
+        let _ = poll_once(f.as_mut());
+    }
+}
+
+struct Data {
+    lock: AsyncOneManyLock<()>,
+    cell: UnsafeCell<usize>,
+}
+
+impl Data {
+    fn new() -> Arc<Self> {
+        Arc::new(Data {
+            lock: AsyncOneManyLock::new(()),
+            cell: UnsafeCell::new(0),
+        })
+    }
+    fn write(&self) {
+        self.cell.with_mut(|p| unsafe { *p += 1 });
+    }
+    fn read(&self) -> usize {
+        self.cell.with(|p| unsafe { *p })
+    }
+}
+
+/// A writer and a reader race (both may queue); the data accesses must be ordered.
+#[test]
+fn lock_writer_and_reader_race() {
+    model(|| {
+        let d = Data::new();
+        let d2 = d.clone();
+        let t = thread::spawn(move || {
+            block_on(async {
+                let _g = d2.lock.exclusive().await;
+                d2.write();
+            })
+        });
+        let seen = block_on(async {
+            let _g = d.lock.shared().await;
+            d.read()
+        });
+        t.join().unwrap();
+        assert!(seen <= 1);
+        assert_eq!(d.read(), 1);
+        assert!(d.lock.try_exclusive().is_some());
+    });
+}
+
+/// Two writers hand off to each other; then a downgrade races a reader.
+#[test]
+fn lock_two_writers_and_downgrade() {
+    model(|| {
+        let d = Data::new();
+        let d2 = d.clone();
+        let t = thread::spawn(move || {
+            block_on(async {
+                let g = d2.lock.exclusive().await;
+                d2.write();
+                let _r = g.downgrade();
+                d2.read();
+            })
+        });
+        block_on(async {
+            let _g = d.lock.exclusive().await;
+            d.write();
+        });
+        t.join().unwrap();
+        assert_eq!(d.read(), 2);
+        assert!(d.lock.try_exclusive().is_some());
+    });
+}
+
+/// A writer queues behind a held shared lock and is cancelled while a reader arrives: the reader must
+/// get in although the lock is still held (it is never released during the race, so only the
+/// cancellation can admit a reader queued behind the writer; a lost admission is a loom deadlock).
+#[test]
+fn lock_cancelled_writer_admits_reader_behind_it() {
+    model(|| {
+        let d = Data::new();
+        let held = d.lock.try_shared().unwrap();
+        let d2 = d.clone();
+        let canceller = thread::spawn(move || {
+            let mut w = pin!(d2.lock.exclusive());
+            assert!(poll_once(w.as_mut()).is_pending());
+            // dropped here: cancelled
+        });
+        let d3 = d.clone();
+        let reader = thread::spawn(move || {
+            block_on(async {
+                let _g = d3.lock.shared().await;
+                d3.read();
+            })
+        });
+        reader.join().unwrap();
+        canceller.join().unwrap();
+        drop(held);
+        assert!(d.lock.try_exclusive().is_some(), "lock leaked");
+    });
+}
+
+/// A queued writer races its own cancellation against the release of the shared lock, while a reader
+/// arrives: whatever the interleaving, everyone finishes and nothing leaks.
+#[test]
+fn lock_writer_cancel_races_release() {
+    model(|| {
+        let d = Data::new();
+        let held = d.lock.try_shared().unwrap();
+        let d2 = d.clone();
+        let canceller = thread::spawn(move || {
+            let mut w = pin!(d2.lock.exclusive());
+            if let Poll::Ready(_guard) = poll_once(w.as_mut()) {
+                d2.write();
+            }
+        });
+        let d3 = d.clone();
+        let reader = thread::spawn(move || {
+            block_on(async {
+                let _g = d3.lock.shared().await;
+                d3.read();
+            })
+        });
+        drop(held);
+        canceller.join().unwrap();
+        reader.join().unwrap();
+        assert!(d.lock.try_exclusive().is_some(), "lock leaked");
+    });
+}
+
+/// A writer that was granted the lock in a race with its own cancellation passes it on.
+#[test]
+fn lock_granted_then_dropped_passes_on() {
+    model(|| {
+        let d = Data::new();
+        let held = d.lock.try_exclusive().unwrap();
+        let d2 = d.clone();
+        let canceller = thread::spawn(move || {
+            poll_twice_then_drop(d2.lock.exclusive());
+        });
+        let d3 = d.clone();
+        let waiter = thread::spawn(move || {
+            block_on(async {
+                let _g = d3.lock.exclusive().await;
+                d3.write();
+            })
+        });
+        drop(held);
+        canceller.join().unwrap();
+        waiter.join().unwrap();
+        assert_eq!(d.read(), 1);
+        assert!(d.lock.try_exclusive().is_some(), "lock leaked");
+    });
+}
+
+struct Sem {
+    sem: Semaphore,
+    cell: UnsafeCell<usize>,
+}
+
+/// One permit as a mutex: two threads acquire and release; accesses must be ordered.
+#[test]
+fn semaphore_acquire_release_race() {
+    model(|| {
+        let s = Arc::new(Sem {
+            sem: Semaphore::new(1),
+            cell: UnsafeCell::new(0),
+        });
+        let s2 = s.clone();
+        let t = thread::spawn(move || {
+            block_on(async {
+                let _p = s2.sem.acquire().await.unwrap();
+                s2.cell.with_mut(|p| unsafe { *p += 1 });
+            })
+        });
+        block_on(async {
+            let _p = s.sem.acquire().await.unwrap();
+            s.cell.with_mut(|p| unsafe { *p += 1 });
+        });
+        t.join().unwrap();
+        assert_eq!(s.cell.with(|p| unsafe { *p }), 2);
+        assert_eq!(s.sem.available_permits(), 1);
+    });
+}
+
+/// A waiter is cancelled while the permit holder releases and another waiter waits: the permit is
+/// neither lost nor handed out twice, and the other waiter is woken.
+#[test]
+fn semaphore_cancel_races_release() {
+    model(|| {
+        let sem = Arc::new(Semaphore::new(1));
+        let held = sem.try_acquire().unwrap();
+        let s2 = sem.clone();
+        let canceller = thread::spawn(move || {
+            poll_twice_then_drop(s2.acquire());
+        });
+        let s3 = sem.clone();
+        let waiter = thread::spawn(move || {
+            block_on(async {
+                drop(s3.acquire().await.unwrap());
+            })
+        });
+        drop(held);
+        canceller.join().unwrap();
+        waiter.join().unwrap();
+        assert_eq!(sem.available_permits(), 1, "permit lost or duplicated");
+    });
+}
+
+/// The head `acquire_many(2)` is cancelled while a smaller request waits behind it and a permit is
+/// still held: the smaller request must be served by the cancellation itself.
+#[test]
+fn semaphore_cancelled_head_lets_smaller_through() {
+    model(|| {
+        let sem = Arc::new(Semaphore::new(2));
+        let held = sem.try_acquire().unwrap();
+        let s2 = sem.clone();
+        let canceller = thread::spawn(move || {
+            let mut f = pin!(s2.acquire_many(2));
+            assert!(poll_once(f.as_mut()).is_pending());
+        });
+        let s3 = sem.clone();
+        let waiter = thread::spawn(move || block_on(s3.acquire()).unwrap().forget());
+        waiter.join().unwrap();
+        canceller.join().unwrap();
+        drop(held);
+        assert_eq!(sem.available_permits(), 1);
+    });
+}
+
+/// Two releases from two threads wake two waiters (neither wakeup is lost).
+#[test]
+fn semaphore_two_releases_wake_two_waiters() {
+    model(|| {
+        let sem = Arc::new(Semaphore::new(0));
+        let s2 = sem.clone();
+        let t = thread::spawn(move || {
+            block_on(async { s2.acquire().await.unwrap().forget() });
+        });
+        let s3 = sem.clone();
+        let adder = thread::spawn(move || s3.add_permits(1));
+        sem.add_permits(1);
+        block_on(async { sem.acquire().await.unwrap().forget() });
+        t.join().unwrap();
+        adder.join().unwrap();
+        assert_eq!(sem.available_permits(), 0);
+    });
+}
+
+/// `close` races a waiter and a release: the waiter completes (Ok or Err), never hangs.
+#[test]
+fn semaphore_close_races_waiter() {
+    model(|| {
+        let sem = Arc::new(Semaphore::new(0));
+        let s2 = sem.clone();
+        let t = thread::spawn(move || block_on(s2.acquire_many(1)).map(|p| p.forget()).is_ok());
+        let s3 = sem.clone();
+        let closer = thread::spawn(move || s3.close());
+        sem.add_permits(1);
+        let got = t.join().unwrap();
+        closer.join().unwrap();
+        assert!(sem.is_closed());
+        assert_eq!(sem.available_permits(), if got { 0 } else { 1 });
+        let waker = futures::task::noop_waker();
+        let mut late = pin!(sem.acquire());
+        assert!(matches!(
+            late.as_mut().poll(&mut Context::from_waker(&waker)),
+            Poll::Ready(Err(_))
+        ));
+    });
+}

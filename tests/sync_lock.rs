@@ -1,0 +1,394 @@
+//! Behaviour of `AsyncOneManyLock`: sharing, exclusion, FIFO order, phase-fair admission, cancellation.
+//! Futures are polled by hand with counting wakers, so every assertion is about order and wake counts,
+//! never about time.
+#![cfg(not(loom))]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+
+use rondo::sync::{AsyncOneManyLock, OneManyGuard, OneManyMode};
+
+/// A waker that counts how often it was woken.
+struct Counter(AtomicUsize);
+
+impl Wake for Counter {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A future under manual control, with its own counting waker.
+struct Probe<F: Future> {
+    fut: Pin<Box<F>>,
+    count: Arc<Counter>,
+    waker: Waker,
+}
+
+impl<F: Future> Probe<F> {
+    fn new(fut: F) -> Self {
+        let count = Arc::new(Counter(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        Probe {
+            fut: Box::pin(fut),
+            count,
+            waker,
+        }
+    }
+    fn poll(&mut self) -> Poll<F::Output> {
+        self.fut
+            .as_mut()
+            .poll(&mut Context::from_waker(&self.waker))
+    }
+    fn pending(&mut self) {
+        assert!(self.poll().is_pending(), "expected the future to wait");
+    }
+    fn ready(&mut self) -> F::Output {
+        match self.poll() {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("expected the future to be ready"),
+        }
+    }
+    fn wakes(&self) -> usize {
+        self.count.0.load(Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn read_read_sharing() {
+    let lock = AsyncOneManyLock::new(5);
+    let a = lock.try_shared().unwrap();
+    let mut b = Probe::new(lock.shared());
+    let b = b.ready();
+    let c = futures::executor::block_on(lock.shared());
+    assert_eq!(*a + *b + *c, 15);
+    assert!(lock.try_exclusive().is_none());
+    drop((a, b, c));
+    assert!(lock.try_exclusive().is_some());
+}
+
+#[test]
+fn write_excludes_readers_and_writers() {
+    let lock = AsyncOneManyLock::new(0);
+    let mut w = lock.try_exclusive().unwrap();
+    *w = 1;
+    assert!(lock.try_shared().is_none());
+    assert!(lock.try_exclusive().is_none());
+    let mut r = Probe::new(lock.shared());
+    let mut w2 = Probe::new(lock.exclusive());
+    r.pending();
+    w2.pending();
+    drop(w);
+    // The reader queued first, so it is admitted; the writer still waits.
+    assert_eq!(r.wakes(), 1);
+    let g = r.ready();
+    assert_eq!(*g, 1);
+    w2.pending();
+    assert_eq!(w2.wakes(), 0);
+    drop(g);
+    assert_eq!(w2.wakes(), 1);
+    let mut g = w2.ready();
+    *g = 2;
+    drop(g);
+    assert_eq!(*lock.try_shared().unwrap(), 2);
+}
+
+#[test]
+fn try_variants_never_wait_and_respect_the_line() {
+    let lock = AsyncOneManyLock::new(());
+    let r = lock.try_shared().unwrap();
+    assert!(lock.try_shared().is_some());
+    assert!(lock.try_exclusive().is_none());
+    // Once a writer waits, a newcomer's try_shared fails even though only readers hold the lock.
+    let mut w = Probe::new(lock.exclusive());
+    w.pending();
+    assert!(lock.try_shared().is_none());
+    assert!(lock.try_exclusive().is_none());
+    drop(r);
+    let g = w.ready();
+    assert!(lock.try_shared().is_none());
+    drop(g);
+    assert!(lock.try_exclusive().is_some());
+}
+
+#[test]
+fn into_inner_and_get_mut() {
+    let mut lock = AsyncOneManyLock::new(vec![1, 2]);
+    lock.get_mut().push(3);
+    futures::executor::block_on(async {
+        lock.exclusive().await.push(4);
+    });
+    assert_eq!(lock.into_inner(), vec![1, 2, 3, 4]);
+}
+
+#[test]
+fn writers_are_served_in_fifo_order() {
+    let lock = AsyncOneManyLock::new(Vec::new());
+    let first = lock.try_exclusive().unwrap();
+    let mut writers: Vec<_> = (0..5)
+        .map(|i| {
+            let lock = &lock;
+            Probe::new(async move {
+                let mut g = lock.exclusive().await;
+                g.push(i);
+                g
+            })
+        })
+        .collect();
+    for w in &mut writers {
+        w.pending();
+    }
+    drop(first);
+    for i in 0..5 {
+        // Only writer i has been woken; everyone behind it still waits.
+        for (j, w) in writers.iter().enumerate() {
+            assert_eq!(
+                w.wakes(),
+                usize::from(j <= i),
+                "writer {j} after {i} releases"
+            );
+        }
+        for w in &mut writers[i + 1..] {
+            w.pending();
+        }
+        let g = writers[i].ready();
+        drop(g);
+    }
+    assert_eq!(*lock.try_shared().unwrap(), [0, 1, 2, 3, 4]);
+}
+
+#[test]
+fn a_read_behind_a_queued_writer_waits() {
+    let lock = AsyncOneManyLock::new(());
+    let r0 = lock.try_shared().unwrap();
+    let mut w = Probe::new(lock.exclusive());
+    w.pending();
+    let mut r1 = Probe::new(lock.shared());
+    r1.pending();
+    drop(r0);
+    assert_eq!(w.wakes(), 1);
+    assert_eq!(r1.wakes(), 0);
+    r1.pending();
+    let g = w.ready();
+    r1.pending();
+    drop(g);
+    assert_eq!(r1.wakes(), 1);
+    drop(r1.ready());
+}
+
+#[test]
+fn cancelling_a_queued_writer_admits_the_readers_behind_it() {
+    let lock = AsyncOneManyLock::new(());
+    let r0 = lock.try_shared().unwrap();
+    let mut w = Probe::new(lock.exclusive());
+    w.pending();
+    let mut readers: Vec<_> = (0..3).map(|_| Probe::new(lock.shared())).collect();
+    for r in &mut readers {
+        r.pending();
+    }
+    let mut w2 = Probe::new(lock.exclusive());
+    w2.pending();
+    drop(w); // cancel the writer while r0 still holds the lock
+    let mut guards = Vec::new();
+    for r in &mut readers {
+        assert_eq!(r.wakes(), 1);
+        guards.push(r.ready());
+    }
+    assert_eq!(w2.wakes(), 0);
+    w2.pending();
+    drop(r0);
+    assert_eq!(w2.wakes(), 0, "admitted readers still hold the lock");
+    drop(guards);
+    assert_eq!(w2.wakes(), 1);
+    drop(w2.ready());
+}
+
+#[test]
+fn one_writer_release_wakes_every_reader_before_the_next_writer() {
+    let lock = AsyncOneManyLock::new(0u32);
+    let w0 = lock.try_exclusive().unwrap();
+    let mut early: Vec<_> = (0..6).map(|_| Probe::new(lock.shared())).collect();
+    for r in &mut early {
+        r.pending();
+    }
+    let mut w1 = Probe::new(lock.exclusive());
+    w1.pending();
+    let mut late = Probe::new(lock.shared());
+    late.pending();
+
+    drop(w0);
+    // One release: every early reader woken exactly once, directly (no chain: none was polled yet).
+    for r in &early {
+        assert_eq!(r.wakes(), 1);
+    }
+    assert_eq!((w1.wakes(), late.wakes()), (0, 0));
+    let guards: Vec<_> = early.iter_mut().map(|r| r.ready()).collect();
+    w1.pending();
+    late.pending();
+    drop(guards);
+    assert_eq!((w1.wakes(), late.wakes()), (1, 0));
+    let g = w1.ready();
+    late.pending();
+    drop(g);
+    assert_eq!(late.wakes(), 1);
+    drop(late.ready());
+    for r in &early {
+        assert_eq!(r.wakes(), 1, "woken exactly once");
+    }
+}
+
+#[test]
+fn a_granted_but_dropped_waiter_passes_the_lock_on() {
+    let lock = AsyncOneManyLock::new(());
+    let w0 = lock.try_exclusive().unwrap();
+    let mut w1 = Probe::new(lock.exclusive());
+    let mut w2 = Probe::new(lock.exclusive());
+    w1.pending();
+    w2.pending();
+    drop(w0);
+    assert_eq!(w1.wakes(), 1);
+    drop(w1); // granted, never polled again
+    assert_eq!(w2.wakes(), 1);
+    drop(w2.ready());
+    assert!(lock.try_exclusive().is_some());
+}
+
+#[test]
+fn a_granted_but_dropped_reader_releases_its_share() {
+    let lock = AsyncOneManyLock::new(());
+    let w0 = lock.try_exclusive().unwrap();
+    let mut r = Probe::new(lock.shared());
+    r.pending();
+    let mut w1 = Probe::new(lock.exclusive());
+    w1.pending();
+    drop(w0);
+    assert_eq!(r.wakes(), 1);
+    drop(r);
+    assert_eq!(w1.wakes(), 1);
+    drop(w1.ready());
+    assert!(lock.try_exclusive().is_some());
+}
+
+#[test]
+fn downgrade_keeps_writers_out_and_admits_waiting_readers() {
+    let lock = AsyncOneManyLock::new(1);
+    let mut w = lock.try_exclusive().unwrap();
+    let mut r = Probe::new(lock.shared());
+    r.pending();
+    let mut w2 = Probe::new(lock.exclusive());
+    w2.pending();
+    *w = 2;
+    let down = w.downgrade();
+    assert_eq!(r.wakes(), 1);
+    assert_eq!(*r.ready(), 2);
+    assert_eq!(w2.wakes(), 0);
+    assert!(lock.try_exclusive().is_none());
+    assert!(
+        lock.try_shared().is_none(),
+        "a writer waits, so newcomers queue"
+    );
+    drop(down);
+    assert_eq!(w2.wakes(), 1);
+    drop(w2.ready());
+}
+
+#[test]
+fn acquire_by_mode_and_arc_guards() {
+    let lock = Arc::new(AsyncOneManyLock::new(10));
+    futures::executor::block_on(async {
+        match lock.acquire(OneManyMode::Exclusive).await {
+            OneManyGuard::Exclusive(mut g) => *g += 1,
+            OneManyGuard::Shared(_) => panic!("wrong mode"),
+        }
+        let g = lock.acquire(OneManyMode::Shared).await;
+        assert_eq!((g.mode(), *g), (OneManyMode::Shared, 11));
+    });
+    let mut w = futures::executor::block_on(lock.exclusive_arc());
+    let t = std::thread::spawn(move || {
+        *w += 1;
+        let r = w.downgrade();
+        *r
+    });
+    assert_eq!(t.join().unwrap(), 12);
+    let r = futures::executor::block_on(lock.shared_arc());
+    assert_eq!(*r, 12);
+    assert!(lock.try_exclusive().is_none());
+    drop(r);
+    assert!(lock.try_exclusive().is_some());
+}
+
+#[test]
+fn blocking_methods_wait_for_other_threads() {
+    let lock = Arc::new(AsyncOneManyLock::new(0u64));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                for _ in 0..2_000 {
+                    *lock.exclusive_blocking() += 1;
+                    let r = lock.shared_blocking();
+                    assert!(*r >= 1);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(*lock.shared_blocking(), 8_000);
+}
+
+#[test]
+fn debug_output() {
+    let lock = AsyncOneManyLock::new(3);
+    assert!(format!("{lock:?}").contains('3'));
+    let w = lock.try_exclusive().unwrap();
+    assert!(format!("{lock:?}").contains("<locked>"));
+    assert_eq!(format!("{w:?}"), "3");
+}
+
+/// Many threads running futures on `futures::executor`, mixing reads and writes: a writer is never
+/// observed together with anyone else, and the final count is exact.
+#[test]
+fn threads_never_see_a_reader_during_a_write() {
+    struct State {
+        value: u64,
+        writing: AtomicUsize,
+    }
+    let lock = Arc::new(AsyncOneManyLock::new(State {
+        value: 0,
+        writing: AtomicUsize::new(0),
+    }));
+    let readers_inside = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let lock = lock.clone();
+            let readers_inside = readers_inside.clone();
+            std::thread::spawn(move || {
+                futures::executor::block_on(async {
+                    for i in 0..2_000u64 {
+                        if (i + t) % 4 == 0 {
+                            let mut g = lock.exclusive().await;
+                            assert_eq!(readers_inside.load(Ordering::SeqCst), 0);
+                            assert_eq!(g.writing.fetch_add(1, Ordering::SeqCst), 0);
+                            g.value += 1;
+                            std::hint::spin_loop();
+                            assert_eq!(g.writing.fetch_sub(1, Ordering::SeqCst), 1);
+                        } else {
+                            let g = lock.shared().await;
+                            readers_inside.fetch_add(1, Ordering::SeqCst);
+                            assert_eq!(g.writing.load(Ordering::SeqCst), 0);
+                            readers_inside.fetch_sub(1, Ordering::SeqCst);
+                        }
+                    }
+                })
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(lock.try_shared().unwrap().value, 2_000);
+}

@@ -1,0 +1,278 @@
+//! Behaviour of `Semaphore`: FIFO hand-off, exact wake counts, `acquire_many`, `close`, `forget`,
+//! cancellation. Futures are polled by hand with counting wakers; no assertion depends on time.
+#![cfg(not(loom))]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+
+use rondo::sync::{AcquireError, Semaphore, TryAcquireError};
+
+struct Counter(AtomicUsize);
+
+impl Wake for Counter {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+struct Probe<F: Future> {
+    fut: Pin<Box<F>>,
+    count: Arc<Counter>,
+    waker: Waker,
+}
+
+impl<F: Future> Probe<F> {
+    fn new(fut: F) -> Self {
+        let count = Arc::new(Counter(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        Probe {
+            fut: Box::pin(fut),
+            count,
+            waker,
+        }
+    }
+    fn poll(&mut self) -> Poll<F::Output> {
+        self.fut
+            .as_mut()
+            .poll(&mut Context::from_waker(&self.waker))
+    }
+    fn pending(&mut self) {
+        assert!(self.poll().is_pending(), "expected the future to wait");
+    }
+    fn ready(&mut self) -> F::Output {
+        match self.poll() {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("expected the future to be ready"),
+        }
+    }
+    fn wakes(&self) -> usize {
+        self.count.0.load(Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn acquire_and_try_acquire() {
+    let sem = Semaphore::new(2);
+    let a = sem.try_acquire().unwrap();
+    let b = futures::executor::block_on(sem.acquire()).unwrap();
+    assert_eq!(sem.available_permits(), 0);
+    assert_eq!(sem.try_acquire().unwrap_err(), TryAcquireError::NoPermits);
+    assert_eq!((a.count(), b.count()), (1, 1));
+    drop(a);
+    assert_eq!(sem.available_permits(), 1);
+    drop(b);
+    assert_eq!(sem.available_permits(), 2);
+}
+
+#[test]
+fn n_releases_wake_n_waiters_each_once() {
+    let sem = Semaphore::new(3);
+    let held: Vec<_> = (0..3).map(|_| sem.try_acquire().unwrap()).collect();
+    let mut waiters: Vec<_> = (0..5).map(|_| Probe::new(sem.acquire())).collect();
+    for w in &mut waiters {
+        w.pending();
+    }
+    // Two back-to-back releases, no poll in between, must wake two distinct waiters (async-lock #18).
+    let mut held = held.into_iter();
+    drop(held.next());
+    drop(held.next());
+    let wakes: Vec<_> = waiters.iter().map(Probe::wakes).collect();
+    assert_eq!(wakes, [1, 1, 0, 0, 0]);
+    let p0 = waiters[0].ready().unwrap();
+    let p1 = waiters[1].ready().unwrap();
+    for w in &mut waiters[2..] {
+        w.pending();
+    }
+    // add_permits(2) wakes exactly the next two.
+    sem.add_permits(2);
+    let wakes: Vec<_> = waiters.iter().map(Probe::wakes).collect();
+    assert_eq!(wakes, [1, 1, 1, 1, 0]);
+    let p2 = waiters[2].ready().unwrap();
+    let p3 = waiters[3].ready().unwrap();
+    waiters[4].pending();
+    assert_eq!(sem.available_permits(), 0);
+    drop((p0, p1, p2, p3));
+    assert_eq!(waiters[4].wakes(), 1);
+    let p4 = waiters[4].ready().unwrap();
+    drop(p4);
+    drop(held);
+    assert_eq!(sem.available_permits(), 5);
+}
+
+#[test]
+fn acquire_many_is_not_starved_by_acquire_one() {
+    let sem = Semaphore::new(4);
+    let held: Vec<_> = (0..4).map(|_| sem.try_acquire().unwrap()).collect();
+    let mut big = Probe::new(sem.acquire_many(3));
+    big.pending();
+    let mut small: Vec<_> = (0..10).map(|_| Probe::new(sem.acquire())).collect();
+    for s in &mut small {
+        s.pending();
+    }
+    let mut held = held.into_iter();
+    drop(held.next());
+    // One permit is free, but the head wants three: nobody behind may take it.
+    assert_eq!(sem.available_permits(), 1);
+    assert_eq!(sem.try_acquire().unwrap_err(), TryAcquireError::NoPermits);
+    for s in &mut small {
+        s.pending();
+        assert_eq!(s.wakes(), 0);
+    }
+    drop(held.next());
+    assert_eq!(big.wakes(), 0);
+    drop(held.next());
+    assert_eq!(big.wakes(), 1);
+    let permit = big.ready().unwrap();
+    assert_eq!(permit.count(), 3);
+    assert_eq!(sem.available_permits(), 0);
+    drop(held.next());
+    assert_eq!(small[0].wakes(), 1);
+    assert!(small[1..].iter().all(|s| s.wakes() == 0));
+    drop(permit);
+    let wakes: Vec<_> = small.iter().map(Probe::wakes).collect();
+    assert_eq!(wakes, [1, 1, 1, 1, 0, 0, 0, 0, 0, 0]);
+}
+
+#[test]
+fn cancelling_the_head_lets_smaller_requests_through() {
+    let sem = Semaphore::new(2);
+    let p = sem.try_acquire().unwrap();
+    let mut big = Probe::new(sem.acquire_many(2));
+    big.pending();
+    let mut small = Probe::new(sem.acquire());
+    small.pending();
+    drop(big);
+    assert_eq!(small.wakes(), 1);
+    let q = small.ready().unwrap();
+    drop((p, q));
+    assert_eq!(sem.available_permits(), 2);
+}
+
+#[test]
+fn a_granted_but_dropped_waiter_passes_its_permits_on() {
+    let sem = Semaphore::new(1);
+    let p = sem.try_acquire().unwrap();
+    let mut a = Probe::new(sem.acquire());
+    let mut b = Probe::new(sem.acquire());
+    a.pending();
+    b.pending();
+    drop(p);
+    assert_eq!((a.wakes(), b.wakes()), (1, 0));
+    drop(a);
+    assert_eq!(b.wakes(), 1);
+    drop(b.ready().unwrap());
+    assert_eq!(sem.available_permits(), 1);
+}
+
+#[test]
+fn close_fails_waiters_and_later_acquires() {
+    let sem = Semaphore::new(1);
+    let held = sem.try_acquire().unwrap();
+    let mut waiters: Vec<_> = (0..3).map(|_| Probe::new(sem.acquire_many(1))).collect();
+    for w in &mut waiters {
+        w.pending();
+    }
+    sem.close();
+    assert!(sem.is_closed());
+    for w in &mut waiters {
+        assert_eq!(w.wakes(), 1);
+        assert_eq!(w.ready().unwrap_err(), w_err());
+    }
+    assert_eq!(sem.try_acquire().unwrap_err(), TryAcquireError::Closed);
+    assert!(futures::executor::block_on(sem.acquire()).is_err());
+    assert!(sem.acquire_blocking().is_err());
+    // Held permits are still returned.
+    drop(held);
+    assert_eq!(sem.available_permits(), 1);
+    assert_eq!(sem.try_acquire().unwrap_err(), TryAcquireError::Closed);
+    assert_eq!(w_err().to_string(), "semaphore closed");
+}
+
+fn w_err() -> AcquireError {
+    let sem = Semaphore::new(0);
+    sem.close();
+    futures::executor::block_on(sem.acquire()).unwrap_err()
+}
+
+#[test]
+fn forget_shrinks_capacity() {
+    let sem = Arc::new(Semaphore::new(3));
+    sem.try_acquire().unwrap().forget();
+    futures::executor::block_on(sem.acquire_many_arc(1))
+        .unwrap()
+        .forget();
+    assert_eq!(sem.available_permits(), 1);
+    let p = sem.try_acquire_many(1).unwrap();
+    assert_eq!(sem.try_acquire().unwrap_err(), TryAcquireError::NoPermits);
+    drop(p);
+    assert_eq!(sem.available_permits(), 1);
+}
+
+#[test]
+fn zero_permits_never_wait() {
+    let sem = Semaphore::new(0);
+    let mut w = Probe::new(sem.acquire());
+    w.pending();
+    assert_eq!(sem.try_acquire_many(0).unwrap().count(), 0);
+    assert_eq!(
+        futures::executor::block_on(sem.acquire_many(0))
+            .unwrap()
+            .count(),
+        0
+    );
+    sem.add_permits(1);
+    drop(w.ready().unwrap());
+}
+
+#[test]
+#[should_panic(expected = "MAX_PERMITS")]
+fn acquire_many_beyond_the_maximum_panics() {
+    let sem = Semaphore::new(1);
+    let _ = futures::executor::block_on(sem.acquire_many(Semaphore::MAX_PERMITS + 1));
+}
+
+#[test]
+#[should_panic(expected = "MAX_PERMITS")]
+fn add_permits_overflow_panics() {
+    let sem = Semaphore::new(Semaphore::MAX_PERMITS);
+    sem.add_permits(1);
+}
+
+#[test]
+fn permit_drop_clamps_instead_of_overflowing() {
+    let sem = Semaphore::new(Semaphore::MAX_PERMITS);
+    let p = sem.try_acquire().unwrap();
+    sem.add_permits(1);
+    drop(p);
+    assert_eq!(sem.available_permits(), Semaphore::MAX_PERMITS);
+}
+
+#[test]
+fn arc_permits_cross_threads_and_limit_concurrency() {
+    let sem = Arc::new(Semaphore::new(3));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let sem = sem.clone();
+            let inside = inside.clone();
+            std::thread::spawn(move || {
+                for _ in 0..2_000 {
+                    let p = futures::executor::block_on(sem.acquire_arc()).unwrap();
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    assert!(now <= 3, "{now} holders of 3 permits");
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    drop(p);
+                    let p = sem.acquire_blocking().unwrap();
+                    drop(p);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(sem.available_permits(), 3);
+}
