@@ -11,8 +11,10 @@
 //!    its LIFO slot and local queue (it is the only thread that can reach its LIFO slot).
 //! 4. Join the worker threads, waiting at most the timeout (forever for `Drop`). A runtime dropped
 //!    from one of its own workers does not join that thread.
-//! 5. Drain every group queue, limiter line and local queue, dropping each runnable (and so its
-//!    future) on this thread, until a pass finds nothing (destructors may wake other tasks).
+//! 5. Wake every task still registered and drain every group queue, limiter line and local queue,
+//!    dropping each runnable (and so its future) on this thread; repeat until a pass drops nothing
+//!    (destructors may wake other tasks). The wake is repeated because a worker may have taken a
+//!    task just before step 3 (absorbing that wake) and polled it to `Pending` before it stopped.
 //! 6. Close every group queue: a late wake (from a thread still holding a waker) finds the task
 //!    already closed by step 5, and any straggling push is dropped where it happens.
 //!
@@ -416,6 +418,7 @@ impl Runtime {
         loop {
             let mut dropped = 0usize;
             for g in shared.live_group_list() {
+                g.registry.wake_all(true);
                 while let Ok(r) = g.queue.pop() {
                     drop(r);
                     dropped += 1;
