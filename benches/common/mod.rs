@@ -494,3 +494,26 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
         line(r.iter().map(String::as_str).collect());
     }
 }
+
+/// Drives a future to completion on the calling thread with the runtime's own `block_on`.
+pub trait BlockOn {
+    fn run<F: Future>(&self, f: F) -> F::Output;
+}
+
+impl BlockOn for rondo::Runtime {
+    fn run<F: Future>(&self, f: F) -> F::Output {
+        self.block_on(f)
+    }
+}
+
+impl BlockOn for tokio::runtime::Runtime {
+    fn run<F: Future>(&self, f: F) -> F::Output {
+        self.block_on(f)
+    }
+}
+
+impl BlockOn for AePool {
+    fn run<F: Future>(&self, f: F) -> F::Output {
+        self.block_on(f)
+    }
+}
