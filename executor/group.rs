@@ -20,8 +20,8 @@ use crate::join::{JoinHandle, TaskPanic};
 use crate::limiter::Limiter;
 use crate::registry::Registry;
 use crate::runtime::{Handle, Shared};
-use crate::scheduler::GroupSched;
-use crate::shim::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
+use crate::scheduler::{GroupSched, ListFlag};
+use crate::shim::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 use crate::task::{Runnable, spawn_in};
 
 /// The largest weight a group may have.
@@ -34,7 +34,7 @@ pub(crate) struct GroupInner {
     /// Runnable tasks of this group that no worker has taken yet (FIFO).
     pub(crate) queue: ConcurrentQueue<Runnable>,
     /// In the scheduler's rotation, or about to be inserted (see `scheduler`).
-    pub(crate) listed: AtomicBool,
+    pub(crate) listed: ListFlag,
     /// Set once by `Group::cancel`; never cleared.
     pub(crate) cancelled: AtomicBool,
     pub(crate) limiter: Option<Limiter>,
@@ -73,7 +73,7 @@ impl GroupInner {
             name,
             shared: shared.clone(),
             queue: ConcurrentQueue::unbounded(),
-            listed: AtomicBool::new(false),
+            listed: ListFlag::default(),
             cancelled: AtomicBool::new(false),
             limiter: max_concurrency.map(Limiter::new),
             registry: Registry::new(shared.workers.len() + 1),
@@ -102,8 +102,8 @@ impl GroupInner {
     /// After pushing to `queue`: makes sure the group is listed and a worker will look (the
     /// pusher's half of the listing and idle protocols).
     pub(crate) fn announce(self: &Arc<Self>) {
-        fence(Ordering::SeqCst);
-        if !self.listed.load(Ordering::Relaxed) && !self.listed.swap(true, Ordering::AcqRel) {
+        // The fence inside `after_push` also orders the push before the idle check below.
+        if self.listed.after_push() {
             self.shared.scheduler.list(self);
         }
         self.shared.notify_work();

@@ -26,7 +26,7 @@ const SEARCHING: usize = 1;
 const AWAKE: usize = 1 << 16;
 const SEARCH_MASK: usize = AWAKE - 1;
 
-pub(crate) struct Idle {
+pub struct Idle {
     state: AtomicUsize,
     sleepers: Mutex<Vec<usize>>,
     workers: usize,

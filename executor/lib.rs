@@ -100,6 +100,14 @@ where
     runtime::global().spawn(future.take().unwrap())
 }
 
+/// The runtime's lock-free protocols, exposed only to the loom models in `tests/loom_runtime.rs`.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_support {
+    pub use crate::idle::Idle;
+    pub use crate::scheduler::ListFlag;
+}
+
 #[allow(dead_code)]
 fn assert_send_sync() {
     fn is<T: Send + Sync>() {}

@@ -25,7 +25,37 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::group::GroupInner;
-use crate::shim::{AtomicUsize, Mutex, Ordering, fence, lock};
+use crate::shim::{AtomicBool, AtomicUsize, Mutex, Ordering, fence, lock};
+
+/// The lock-free half of the listing protocol: `true` while a group is in the rotation or about to
+/// be inserted. Both sides write, fence, then read the other side's location.
+pub struct ListFlag(AtomicBool);
+
+impl Default for ListFlag {
+    fn default() -> Self {
+        ListFlag(AtomicBool::new(false))
+    }
+}
+
+impl ListFlag {
+    /// Pusher side, after pushing to the queue: true if the caller must insert the group.
+    pub fn after_push(&self) -> bool {
+        fence(Ordering::SeqCst);
+        !self.0.load(Ordering::Relaxed) && !self.0.swap(true, Ordering::AcqRel)
+    }
+
+    /// Remover side, under the scheduler lock, having seen the queue empty.
+    pub fn clear(&self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+
+    /// Remover side, after the lock is released: true if a push slipped in and the caller must
+    /// insert the group again.
+    pub fn after_clear(&self, queue_is_empty: impl FnOnce() -> bool) -> bool {
+        fence(Ordering::SeqCst);
+        !queue_is_empty() && !self.0.swap(true, Ordering::AcqRel)
+    }
+}
 
 /// Virtual time advances by `ns * SCALE / weight` per charged nanosecond.
 const SCALE: u128 = 1 << 16;
@@ -103,11 +133,10 @@ impl Scheduler {
             st.rotation.remove(&(gs.vruntime, g.id));
             gs.in_rotation = false;
             gs.listed_at = None;
-            g.listed.store(false, Ordering::SeqCst);
+            g.listed.clear();
             self.listed.fetch_sub(1, Ordering::SeqCst);
         }
-        fence(Ordering::SeqCst);
-        if !g.queue.is_empty() && !g.listed.swap(true, Ordering::AcqRel) {
+        if g.listed.after_clear(|| g.queue.is_empty()) {
             self.list(g);
         }
     }

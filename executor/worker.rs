@@ -215,7 +215,7 @@ impl Worker {
         let mut cx = Context::from_waker(&waker);
         let mut future = pin!(future);
         loop {
-            if waker_state.woken.swap(false, Ordering::AcqRel) {
+            if take_flag(&waker_state.woken) {
                 let budget = coop::start_poll();
                 let out = future.as_mut().poll(&mut cx);
                 coop::end_poll(budget);
@@ -484,7 +484,7 @@ impl Worker {
             return;
         }
         loop {
-            if ws.notified.swap(false, Ordering::AcqRel) {
+            if take_flag(&ws.notified) {
                 // The notifier counted us awake and searching.
                 self.searching.set(true);
                 break;
@@ -507,6 +507,13 @@ impl Worker {
             .wake_self(self.idx, || ws.notified.store(false, Ordering::Relaxed));
         self.searching.set(true);
     }
+}
+
+/// Consumes a wake flag. A failed compare-exchange writes nothing, so a waiting loop does not
+/// generate stores (and loom models it exactly; see `tests/loom_runtime.rs`).
+fn take_flag(flag: &AtomicBool) -> bool {
+    flag.compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
 }
 
 /// Moves runnables to their groups' global queues, listing each group and notifying once per run
@@ -552,7 +559,7 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
     let mut cx = Context::from_waker(&waker);
     let mut future = pin!(future);
     loop {
-        if waker_state.woken.swap(false, Ordering::AcqRel) {
+        if take_flag(&waker_state.woken) {
             if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
                 return v;
             }

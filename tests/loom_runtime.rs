@@ -1,0 +1,176 @@
+//! loom models of the runtime's lock-free protocols.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --test loom_runtime`.
+#![cfg(loom)]
+
+use concurrent_queue::ConcurrentQueue;
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use loom::sync::{Arc, Mutex};
+use loom::thread;
+use rondo::loom_support::{Idle, ListFlag};
+
+/// A group queue, its list flag, and the "in rotation" bit the scheduler lock protects.
+struct Group {
+    queue: ConcurrentQueue<u32>,
+    flag: ListFlag,
+    in_rotation: Mutex<bool>,
+}
+
+impl Group {
+    fn push(&self, v: u32) {
+        self.queue.push(v).unwrap();
+        if self.flag.after_push() {
+            *self.in_rotation.lock().unwrap() = true;
+        }
+    }
+
+    /// The scheduler's `unlist_if_empty`.
+    fn unlist_if_empty(&self) {
+        {
+            let mut rot = self.in_rotation.lock().unwrap();
+            if !*rot || !self.queue.is_empty() {
+                return;
+            }
+            *rot = false;
+            self.flag.clear();
+        }
+        if self.flag.after_clear(|| self.queue.is_empty()) {
+            *self.in_rotation.lock().unwrap() = true;
+        }
+    }
+}
+
+/// A worker drains the last task and unlists the group while a spawner pushes a new one: the new
+/// task must never sit in a queue whose group is out of the rotation.
+#[test]
+fn listing_never_strands_a_task() {
+    loom::model(|| {
+        let g = Arc::new(Group {
+            queue: ConcurrentQueue::unbounded(),
+            flag: ListFlag::default(),
+            in_rotation: Mutex::new(false),
+        });
+        g.push(1);
+        assert!(*g.in_rotation.lock().unwrap());
+
+        let worker = {
+            let g = g.clone();
+            thread::spawn(move || {
+                let _ = g.queue.pop();
+                g.unlist_if_empty();
+            })
+        };
+        let spawner = {
+            let g = g.clone();
+            thread::spawn(move || g.push(2))
+        };
+        worker.join().unwrap();
+        spawner.join().unwrap();
+        assert!(
+            g.queue.is_empty() || *g.in_rotation.lock().unwrap(),
+            "a queued task was left in an unlisted group"
+        );
+    });
+}
+
+/// Two workers each drain and unlist while the group is refilled: still never stranded.
+#[test]
+fn listing_two_removers() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| {
+        let g = Arc::new(Group {
+            queue: ConcurrentQueue::unbounded(),
+            flag: ListFlag::default(),
+            in_rotation: Mutex::new(false),
+        });
+        g.push(1);
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let g = g.clone();
+                thread::spawn(move || {
+                    let _ = g.queue.pop();
+                    g.unlist_if_empty();
+                })
+            })
+            .collect();
+        g.push(2);
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert!(g.queue.is_empty() || *g.in_rotation.lock().unwrap());
+    });
+}
+
+/// One worker parks (with the re-check) while a producer publishes work and notifies: the worker
+/// must end up with the work (loom reports a deadlock if it sleeps forever).
+#[test]
+fn park_and_notify_lose_no_wakeup() {
+    loom::model(|| {
+        let idle = Arc::new(Idle::new(1));
+        let work = Arc::new(AtomicUsize::new(0));
+        let notified = Arc::new(AtomicBool::new(false));
+
+        let worker = {
+            let (idle, work, notified) = (idle.clone(), work.clone(), notified.clone());
+            thread::spawn(move || {
+                idle.sleep(0, false);
+                fence(Ordering::SeqCst);
+                if work.load(Ordering::SeqCst) == 0 {
+                    // Consumed with a CAS, as the runtime does (a failed CAS writes nothing).
+                    while notified
+                        .compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire)
+                        .is_err()
+                    {
+                        thread::park();
+                    }
+                } else {
+                    idle.wake_self(0, || notified.store(false, Ordering::Relaxed));
+                }
+                assert_eq!(work.swap(0, Ordering::SeqCst), 1, "woken without the work");
+            })
+        };
+        let handle = worker.thread().clone();
+
+        work.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let n = notified.clone();
+        if idle
+            .notify_one(|_| n.store(true, Ordering::Release))
+            .is_some()
+        {
+            handle.unpark();
+        }
+        worker.join().unwrap();
+        assert_eq!(
+            idle.counts(),
+            (1, 1),
+            "the woken worker is counted awake and searching"
+        );
+    });
+}
+
+/// A worker that wakes on its own (a `block_on` future fired) races a notifier that chose it:
+/// the counts stay exact and the notification is consumed exactly once.
+#[test]
+fn self_wake_races_notifier() {
+    loom::model(|| {
+        let idle = Arc::new(Idle::new(1));
+        let notified = Arc::new(AtomicBool::new(false));
+        idle.sleep(0, false);
+
+        let notifier = {
+            let (idle, notified) = (idle.clone(), notified.clone());
+            thread::spawn(move || {
+                idle.notify_one(|_| notified.store(true, Ordering::Release));
+            })
+        };
+        idle.wake_self(0, || notified.store(false, Ordering::Relaxed));
+        notifier.join().unwrap();
+        assert_eq!(idle.counts(), (1, 1));
+        assert!(
+            !notified.load(Ordering::Acquire),
+            "a stale notification was left behind"
+        );
+    });
+}
