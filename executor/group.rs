@@ -396,7 +396,8 @@ pub struct GroupMetrics {
     pub name: String,
     /// The group's weight.
     pub weight: u32,
-    /// Tasks spawned into the group (not counting those refused because it was cancelled).
+    /// Tasks spawned into the group (including those cancelled at once because the group was
+    /// cancelled or the runtime shut down).
     pub spawned: u64,
     /// Tasks that ran to completion.
     pub completed: u64,

@@ -69,8 +69,10 @@ impl<T> JoinHandle<T> {
     /// ```
     pub fn abort(&self) {
         let meta = self.meta();
-        meta.aborted.store(true, Ordering::Release);
-        meta.group.registry.wake(meta.slot.load(Ordering::Relaxed));
+        // Store, then read the slot (see `registry`): either this sees the task's entry, or the
+        // task, registering, sees the flag and wakes itself.
+        meta.aborted.store(true, Ordering::SeqCst);
+        meta.group.registry.wake(meta.slot.load(Ordering::SeqCst));
     }
 
     /// True once the task has completed, panicked or been cancelled.

@@ -1,26 +1,35 @@
 //! The registry of a group's unfinished tasks.
 //!
-//! Every task is registered (its waker stored) from spawn until its future is dropped. The registry
-//! is what `Group::cancel`, `Group::len`, `Group::wait_idle`, `JoinHandle::abort` and runtime
-//! shutdown use to reach tasks that sit idle with nobody holding their `Runnable`.
+//! It answers two needs with two mechanisms:
 //!
-//! It is sharded: one shard per worker plus one for threads outside the runtime, each its own
-//! mutex on its own cache line, so spawns and completions on different workers do not contend.
-//! A task's shard and key are packed into `TaskMeta::slot`.
+//! - **Counting** (`Group::len`, `wait_idle`, metrics): per-shard atomic counters of tasks spawned
+//!   and finished (completed, panicked or cancelled). A shard belongs to one worker (plus one shard
+//!   for threads outside the runtime), so counting touches a cache line only that thread writes.
+//! - **Reaching idle tasks** (`Group::cancel`, `JoinHandle::abort`, shutdown): a task's waker is
+//!   stored in its shard's slab the first time a poll returns `Pending`, and removed when its future
+//!   is dropped. Tasks that finish in their first poll (most short tasks) never take a lock.
+//!   A task without an entry is never idle: it is queued or running, and whoever runs it next sees
+//!   the cancel flags.
 //!
-//! Wakers are never woken, and never dropped, while a shard lock is held: they are cloned or taken
-//! out under the lock and used after it is released.
+//! Races (each side writes, then reads the other side's location, both SeqCst):
+//! - abort stores `aborted` then reads `slot`; registration stores `slot` then reads `aborted`. If the
+//!   registering task sees the flag it wakes itself, so it is dropped on its next turn.
+//! - `Group::cancel` stores the flag and then locks every shard to wake its entries; registration
+//!   inserts under the shard lock and then reads the flag. The lock orders the two.
+//! - `wait_idle` increments `idle_waiters` then reads the counters; a finishing task increments
+//!   `finished` then reads `idle_waiters`.
+//!
+//! Wakers are never woken, and never dropped, while a shard lock is held.
 
 use std::task::Waker;
 
 use slab::Slab;
 
 use crate::group::GroupInner;
-use crate::runtime::Shared;
-use crate::shim::{Mutex, Ordering, lock};
-use crate::task::{Outcome, Runnable, TaskMeta};
+use crate::shim::{AtomicU64, Mutex, Ordering, lock};
+use crate::task::{Outcome, TaskMeta};
 
-/// `TaskMeta::slot` of a task that was never registered.
+/// `TaskMeta::slot` of a task that has no registry entry.
 pub(crate) const UNREGISTERED: usize = usize::MAX;
 const KEY_BITS: u32 = 40;
 
@@ -30,18 +39,19 @@ pub(crate) struct Registry {
 
 #[repr(align(128))]
 struct Shard {
-    inner: Mutex<ShardInner>,
+    spawned: AtomicU64,
+    finished: AtomicU64,
+    completed: AtomicU64,
+    cancelled: AtomicU64,
+    panicked: AtomicU64,
+    idle: Mutex<IdleTasks>,
 }
 
 #[derive(Default)]
-struct ShardInner {
-    tasks: Slab<Waker>,
+struct IdleTasks {
+    wakers: Slab<Waker>,
     /// Set at shutdown: nothing registers any more.
     closed: bool,
-    spawned: u64,
-    completed: u64,
-    cancelled: u64,
-    panicked: u64,
 }
 
 /// Totals over all shards.
@@ -59,52 +69,63 @@ impl Registry {
         Registry {
             shards: (0..shards)
                 .map(|_| Shard {
-                    inner: Mutex::new(ShardInner::default()),
+                    spawned: AtomicU64::new(0),
+                    finished: AtomicU64::new(0),
+                    completed: AtomicU64::new(0),
+                    cancelled: AtomicU64::new(0),
+                    panicked: AtomicU64::new(0),
+                    idle: Mutex::new(IdleTasks::default()),
                 })
                 .collect(),
         }
     }
 
-    /// Registers a new task. False when the runtime is shutting down (the caller drops it).
-    pub(crate) fn register(&self, runnable: &Runnable, shared: &Shared) -> bool {
-        let shard = crate::worker::current_shard(shared) % self.shards.len();
-        let waker = runnable.waker();
-        let mut inner = lock(&self.shards[shard].inner);
-        if inner.closed {
-            drop(inner);
-            return false;
-        }
-        let key = inner.tasks.insert(waker);
-        inner.spawned += 1;
-        runnable
-            .metadata()
-            .slot
-            .store((shard << KEY_BITS) | key, Ordering::Relaxed);
-        true
+    fn shard(&self, g: &GroupInner) -> &Shard {
+        &self.shards[crate::worker::current_shard(&g.shared) % self.shards.len()]
     }
 
-    /// Removes a task whose future has just been dropped, counting how it ended. Wakes
-    /// `wait_idle` callers when this was the last task of a shard and someone is waiting.
-    pub(crate) fn deregister(&self, meta: &TaskMeta, outcome: Outcome, group: &GroupInner) {
-        let slot = meta.slot.load(Ordering::Relaxed);
-        if slot == UNREGISTERED {
+    /// Counts a new task (before it is first scheduled).
+    pub(crate) fn spawned(&self, g: &GroupInner) {
+        self.shard(g).spawned.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Called when a poll returned `Pending` and the task has no entry yet: stores its waker so the
+    /// task can be reached while idle. If the task was cancelled meanwhile, or the runtime is
+    /// shutting down, wakes it instead, so a worker drops it on its next turn.
+    pub(crate) fn register_idle(&self, meta: &TaskMeta, waker: &Waker, g: &GroupInner) {
+        let idx = crate::worker::current_shard(&g.shared) % self.shards.len();
+        let mut idle = lock(&self.shards[idx].idle);
+        if idle.closed {
+            drop(idle);
+            waker.wake_by_ref();
             return;
         }
-        let (shard, key) = (slot >> KEY_BITS, slot & ((1 << KEY_BITS) - 1));
-        let mut inner = lock(&self.shards[shard].inner);
-        let waker = inner.tasks.try_remove(key);
-        match outcome {
-            Outcome::Completed => inner.completed += 1,
-            Outcome::Cancelled => inner.cancelled += 1,
-            Outcome::Panicked => inner.panicked += 1,
+        let key = idle.wakers.insert(waker.clone());
+        meta.slot.store((idx << KEY_BITS) | key, Ordering::SeqCst);
+        drop(idle);
+        if meta.is_cancelled() {
+            waker.wake_by_ref();
         }
-        // Read under the shard lock: `wait_idle` announces itself before it locks the shards to
-        // check them, so either it sees this removal or this load sees its announcement.
-        let notify = inner.tasks.is_empty() && group.idle_waiters.load(Ordering::Relaxed) > 0;
-        drop(inner);
-        drop(waker);
-        if notify {
-            group.idle_event.notify(usize::MAX);
+    }
+
+    /// Called once, after a task's future was dropped: counts how it ended, removes its entry, and
+    /// wakes `wait_idle` callers if the group just became empty.
+    pub(crate) fn finished(&self, meta: &TaskMeta, outcome: Outcome, g: &GroupInner) {
+        let shard = self.shard(g);
+        match outcome {
+            Outcome::Completed => shard.completed.fetch_add(1, Ordering::Relaxed),
+            Outcome::Cancelled => shard.cancelled.fetch_add(1, Ordering::Relaxed),
+            Outcome::Panicked => shard.panicked.fetch_add(1, Ordering::Relaxed),
+        };
+        let slot = meta.slot.load(Ordering::Relaxed);
+        if slot != UNREGISTERED {
+            let (idx, key) = (slot >> KEY_BITS, slot & ((1 << KEY_BITS) - 1));
+            let waker = lock(&self.shards[idx].idle).wakers.try_remove(key);
+            drop(waker);
+        }
+        shard.finished.fetch_add(1, Ordering::SeqCst);
+        if g.idle_waiters.load(Ordering::SeqCst) > 0 && self.live() == 0 {
+            g.idle_event.notify(usize::MAX);
         }
     }
 
@@ -113,42 +134,63 @@ impl Registry {
         if slot == UNREGISTERED {
             return;
         }
-        let (shard, key) = (slot >> KEY_BITS, slot & ((1 << KEY_BITS) - 1));
-        let waker = lock(&self.shards[shard].inner).tasks.get(key).cloned();
+        let (idx, key) = (slot >> KEY_BITS, slot & ((1 << KEY_BITS) - 1));
+        let waker = lock(&self.shards[idx].idle).wakers.get(key).cloned();
         if let Some(w) = waker {
             w.wake();
         }
     }
 
-    /// Wakes every registered task; with `close`, also refuses every later registration.
+    /// Wakes every idle task; with `close`, also refuses every later registration (such tasks
+    /// wake themselves instead, see `register_idle`).
     pub(crate) fn wake_all(&self, close: bool) {
         let mut wakers = Vec::new();
         for shard in self.shards.iter() {
-            let mut inner = lock(&shard.inner);
+            let mut idle = lock(&shard.idle);
             if close {
-                inner.closed = true;
+                idle.closed = true;
             }
-            wakers.extend(inner.tasks.iter().map(|(_, w)| w.clone()));
+            wakers.extend(idle.wakers.iter().map(|(_, w)| w.clone()));
         }
         for w in wakers {
             w.wake();
         }
     }
 
+    /// Tasks spawned and not finished. Reads every `finished` before any `spawned`: a task is
+    /// counted spawned before it can finish, so the difference is never negative.
+    pub(crate) fn live(&self) -> usize {
+        let finished: u64 = self
+            .shards
+            .iter()
+            .map(|s| s.finished.load(Ordering::SeqCst))
+            .sum();
+        let spawned: u64 = self
+            .shards
+            .iter()
+            .map(|s| s.spawned.load(Ordering::SeqCst))
+            .sum();
+        spawned.saturating_sub(finished) as usize
+    }
+
     pub(crate) fn counts(&self) -> Counts {
-        let mut c = Counts::default();
-        for shard in self.shards.iter() {
-            let inner = lock(&shard.inner);
-            c.live += inner.tasks.len();
-            c.spawned += inner.spawned;
-            c.completed += inner.completed;
-            c.cancelled += inner.cancelled;
-            c.panicked += inner.panicked;
+        let live = self.live();
+        let sum = |f: fn(&Shard) -> &AtomicU64| -> u64 {
+            self.shards
+                .iter()
+                .map(|s| f(s).load(Ordering::Relaxed))
+                .sum()
+        };
+        Counts {
+            live,
+            spawned: sum(|s| &s.spawned),
+            completed: sum(|s| &s.completed),
+            cancelled: sum(|s| &s.cancelled),
+            panicked: sum(|s| &s.panicked),
         }
-        c
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.shards.iter().all(|s| lock(&s.inner).tasks.is_empty())
+        self.live() == 0
     }
 }

@@ -34,14 +34,14 @@ pub(crate) struct TaskMeta {
     /// Set once by `JoinHandle::abort`; never cleared. A set flag means: drop, do not poll.
     pub(crate) aborted: AtomicBool,
     /// Where the task's waker sits in its group's registry, or `UNREGISTERED`. Written once, by
-    /// the spawner, before the task is first scheduled.
+    /// the task's first poll that returns `Pending`.
     pub(crate) slot: AtomicUsize,
 }
 
 impl TaskMeta {
     /// True when the task must be dropped instead of polled.
     pub(crate) fn is_cancelled(&self) -> bool {
-        self.aborted.load(Ordering::Acquire) || self.group.cancelled.load(Ordering::Acquire)
+        self.aborted.load(Ordering::SeqCst) || self.group.cancelled.load(Ordering::SeqCst)
     }
 }
 
@@ -63,7 +63,7 @@ pin_project! {
             // Drop the user's future first, so its destructor has run when the group counts the
             // task as finished.
             this.future.set(None);
-            this.meta.group.registry.deregister(this.meta, *this.outcome, &this.meta.group);
+            this.meta.group.registry.finished(this.meta, *this.outcome, &this.meta.group);
         }
     }
 }
@@ -87,7 +87,15 @@ impl<F: Future> Future for TaskFuture<'_, F> {
             return Poll::Pending;
         };
         match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Pending) => {
+                let meta = *this.meta;
+                if meta.slot.load(Ordering::Relaxed) == UNREGISTERED {
+                    meta.group
+                        .registry
+                        .register_idle(meta, cx.waker(), &meta.group);
+                }
+                Poll::Pending
+            }
             Ok(Poll::Ready(v)) => {
                 *this.outcome = Outcome::Completed;
                 this.future.set(None);
@@ -138,8 +146,9 @@ where
             .spawn_unchecked(make, schedule)
     };
     let handle = JoinHandle::new(task);
-    let cancelled = group.cancelled.load(Ordering::Acquire);
-    if !cancelled && group.registry.register(&runnable, &group.shared) {
+    // Counted even when refused: its drop below counts it as cancelled.
+    group.registry.spawned(group);
+    if !group.cancelled.load(Ordering::Acquire) && !group.shared.is_shutdown() {
         runnable.schedule();
     } else {
         // Never polled: the user's future is dropped here, on the thread that created it.

@@ -172,7 +172,7 @@ fn cancel_drops_queued_tasks_unrun_and_running_ones_at_their_next_suspension() {
         let m = g.metrics();
         assert_eq!(
             (m.spawned, m.cancelled, m.completed, m.unfinished),
-            (101, 101, 0, 0)
+            (102, 102, 0, 0)
         );
         // Other groups are untouched.
         assert_eq!(rt.block_on(rt.spawn(async { 1 })).unwrap(), 1);
