@@ -8,7 +8,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use concurrent_queue::ConcurrentQueue;
@@ -27,12 +27,15 @@ use crate::task::{Runnable, spawn_in};
 /// The largest weight a group may have.
 pub const MAX_WEIGHT: u32 = 10_000;
 
-/// Aligned to 128 bytes so the `Arc` reference count, which every spawn and completion touches
-/// from different workers, sits on its own cache line instead of beside the fields they read.
-#[repr(align(128))]
+/// Aligned to a cache line so the `Arc` reference count, which every spawn and completion touches
+/// from different workers, does not share a line with the fields they read. (64, not 128: with
+/// 128 the allocation crosses glibc's large-chunk threshold and every group creation pays for a
+/// heap consolidation.)
+#[repr(align(64))]
 pub(crate) struct GroupInner {
     pub(crate) id: u64,
-    pub(crate) name: String,
+    /// The name given to the builder; unnamed groups format `group-N` on first use.
+    name: OnceLock<String>,
     pub(crate) shared: Arc<Shared>,
     /// Runnable tasks of this group that no worker has taken yet (FIFO).
     pub(crate) queue: ConcurrentQueue<Runnable>,
@@ -61,13 +64,11 @@ impl GroupInner {
         max_concurrency: Option<usize>,
     ) -> Arc<GroupInner> {
         let id = shared.next_group_id.fetch_add(1, Ordering::Relaxed);
-        let name = name.unwrap_or_else(|| {
-            if id == 0 {
-                "default".to_string()
-            } else {
-                format!("group-{id}")
-            }
-        });
+        let name = match name {
+            Some(n) => OnceLock::from(n),
+            None if id == 0 => OnceLock::from("default".to_string()),
+            None => OnceLock::new(),
+        };
         let mut groups = lock(&shared.groups);
         let entry = groups.vacant_entry();
         let key = entry.key();
@@ -112,11 +113,15 @@ impl GroupInner {
         self.shared.notify_work();
     }
 
+    pub(crate) fn name(&self) -> &str {
+        self.name.get_or_init(|| format!("group-{}", self.id))
+    }
+
     pub(crate) fn report_panic(&self, payload: &(dyn std::any::Any + Send)) {
         if let Some(hook) = &self.shared.config.on_task_panic {
             let p = TaskPanic {
                 payload,
-                group: &self.name,
+                group: self.name(),
             };
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&p)));
         }
@@ -235,7 +240,7 @@ pub struct Group {
 impl fmt::Debug for Group {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Group")
-            .field("name", &self.inner.name)
+            .field("name", &self.inner.name())
             .field("weight", &self.weight())
             .finish()
     }
@@ -260,7 +265,7 @@ impl Group {
 
     /// The group's name.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        self.inner.name()
     }
 
     /// The group's weight.
@@ -374,7 +379,7 @@ impl Group {
             .map(|t| t.elapsed().as_nanos() as u64)
             .unwrap_or(0);
         GroupMetrics {
-            name: inner.name.clone(),
+            name: inner.name().to_string(),
             weight,
             spawned: counts.spawned,
             completed: counts.completed,

@@ -15,8 +15,9 @@
 //!
 //! The listing protocol (lock-free part): `GroupInner::listed` is true while the group is in the
 //! rotation or about to be inserted. A pusher pushes to the group queue, fences, then sets `listed`
-//! (inserting the group if it was false). The remover clears `listed` under the scheduler lock only
-//! if the queue is empty, fences, then re-checks the queue and re-lists if a push slipped in. One of
+//! (inserting the group if it was false). The remover (`pick_and_take`, when it empties the queue)
+//! clears `listed` under the scheduler lock, fences, then re-checks the queue and re-lists if a push
+//! slipped in. One of
 //! the two always sees the other, so no task is left in an unlisted queue (loom model:
 //! `tests/loom_runtime.rs`).
 
@@ -26,6 +27,7 @@ use std::time::Instant;
 
 use crate::group::GroupInner;
 use crate::shim::{AtomicBool, AtomicUsize, Mutex, Ordering, fence, lock};
+use crate::task::Runnable;
 
 /// The lock-free half of the listing protocol: `true` while a group is in the rotation or about to
 /// be inserted. Both sides write, fence, then read the other side's location.
@@ -59,6 +61,10 @@ impl ListFlag {
 
 /// Virtual time advances by `ns * SCALE / weight` per charged nanosecond.
 const SCALE: u128 = 1 << 16;
+/// A group queue at most this long is taken whole by one worker.
+const SMALL_QUEUE: usize = 16;
+/// The most tasks one pick moves to a worker's local queue (half of it).
+const MAX_BATCH: usize = crate::queue::LOCAL_CAPACITY / 2;
 
 /// What a worker does when its quantum ends.
 #[must_use]
@@ -133,25 +139,6 @@ impl Scheduler {
         self.listed.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Takes `g` out of the rotation if its queue is empty (see the listing protocol above).
-    pub(crate) fn unlist_if_empty(&self, g: &Arc<GroupInner>) {
-        {
-            let mut st = lock(&self.state);
-            let mut gs = lock(&g.sched);
-            if !gs.in_rotation || !g.queue.is_empty() {
-                return;
-            }
-            st.rotation.remove(&(gs.vruntime, g.id));
-            gs.in_rotation = false;
-            gs.listed_at = None;
-            g.listed.clear();
-            self.listed.fetch_sub(1, Ordering::SeqCst);
-        }
-        if g.listed.after_clear(|| g.queue.is_empty()) {
-            self.list(g);
-        }
-    }
-
     fn charge_locked(st: &mut SchedState, g: &GroupInner, gs: &mut GroupSched, ns: u64) {
         let delta = u128::from(ns) * SCALE / u128::from(gs.weight.max(1));
         if gs.in_rotation {
@@ -178,13 +165,18 @@ impl Scheduler {
         Self::charge_locked(&mut st, g, &mut gs, ns);
     }
 
-    /// Charges the segment that just ended (if any) and returns the listed group with the smallest
-    /// virtual runtime.
-    pub(crate) fn pick(
+    /// Charges the segment that just ended (if any), takes the listed group with the smallest
+    /// virtual runtime and moves a batch of its queued tasks into `batch`, all in one critical
+    /// section. A group whose queue this empties leaves the rotation (then the listing protocol's
+    /// re-check runs outside the lock). Returns the group and the first task of the batch (`None`
+    /// if another worker emptied the queue first).
+    pub(crate) fn pick_and_take(
         &self,
         prev: Option<(&GroupInner, u64)>,
         now: Instant,
-    ) -> Option<Arc<GroupInner>> {
+        workers: usize,
+        batch: &mut Vec<Runnable>,
+    ) -> Option<(Arc<GroupInner>, Option<Runnable>)> {
         let mut st = lock(&self.state);
         if let Some((g, ns)) = prev {
             let mut gs = lock(&g.sched);
@@ -196,8 +188,38 @@ impl Scheduler {
             let waited = now.saturating_duration_since(t).as_nanos() as u64;
             g.wait_ns.fetch_add(waited, Ordering::Relaxed);
         }
+        // A small queue is taken whole (splitting a handful of tasks across workers costs more
+        // scheduler round trips than it saves); a long one is shared out a slice per worker.
+        let len = g.queue.len();
+        let n = if len <= SMALL_QUEUE {
+            len
+        } else {
+            (len / workers + 1).min(MAX_BATCH)
+        };
+        let first = g.queue.pop().ok();
+        if first.is_some() {
+            for _ in 1..n {
+                match g.queue.pop() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+        }
+        let mut unlisted = false;
+        if g.queue.is_empty() && gs.in_rotation {
+            st.rotation.remove(&(gs.vruntime, g.id));
+            gs.in_rotation = false;
+            gs.listed_at = None;
+            g.listed.clear();
+            self.listed.fetch_sub(1, Ordering::SeqCst);
+            unlisted = true;
+        }
         drop(gs);
-        Some(g)
+        drop(st);
+        if unlisted && g.listed.after_clear(|| g.queue.is_empty()) {
+            self.list(&g);
+        }
+        Some((g, first))
     }
 
     /// Charges `ns` to the group a worker is serving at the end of its quantum and decides what

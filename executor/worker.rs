@@ -107,6 +107,8 @@ pub(crate) struct Worker {
     clock_interval: Cell<u32>,
     clock_countdown: Cell<u32>,
     rng: Cell<u32>,
+    /// Reused buffer for the batch `take_from_rotation` moves to the local queue.
+    batch: RefCell<Vec<Runnable>>,
 }
 
 /// Wakes a thread blocked in `block_on`.
@@ -182,6 +184,7 @@ impl Worker {
             clock_interval: Cell::new(1),
             clock_countdown: Cell::new(1),
             rng: Cell::new(0x9E37_79B9 ^ (idx as u32).wrapping_mul(0x85EB_CA6B) | 1),
+            batch: RefCell::new(Vec::with_capacity(LOCAL_CAPACITY / 2)),
         }
     }
 
@@ -317,28 +320,30 @@ impl Worker {
 
     fn take_from_rotation(&self) -> Option<Runnable> {
         let now = Instant::now();
-        loop {
+        let mut batch = std::mem::take(&mut *self.batch.borrow_mut());
+        let found = loop {
             let prev = self.end_segment(now);
-            let g = self
-                .shared
-                .scheduler
-                .pick(prev.as_ref().map(|(g, ns)| (&**g, *ns)), now)?;
-            let batch = (g.queue.len() / self.shared.workers.len() + 1).min(LOCAL_CAPACITY / 2);
-            let first = g.queue.pop().ok();
-            if first.is_some() {
-                for _ in 1..batch {
-                    let Ok(r) = g.queue.pop() else { break };
-                    self.push_local(r);
+            let picked = self.shared.scheduler.pick_and_take(
+                prev.as_ref().map(|(g, ns)| (&**g, *ns)),
+                now,
+                self.shared.workers.len(),
+                &mut batch,
+            );
+            match picked {
+                None => break None,
+                Some((g, Some(first))) => {
+                    self.start_segment(g, now);
+                    break Some(first);
                 }
+                // Another worker emptied the group first; the scheduler unlisted it.
+                Some((_, None)) => continue,
             }
-            if g.queue.is_empty() {
-                self.shared.scheduler.unlist_if_empty(&g);
-            }
-            if let Some(r) = first {
-                self.start_segment(g, now);
-                return Some(r);
-            }
+        };
+        for r in batch.drain(..) {
+            self.push_local(r);
         }
+        *self.batch.borrow_mut() = batch;
+        found
     }
 
     fn steal(&self) -> Option<Runnable> {
