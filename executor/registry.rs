@@ -37,7 +37,9 @@ pub(crate) struct Registry {
     shards: Box<[Shard]>,
 }
 
-#[repr(align(128))]
+/// One worker's shard. Its hot counters come first and the struct is padded to 128 bytes, so two
+/// shards' counters are at least 64 bytes apart (never on one cache line) without asking the
+/// allocator for aligned memory.
 struct Shard {
     spawned: AtomicU64,
     finished: AtomicU64,
@@ -45,7 +47,11 @@ struct Shard {
     cancelled: AtomicU64,
     panicked: AtomicU64,
     idle: Mutex<IdleTasks>,
+    _pad: [u8; SHARD_PAD],
 }
+
+const SHARD_BODY: usize = 5 * 8 + std::mem::size_of::<Mutex<IdleTasks>>();
+const SHARD_PAD: usize = if SHARD_BODY < 128 { 128 - SHARD_BODY } else { 0 };
 
 #[derive(Default)]
 struct IdleTasks {
@@ -75,6 +81,7 @@ impl Registry {
                     cancelled: AtomicU64::new(0),
                     panicked: AtomicU64::new(0),
                     idle: Mutex::new(IdleTasks::default()),
+                    _pad: [0; SHARD_PAD],
                 })
                 .collect(),
         }

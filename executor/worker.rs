@@ -396,11 +396,14 @@ impl Worker {
             // Cancelled by marking: the future is dropped here, on a worker.
             drop(r);
         } else {
-            let prev_group = context::with(|c| c.replace_group(gptr));
-            let budget = coop::start_poll();
+            // One thread-local access to enter the task's context and one to leave it.
+            let (prev_group, prev_budget) =
+                context::with(|c| (c.replace_group(gptr), c.budget.replace(coop::BUDGET)));
             r.run();
-            coop::end_poll(budget);
-            context::with(|c| c.replace_group(prev_group));
+            context::with(|c| {
+                c.replace_group(prev_group);
+                c.budget.set(prev_budget);
+            });
             self.seg_polls.set(self.seg_polls.get() + 1);
         }
         if let Some(g) = limited {
