@@ -51,7 +51,7 @@ struct Shard {
 }
 
 const SHARD_BODY: usize = 5 * 8 + std::mem::size_of::<Mutex<IdleTasks>>();
-const SHARD_PAD: usize = if SHARD_BODY < 128 { 128 - SHARD_BODY } else { 0 };
+const SHARD_PAD: usize = 128usize.saturating_sub(SHARD_BODY);
 
 #[derive(Default)]
 struct IdleTasks {

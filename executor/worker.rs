@@ -6,10 +6,12 @@
 //! 2. The LIFO slot, at most `LIFO_CAP` times in a row (a message-passing pair stays on one warm
 //!    core without starving the local queue).
 //! 3. The local queue (FIFO).
-//! 4. The group scheduler: the listed group with the smallest virtual runtime; it takes a batch of
-//!    that group's global queue (`len / workers + 1`, at most half a local queue).
-//! 5. Stealing half of another worker's local queue (at most half the workers search at once).
-//! 6. Parking (see `idle`).
+//! 4. While its quantum lasts, a batch of the served group's global queue, without the scheduler
+//!    lock (`len / workers + 1`, at most half a local queue).
+//! 5. The group scheduler: the listed group with the smallest virtual runtime; it takes a batch of
+//!    that group's global queue (a short queue whole).
+//! 6. Stealing half of another worker's local queue (at most half the workers search at once).
+//! 7. Parking (see `idle`).
 //!
 //! # Who may touch what
 //! `Worker` lives on its thread's stack and is only touched by that thread (its fields are `Cell`s,
@@ -49,7 +51,7 @@ use crate::coop;
 use crate::group::GroupInner;
 use crate::queue::{LOCAL_CAPACITY, LocalQueue};
 use crate::runtime::Shared;
-use crate::scheduler::Verdict;
+use crate::scheduler::{Charge, Verdict};
 use crate::shim::{AtomicBool, Ordering, fence};
 use crate::task::Runnable;
 
@@ -57,6 +59,8 @@ use crate::task::Runnable;
 const LIFO_CAP: u32 = 3;
 /// Every this many ticks, look at the served group's global queue first.
 const GLOBAL_INTERVAL: u32 = 61;
+/// Segment charges a worker may hold before it takes the scheduler lock just to apply them.
+const MAX_PENDING_CHARGES: usize = 8;
 /// Target amount of work between two clock reads.
 const CLOCK_EVERY: Duration = Duration::from_micros(10);
 /// Most polls between two clock reads.
@@ -109,6 +113,8 @@ pub(crate) struct Worker {
     rng: Cell<u32>,
     /// Reused buffer for the batch `take_from_rotation` moves to the local queue.
     batch: RefCell<Vec<Runnable>>,
+    /// Finished segments not yet charged to the scheduler (see `defer_charge`).
+    pending: RefCell<Vec<Charge>>,
 }
 
 /// Wakes a thread blocked in `block_on`.
@@ -185,6 +191,7 @@ impl Worker {
             clock_countdown: Cell::new(1),
             rng: Cell::new(0x9E37_79B9 ^ (idx as u32).wrapping_mul(0x85EB_CA6B) | 1),
             batch: RefCell::new(Vec::with_capacity(LOCAL_CAPACITY / 2)),
+            pending: RefCell::new(Vec::with_capacity(MAX_PENDING_CHARGES)),
         }
     }
 
@@ -304,6 +311,9 @@ impl Worker {
     }
 
     fn find_work(&self) -> Option<Runnable> {
+        if let Some(r) = self.take_from_own_group() {
+            return Some(r);
+        }
         if self.shared.scheduler.has_listed() {
             if let Some(r) = self.take_from_rotation() {
                 return Some(r);
@@ -318,13 +328,50 @@ impl Worker {
         self.steal()
     }
 
+    /// While its quantum lasts, a worker takes its next batch straight from the global queue of
+    /// the group it serves (lock-free), instead of asking the scheduler. The quantum end still
+    /// decides whether it must switch (`quantum_end`), so this changes no share, only how often
+    /// workers serving one busy group meet at the scheduler lock.
+    fn take_from_own_group(&self) -> Option<Runnable> {
+        let seg = self.seg_group.borrow();
+        let g = seg.as_ref()?;
+        let served = self
+            .last_clock
+            .get()
+            .saturating_duration_since(self.quantum_start.get());
+        if served >= self.shared.config.quantum {
+            return None;
+        }
+        let len = g.queue.len();
+        if len == 0 {
+            return None;
+        }
+        let n = (len / self.shared.workers.len() + 1).min(LOCAL_CAPACITY / 2);
+        let first = g.queue.pop().ok()?;
+        let mut batch = self.batch.borrow_mut();
+        for _ in 1..n {
+            match g.queue.pop() {
+                Ok(r) => batch.push(r),
+                Err(_) => break,
+            }
+        }
+        drop(seg);
+        for r in batch.drain(..) {
+            self.push_local(r);
+        }
+        Some(first)
+    }
+
     fn take_from_rotation(&self) -> Option<Runnable> {
         let now = Instant::now();
         let mut batch = std::mem::take(&mut *self.batch.borrow_mut());
+        let mut pending = std::mem::take(&mut *self.pending.borrow_mut());
         let found = loop {
-            let prev = self.end_segment(now);
+            if let Some(c) = self.end_segment(now) {
+                pending.push(c);
+            }
             let picked = self.shared.scheduler.pick_and_take(
-                prev.as_ref().map(|(g, ns)| (&**g, *ns)),
+                &mut pending,
                 now,
                 self.shared.workers.len(),
                 &mut batch,
@@ -343,7 +390,18 @@ impl Worker {
             self.push_local(r);
         }
         *self.batch.borrow_mut() = batch;
+        *self.pending.borrow_mut() = pending;
         found
+    }
+
+    /// Records a finished segment's charge; applied at the next scheduler visit, or now if
+    /// several have piled up.
+    fn defer_charge(&self, charge: Charge) {
+        let mut pending = self.pending.borrow_mut();
+        pending.push(charge);
+        if pending.len() >= MAX_PENDING_CHARGES {
+            self.shared.scheduler.charge_all(&mut pending);
+        }
     }
 
     fn steal(&self) -> Option<Runnable> {
@@ -386,8 +444,8 @@ impl Worker {
         if gptr != self.seg_ptr.get() {
             let g = meta.group.clone();
             let now = Instant::now();
-            if let Some((pg, ns)) = self.end_segment(now) {
-                self.shared.scheduler.charge(&pg, ns);
+            if let Some(c) = self.end_segment(now) {
+                self.defer_charge(c);
             }
             self.start_segment(g, now);
         }
@@ -438,7 +496,10 @@ impl Worker {
         let Some((g, ns)) = self.end_segment(now) else {
             return;
         };
-        let verdict = self.shared.scheduler.charge_and_check(&g, ns);
+        let verdict = {
+            let mut pending = self.pending.borrow_mut();
+            self.shared.scheduler.charge_and_check(&mut pending, &g, ns)
+        };
         let others_active = match verdict {
             Verdict::Switch => true,
             Verdict::Stay { others_listed } => {
@@ -450,11 +511,15 @@ impl Worker {
         let mut batch: Vec<Runnable> = Vec::new();
         match verdict {
             Verdict::Switch => {
-                // Another group is behind this one: hand all local work back. `next_task` then
-                // finds nothing local and asks the scheduler, which picks the group that is behind.
+                // Another group is behind this one: hand all local work back and end the segment,
+                // so `next_task` finds nothing local, does not take from this group's queue, and
+                // asks the scheduler, which picks the group that is behind.
                 batch.extend(self.lifo.take());
                 while let Some(r) = local.pop() {
                     batch.push(r);
+                }
+                if let Some(c) = self.end_segment(now) {
+                    self.defer_charge(c);
                 }
             }
             Verdict::Stay { .. } if others_active => {
@@ -503,9 +568,12 @@ impl Worker {
 
     /// Parks until notified, shut down, or `extra` (a nested `block_on`'s wake flag) is set.
     fn park(&self, extra: Option<&AtomicBool>) {
-        if let Some((g, ns)) = self.end_segment(Instant::now()) {
-            self.shared.scheduler.charge(&g, ns);
+        if let Some(c) = self.end_segment(Instant::now()) {
+            self.pending.borrow_mut().push(c);
         }
+        self.shared
+            .scheduler
+            .charge_all(&mut self.pending.borrow_mut());
         let idle = &self.shared.idle;
         let ws = self.ws();
         let extra_set = || extra.is_some_and(|f| f.load(Ordering::Acquire));
