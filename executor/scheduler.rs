@@ -8,7 +8,7 @@
 //!
 //! Rules that keep it fair:
 //! - Time is charged, not polls: each worker measures how long it served a group and charges it
-//!   when the segment ends, wherever the group's tasks came from (its own queue or stolen).
+//!   (at its next visit here, at most a quantum later), wherever the group's tasks came from.
 //! - A group that joins the rotation starts at `max(own, floor)`, where `floor` tracks the smallest
 //!   virtual runtime among active groups: an idle group banks no credit.
 //! - Only groups with queued work are in the rotation, so idle groups cost nothing per decision.

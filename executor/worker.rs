@@ -21,8 +21,10 @@
 //!
 //! # Service segments and the quantum
 //! A *segment* is a stretch of time a worker spends on one group. It ends when the worker switches
-//! group, parks, or its quantum ends; its measured duration is then charged to the group's virtual
-//! runtime and its polls and busy time are flushed to the group's metrics. The clock is read at
+//! group, parks, or its quantum ends; its polls and busy time are then flushed to the group's
+//! metrics, and its measured duration is charged to the group's virtual runtime at the worker's next
+//! visit to the scheduler (a pick, a quantum end, parking, or once eight charges are pending), so a
+//! charge is never more than a quantum late and costs no extra lock. The clock is read at
 //! segment boundaries and every `clock_interval` polls, an interval adapted so that reading it costs
 //! about one read per `CLOCK_EVERY` of work. When the quantum ends and another listed group is
 //! behind the served one, the worker spills its LIFO slot and local queue back to their groups'
@@ -123,6 +125,19 @@ struct BlockOnWaker {
     thread: Thread,
 }
 
+impl BlockOnWaker {
+    /// A waker that unparks the current thread, set as already woken so the future is polled once
+    /// before anything waits.
+    fn for_this_thread() -> (Arc<BlockOnWaker>, Waker) {
+        let state = Arc::new(BlockOnWaker {
+            woken: AtomicBool::new(true),
+            thread: std::thread::current(),
+        });
+        let waker = Waker::from(state.clone());
+        (state, waker)
+    }
+}
+
 impl Wake for BlockOnWaker {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
@@ -220,11 +235,7 @@ impl Worker {
 
     /// Runs other tasks while waiting for `future` (nested `block_on` on a worker thread).
     pub(crate) fn block_on<F: Future>(&self, future: F) -> F::Output {
-        let waker_state = Arc::new(BlockOnWaker {
-            woken: AtomicBool::new(true),
-            thread: std::thread::current(),
-        });
-        let waker = Waker::from(waker_state.clone());
+        let (waker_state, waker) = BlockOnWaker::for_this_thread();
         let mut cx = Context::from_waker(&waker);
         let mut future = pin!(future);
         loop {
@@ -651,11 +662,7 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
         // inside that lifetime (block_on is called from a task the worker is polling).
         return unsafe { &*w }.block_on(future);
     }
-    let waker_state = Arc::new(BlockOnWaker {
-        woken: AtomicBool::new(true),
-        thread: std::thread::current(),
-    });
-    let waker = Waker::from(waker_state.clone());
+    let (waker_state, waker) = BlockOnWaker::for_this_thread();
     let mut cx = Context::from_waker(&waker);
     let mut future = pin!(future);
     loop {

@@ -3,58 +3,13 @@
 //! never about time.
 #![cfg(not(loom))]
 
-use std::future::Future;
-use std::pin::Pin;
+mod common;
+
+use common::Probe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
 
 use rondo::sync::{AsyncOneManyLock, OneManyGuard, OneManyMode};
-
-/// A waker that counts how often it was woken.
-struct Counter(AtomicUsize);
-
-impl Wake for Counter {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-/// A future under manual control, with its own counting waker.
-struct Probe<F: Future> {
-    fut: Pin<Box<F>>,
-    count: Arc<Counter>,
-    waker: Waker,
-}
-
-impl<F: Future> Probe<F> {
-    fn new(fut: F) -> Self {
-        let count = Arc::new(Counter(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
-        Probe {
-            fut: Box::pin(fut),
-            count,
-            waker,
-        }
-    }
-    fn poll(&mut self) -> Poll<F::Output> {
-        self.fut
-            .as_mut()
-            .poll(&mut Context::from_waker(&self.waker))
-    }
-    fn pending(&mut self) {
-        assert!(self.poll().is_pending(), "expected the future to wait");
-    }
-    fn ready(&mut self) -> F::Output {
-        match self.poll() {
-            Poll::Ready(v) => v,
-            Poll::Pending => panic!("expected the future to be ready"),
-        }
-    }
-    fn wakes(&self) -> usize {
-        self.count.0.load(Ordering::SeqCst)
-    }
-}
 
 #[test]
 fn read_read_sharing() {

@@ -1,9 +1,12 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 /// Runs `f` on its own thread and fails the test if it does not finish within `secs` seconds: a
@@ -77,4 +80,49 @@ pub fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(1));
     }
     cond()
+}
+
+/// A waker that counts how often it was woken.
+pub struct Counter(AtomicUsize);
+
+impl Wake for Counter {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A future under manual control, with its own counting waker.
+pub struct Probe<F: Future> {
+    fut: Pin<Box<F>>,
+    count: Arc<Counter>,
+    waker: Waker,
+}
+
+impl<F: Future> Probe<F> {
+    pub fn new(fut: F) -> Self {
+        let count = Arc::new(Counter(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        Probe {
+            fut: Box::pin(fut),
+            count,
+            waker,
+        }
+    }
+    pub fn poll(&mut self) -> Poll<F::Output> {
+        self.fut
+            .as_mut()
+            .poll(&mut Context::from_waker(&self.waker))
+    }
+    pub fn pending(&mut self) {
+        assert!(self.poll().is_pending(), "expected the future to wait");
+    }
+    pub fn ready(&mut self) -> F::Output {
+        match self.poll() {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("expected the future to be ready"),
+        }
+    }
+    pub fn wakes(&self) -> usize {
+        self.count.0.load(Ordering::SeqCst)
+    }
 }
