@@ -100,6 +100,33 @@ impl Shared {
             .sum()
     }
 
+    /// One pass of shutdown step 5: wakes every task still registered, then drops every runnable
+    /// in the group queues, limiter lines and local queues. Returns how many it dropped. Run by the
+    /// thread shutting down, and by workers waiting in a nested `block_on`, whose future may be
+    /// waiting for one of these tasks (they must not keep step 4 waiting for them).
+    pub(crate) fn drain_once(&self) -> usize {
+        let mut dropped = 0usize;
+        for g in self.live_group_list() {
+            g.registry.wake_all(true);
+            while let Ok(r) = g.queue.pop() {
+                drop(r);
+                dropped += 1;
+            }
+            if let Some(l) = &g.limiter {
+                let line = l.drain();
+                dropped += line.len();
+                drop(line);
+            }
+        }
+        for w in self.workers.iter() {
+            while let Some(r) = w.local.pop() {
+                drop(r);
+                dropped += 1;
+            }
+        }
+        dropped
+    }
+
     fn live_group_list(&self) -> Vec<Arc<GroupInner>> {
         lock(&self.groups)
             .iter()
@@ -415,30 +442,7 @@ impl Runtime {
             }
         }
         // 5.
-        loop {
-            let mut dropped = 0usize;
-            for g in shared.live_group_list() {
-                g.registry.wake_all(true);
-                while let Ok(r) = g.queue.pop() {
-                    drop(r);
-                    dropped += 1;
-                }
-                if let Some(l) = &g.limiter {
-                    let line = l.drain();
-                    dropped += line.len();
-                    drop(line);
-                }
-            }
-            for w in shared.workers.iter() {
-                while let Some(r) = w.local.pop() {
-                    drop(r);
-                    dropped += 1;
-                }
-            }
-            if dropped == 0 {
-                break;
-            }
-        }
+        while shared.drain_once() > 0 {}
         // 6.
         for g in shared.live_group_list() {
             g.queue.close();

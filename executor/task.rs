@@ -59,10 +59,10 @@ pin_project! {
     }
     impl<'a, F> PinnedDrop for TaskFuture<'a, F> {
         fn drop(this: Pin<&mut Self>) {
-            let mut this = this.project();
+            let this = this.project();
             // Drop the user's future first, so its destructor has run when the group counts the
             // task as finished.
-            this.future.set(None);
+            drop_future(this.future, this.meta);
             this.meta.group.registry.finished(this.meta, *this.outcome, &this.meta.group);
         }
     }
@@ -98,18 +98,29 @@ impl<F: Future> Future for TaskFuture<'_, F> {
             }
             Ok(Poll::Ready(v)) => {
                 *this.outcome = Outcome::Completed;
-                this.future.set(None);
+                drop_future(this.future, this.meta);
                 Poll::Ready(Ok(v))
             }
             Err(payload) => {
                 *this.outcome = Outcome::Panicked;
-                // The hook sees the panic before the future's destructor runs; a panicking
-                // destructor here would be a second panic, so drop the future under catch_unwind.
+                // The hook sees the panic before the future's destructor runs.
                 this.meta.group.report_panic(&*payload);
-                let _ = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
+                drop_future(this.future, this.meta);
                 Poll::Ready(Err(payload))
             }
         }
+    }
+}
+
+/// Drops the user's future in place. A panicking destructor must not unwind into a worker (or the
+/// thread shutting the runtime down): it is caught and reported to the panic hook like a task
+/// panic, and the task's outcome stands.
+fn drop_future<F>(future: Pin<&mut Option<F>>, meta: &TaskMeta) {
+    let mut future = future;
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| future.set(None))) {
+        meta.group.report_panic(&*payload);
+        // Dropping the payload could itself panic; nothing more can be done about that one.
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
     }
 }
 

@@ -248,8 +248,13 @@ impl Worker {
                 }
             }
             if self.shared.is_shutdown() {
+                // The runtime is shutting down and this worker cannot exit until `future` is done;
+                // it may be waiting for a queued task, which shutdown would only drop after joining
+                // this worker. Drop what is queued (shutdown step 5) so such futures resolve.
+                drop(self.lifo.take());
+                self.shared.drain_once();
                 if !waker_state.woken.load(Ordering::Acquire) {
-                    std::thread::park();
+                    std::thread::park_timeout(Duration::from_millis(1));
                 }
                 continue;
             }

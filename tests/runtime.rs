@@ -646,3 +646,84 @@ fn builder_rejects_invalid_settings_with_clear_errors() {
     let io = rondo::Runtime::new();
     assert!(io.is_ok());
 }
+
+#[test]
+fn dropping_a_runtime_while_a_worker_waits_in_a_nested_block_on_does_not_hang() {
+    watchdog(30, || {
+        let rt = rt(1);
+        let (started_tx, started_rx) = oneshot::channel::<()>();
+        let outer = rt.spawn(async move {
+            // The only worker blocks here on a task that never finishes by itself.
+            let never = rondo::spawn(std::future::pending::<()>());
+            started_tx.send(()).unwrap();
+            rondo::block_on(never)
+        });
+        rt.block_on(started_rx).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        drop(rt);
+        let r = futures::executor::block_on(outer);
+        // The outer task was either cancelled, or finished with the inner task's cancellation.
+        match r {
+            Err(e) => assert!(e.is_cancelled()),
+            Ok(inner) => assert!(inner.unwrap_err().is_cancelled()),
+        }
+    });
+}
+
+struct PanicOnDrop;
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("destructor panicked");
+        }
+    }
+}
+
+#[test]
+fn a_panicking_destructor_does_not_take_down_a_worker() {
+    watchdog(30, || {
+        let rt = rt(1);
+        // A local dropped as the task returns panics inside its last poll: a task panic.
+        let local = rt.spawn(async {
+            let _p = PanicOnDrop;
+            1
+        });
+        assert!(rt.block_on(local).unwrap_err().is_panic());
+        // A future that completes and then panics when the runtime drops it: the output stands.
+        struct ReadyThenPanicOnDrop;
+        impl Future for ReadyThenPanicOnDrop {
+            type Output = u32;
+            fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<u32> {
+                Poll::Ready(1)
+            }
+        }
+        impl Drop for ReadyThenPanicOnDrop {
+            fn drop(&mut self) {
+                panic!("destructor panicked after completion");
+            }
+        }
+        assert_eq!(rt.block_on(rt.spawn(ReadyThenPanicOnDrop)).unwrap(), 1);
+        // Aborted while idle: the worker drops it, and the destructor panics there.
+        let (started_tx, started_rx) = oneshot::channel::<()>();
+        let idle = rt.spawn(async move {
+            let _p = PanicOnDrop;
+            started_tx.send(()).unwrap();
+            std::future::pending::<()>().await;
+        });
+        rt.block_on(started_rx).unwrap();
+        idle.abort();
+        assert!(rt.block_on(idle).unwrap_err().is_cancelled());
+        // The single worker is still alive.
+        assert_eq!(rt.block_on(rt.spawn(async { 7 })).unwrap(), 7);
+        // And shutdown survives a panicking destructor too.
+        let (started_tx, started_rx) = oneshot::channel::<()>();
+        rt.spawn(async move {
+            let _p = PanicOnDrop;
+            started_tx.send(()).unwrap();
+            std::future::pending::<()>().await;
+        });
+        rt.block_on(started_rx).unwrap();
+        drop(rt);
+    });
+}
