@@ -12,6 +12,8 @@
 //! - A group that joins the rotation starts at `max(own, floor)`, where `floor` tracks the smallest
 //!   virtual runtime among active groups: an idle group banks no credit.
 //! - Only groups with queued work are in the rotation, so idle groups cost nothing per decision.
+//! - Pushers never take the scheduler lock: a group that becomes runnable goes through a lock-free
+//!   inbox that workers fold into the rotation when they next hold the lock.
 //!
 //! The listing protocol (lock-free part): `GroupInner::listed` is true while the group is in the
 //! rotation or about to be inserted. A pusher pushes to the group queue, fences, then sets `listed`
@@ -24,6 +26,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
+
+use concurrent_queue::ConcurrentQueue;
 
 use crate::group::GroupInner;
 use crate::shim::{AtomicBool, AtomicUsize, Mutex, Ordering, fence, lock};
@@ -82,8 +86,12 @@ pub(crate) enum Verdict {
 
 pub(crate) struct Scheduler {
     state: Mutex<SchedState>,
-    /// How many groups are in the rotation; read without the lock as a hint.
+    /// How many groups are in the rotation or its inbox; read without the lock as a hint.
     listed: AtomicUsize,
+    /// Groups a pusher just made runnable, with the time they became so, waiting to enter the
+    /// rotation. Pushers never take the scheduler lock: workers move the inbox into the rotation
+    /// inside the critical sections they take anyway (`pick_and_take`, `charge_and_check`).
+    inbox: ConcurrentQueue<(Arc<GroupInner>, Instant)>,
 }
 
 struct SchedState {
@@ -119,6 +127,7 @@ impl Scheduler {
                 floor: 0,
             }),
             listed: AtomicUsize::new(0),
+            inbox: ConcurrentQueue::unbounded(),
         }
     }
 
@@ -127,19 +136,33 @@ impl Scheduler {
         self.listed.load(Ordering::SeqCst) > 0
     }
 
-    /// Called after a pusher flipped `g.listed` from false to true: inserts `g`.
+    /// Called after a pusher flipped `g.listed` from false to true: queues `g` for the rotation.
+    /// The count goes up first, so a worker about to park sees work (see `idle`).
     pub(crate) fn list(&self, g: &Arc<GroupInner>) {
-        let now = Instant::now();
-        let mut st = lock(&self.state);
-        let mut gs = lock(&g.sched);
-        if gs.in_rotation {
-            return;
-        }
-        gs.vruntime = gs.vruntime.max(st.floor);
-        gs.in_rotation = true;
-        gs.listed_at = Some(now);
-        st.rotation.insert((gs.vruntime, g.id), g.clone());
         self.listed.fetch_add(1, Ordering::SeqCst);
+        if let Err(e) = self.inbox.push((g.clone(), Instant::now())) {
+            // The inbox is never closed; keep the count honest anyway.
+            drop(e.into_inner());
+            self.listed.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Moves the inbox into the rotation; a group enters at `max(own, floor)` (no banked credit).
+    fn admit_inbox(&self, st: &mut SchedState) {
+        while let Ok((g, since)) = self.inbox.pop() {
+            let mut gs = lock(&g.sched);
+            if gs.in_rotation {
+                // Cannot happen (one lister per false-to-true flip of `listed`); keep the count exact.
+                self.listed.fetch_sub(1, Ordering::SeqCst);
+                continue;
+            }
+            gs.vruntime = gs.vruntime.max(st.floor);
+            gs.in_rotation = true;
+            gs.listed_at = Some(since);
+            let key = (gs.vruntime, g.id);
+            drop(gs);
+            st.rotation.insert(key, g);
+        }
     }
 
     fn charge_locked(st: &mut SchedState, g: &GroupInner, gs: &mut GroupSched, ns: u64) {
@@ -175,6 +198,7 @@ impl Scheduler {
             return;
         }
         let mut st = lock(&self.state);
+        self.admit_inbox(&mut st);
         Self::charge_pending(&mut st, pending);
     }
 
@@ -197,6 +221,7 @@ impl Scheduler {
         batch: &mut Vec<Runnable>,
     ) -> Option<(Arc<GroupInner>, Option<Runnable>)> {
         let mut st = lock(&self.state);
+        self.admit_inbox(&mut st);
         Self::charge_pending(&mut st, pending);
         let g = st.rotation.first_key_value()?.1.clone();
         let mut gs = lock(&g.sched);
@@ -245,6 +270,7 @@ impl Scheduler {
         ns: u64,
     ) -> Verdict {
         let mut st = lock(&self.state);
+        self.admit_inbox(&mut st);
         Self::charge_pending(&mut st, pending);
         let mut gs = lock(&g.sched);
         Self::charge_locked(&mut st, g, &mut gs, ns);
