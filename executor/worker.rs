@@ -170,11 +170,9 @@ pub(crate) fn schedule(r: Runnable, info: ScheduleInfo) {
     let gptr = Arc::as_ptr(&meta.group);
     let sptr = Arc::as_ptr(&meta.group.shared);
     let r = context::with(|c| match c.worker() {
-        Some(w)
-            if ptr::eq(Arc::as_ptr(&w.shared), sptr)
-                && w.seg_ptr.get() == gptr
-                && !w.shared.is_shutdown() =>
-        {
+        // During shutdown this may still fill the LIFO slot or local queue of a worker that is
+        // leaving: its exit drain loops until both are empty.
+        Some(w) if ptr::eq(Arc::as_ptr(&w.shared), sptr) && w.seg_ptr.get() == gptr => {
             w.schedule_local(r, info.woken_while_running);
             None
         }
@@ -226,10 +224,22 @@ impl Worker {
             }
         }
         self.end_segment(Instant::now());
-        // Shutdown step 3 (see `runtime`): drop what only this thread can reach.
-        drop(self.lifo.take());
-        while let Some(r) = self.ws().local.pop() {
-            drop(r);
+        // Shutdown step 3 (see `runtime`): drop what only this thread can reach. Dropping a
+        // future may wake another task into this worker's LIFO slot or queue, so repeat until
+        // both are empty.
+        loop {
+            let mut dropped = false;
+            while let Some(r) = self.lifo.take() {
+                drop(r);
+                dropped = true;
+            }
+            while let Some(r) = self.ws().local.pop() {
+                drop(r);
+                dropped = true;
+            }
+            if !dropped {
+                break;
+            }
         }
     }
 
