@@ -148,6 +148,13 @@ impl Builder {
     /// # Errors
     /// A [`BuildError`] saying which setting is wrong and what is allowed, or that the operating
     /// system refused to start a thread.
+    ///
+    /// ```
+    /// let rt = rondo::Builder::new().worker_threads(2).build().unwrap();
+    /// assert_eq!(rt.block_on(async { 3 }), 3);
+    /// let err = rondo::Builder::new().thread_name("").build().unwrap_err();
+    /// assert!(err.to_string().contains("thread_name"));
+    /// ```
     pub fn build(self) -> Result<Runtime, BuildError> {
         let workers = match self.worker_threads {
             Some(0) => {

@@ -186,12 +186,24 @@ impl GroupBuilder {
     }
 
     /// The group's name, shown in metrics and panic reports. Default `group-N`.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let g = rt.group().name("ingest").build().unwrap();
+    /// assert_eq!(g.name(), "ingest");
+    /// ```
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
         self
     }
 
     /// The group's share of worker time relative to other groups, 1 to [`MAX_WEIGHT`]. Default 1.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// assert_eq!(rt.group().weight(5).build().unwrap().weight(), 5);
+    /// assert!(rt.group().weight(rondo::MAX_WEIGHT + 1).build().is_err());
+    /// ```
     pub fn weight(mut self, weight: u32) -> Self {
         self.weight = weight;
         self
@@ -199,6 +211,22 @@ impl GroupBuilder {
 
     /// At most `n` of the group's tasks are polled at the same instant (`n >= 1`); `1` makes a
     /// serial group that polls its tasks one at a time in the order they became runnable.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let strand = rt.group().max_concurrency(1).build().unwrap();
+    /// let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    /// let handles: Vec<_> = (0..5)
+    ///     .map(|i| {
+    ///         let o = order.clone();
+    ///         strand.spawn(async move { o.lock().unwrap().push(i) })
+    ///     })
+    ///     .collect();
+    /// for h in handles {
+    ///     rt.block_on(h).unwrap();
+    /// }
+    /// assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+    /// ```
     pub fn max_concurrency(mut self, n: usize) -> Self {
         self.max_concurrency = Some(n);
         self
@@ -208,6 +236,13 @@ impl GroupBuilder {
     ///
     /// # Errors
     /// A weight of 0 or above [`MAX_WEIGHT`], or a `max_concurrency` of 0.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// assert!(rt.group().build().is_ok());
+    /// let err = rt.group().max_concurrency(0).build().unwrap_err();
+    /// assert!(err.to_string().contains("max_concurrency"));
+    /// ```
     pub fn build(self) -> Result<Group, BuildError> {
         check_weight(self.weight)?;
         if self.max_concurrency == Some(0) {
@@ -266,11 +301,22 @@ impl Group {
     }
 
     /// The group's name.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let g = rt.group().build().unwrap();
+    /// assert!(g.name().starts_with("group-"));
+    /// ```
     pub fn name(&self) -> &str {
         self.inner.name()
     }
 
     /// The group's weight.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// assert_eq!(rt.group().build().unwrap().weight(), 1);
+    /// ```
     pub fn weight(&self) -> u32 {
         self.inner.weight()
     }
@@ -310,6 +356,14 @@ impl Group {
     }
 
     /// True once [`cancel`](Self::cancel) was called.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let g = rt.group().build().unwrap();
+    /// assert!(!g.is_cancelled());
+    /// g.cancel();
+    /// assert!(g.is_cancelled());
+    /// ```
     pub fn is_cancelled(&self) -> bool {
         self.inner.cancelled.load(Ordering::Acquire)
     }
@@ -351,11 +405,27 @@ impl Group {
     }
 
     /// The number of unfinished tasks (spawned and not yet completed, panicked or cancelled).
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let g = rt.group().build().unwrap();
+    /// let h = g.spawn(std::future::pending::<()>());
+    /// assert_eq!(g.len(), 1);
+    /// h.abort();
+    /// rt.block_on(g.wait_idle());
+    /// assert_eq!(g.len(), 0);
+    /// ```
     pub fn len(&self) -> usize {
         self.inner.registry.counts().live
     }
 
     /// True if the group has no unfinished task.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let g = rt.group().build().unwrap();
+    /// assert!(g.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.inner.registry.is_empty()
     }

@@ -164,11 +164,26 @@ unsafe impl Sync for SyncPayload {}
 
 impl JoinError {
     /// True if the task was cancelled (aborted, its group cancelled, or the runtime shut down).
+    ///
+    /// ```
+    /// rondo::block_on(async {
+    ///     let h = rondo::spawn(std::future::pending::<()>());
+    ///     h.abort();
+    ///     assert!(h.await.unwrap_err().is_cancelled());
+    /// });
+    /// ```
     pub fn is_cancelled(&self) -> bool {
         matches!(self.repr, Repr::Cancelled)
     }
 
     /// True if the task panicked.
+    ///
+    /// ```
+    /// rondo::block_on(async {
+    ///     let err = rondo::spawn(async { panic!("x") }).await.unwrap_err();
+    ///     assert!(err.is_panic());
+    /// });
+    /// ```
     pub fn is_panic(&self) -> bool {
         matches!(self.repr, Repr::Panic(_))
     }
@@ -178,12 +193,28 @@ impl JoinError {
     /// # Panics
     /// If the task was cancelled rather than panicking; check [`is_panic`](Self::is_panic) or use
     /// [`try_into_panic`](Self::try_into_panic).
+    ///
+    /// ```
+    /// rondo::block_on(async {
+    ///     let err = rondo::spawn(async { std::panic::panic_any(7u32) }).await.unwrap_err();
+    ///     assert_eq!(err.into_panic().downcast_ref::<u32>(), Some(&7));
+    /// });
+    /// ```
     pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
         self.try_into_panic()
             .expect("JoinError::into_panic called on a cancelled task: check is_panic() first")
     }
 
     /// The panic payload, or the error itself if the task was cancelled.
+    ///
+    /// ```
+    /// rondo::block_on(async {
+    ///     let h = rondo::spawn(std::future::pending::<()>());
+    ///     h.abort();
+    ///     let err = h.await.unwrap_err();
+    ///     assert!(err.try_into_panic().unwrap_err().is_cancelled());
+    /// });
+    /// ```
     pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, JoinError> {
         match self.repr {
             Repr::Panic(p) => Ok(p.0),
@@ -229,16 +260,53 @@ pub struct TaskPanic<'a> {
 
 impl TaskPanic<'_> {
     /// The panic payload (the value passed to `panic!`).
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// let seen = Arc::new(Mutex::new(None));
+    /// let s = seen.clone();
+    /// let rt = rondo::Runtime::builder()
+    ///     .on_task_panic(move |p| *s.lock().unwrap() = p.payload().downcast_ref::<u8>().copied())
+    ///     .build()
+    ///     .unwrap();
+    /// let _ = rt.block_on(rt.spawn(async { std::panic::panic_any(3u8) }));
+    /// assert_eq!(*seen.lock().unwrap(), Some(3));
+    /// ```
     pub fn payload(&self) -> &(dyn Any + Send) {
         self.payload
     }
 
     /// The panic message, when the payload is a string.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// let seen = Arc::new(Mutex::new(String::new()));
+    /// let s = seen.clone();
+    /// let rt = rondo::Runtime::builder()
+    ///     .on_task_panic(move |p| *s.lock().unwrap() = p.message().unwrap_or("").to_string())
+    ///     .build()
+    ///     .unwrap();
+    /// let _ = rt.block_on(rt.spawn(async { panic!("out of cheese") }));
+    /// assert_eq!(*seen.lock().unwrap(), "out of cheese");
+    /// ```
     pub fn message(&self) -> Option<&str> {
         panic_message(self.payload)
     }
 
     /// The name of the group the task belonged to (`"default"` for the default group).
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// let seen = Arc::new(Mutex::new(String::new()));
+    /// let s = seen.clone();
+    /// let rt = rondo::Runtime::builder()
+    ///     .on_task_panic(move |p| *s.lock().unwrap() = p.group_name().to_string())
+    ///     .build()
+    ///     .unwrap();
+    /// let g = rt.group().name("jobs").build().unwrap();
+    /// let _ = rt.block_on(g.spawn(async { panic!("boom") }));
+    /// assert_eq!(*seen.lock().unwrap(), "jobs");
+    /// ```
     pub fn group_name(&self) -> &str {
         self.group
     }

@@ -235,6 +235,11 @@ impl Handle {
     }
 
     /// The number of worker threads.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().worker_threads(2).build().unwrap();
+    /// assert_eq!(rt.handle().worker_count(), 2);
+    /// ```
     pub fn worker_count(&self) -> usize {
         self.shared.workers.len()
     }
@@ -298,11 +303,21 @@ impl Runtime {
     ///
     /// # Errors
     /// If a worker thread cannot be started.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// assert_eq!(rt.block_on(async { 1 }), 1);
+    /// ```
     pub fn new() -> io::Result<Runtime> {
         Builder::new().build().map_err(io::Error::other)
     }
 
     /// A [`Builder`] to configure a runtime.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+    /// assert_eq!(rt.handle().worker_count(), 1);
+    /// ```
     pub fn builder() -> Builder {
         Builder::new()
     }
@@ -349,6 +364,12 @@ impl Runtime {
     }
 
     /// The runtime's handle.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let h = rt.handle().clone();
+    /// assert_eq!(h.block_on(h.spawn(async { 2 })).unwrap(), 2);
+    /// ```
     pub fn handle(&self) -> &Handle {
         &self.handle
     }
