@@ -100,6 +100,11 @@ where
     runtime::global().spawn(future.take().unwrap())
 }
 
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// The runtime's lock-free protocols, exposed only to the loom models in `tests/loom_runtime.rs`.
 #[cfg(loom)]
 #[doc(hidden)]
