@@ -26,6 +26,7 @@ const SEARCHING: usize = 1;
 const AWAKE: usize = 1 << 16;
 const SEARCH_MASK: usize = AWAKE - 1;
 
+/// The parking state of a runtime's workers (see the module docs).
 pub struct Idle {
     state: AtomicUsize,
     sleepers: Mutex<Vec<usize>>,

@@ -69,11 +69,25 @@ impl Data {
         })
     }
     fn write(&self) {
+        // SAFETY: called only while holding the exclusive guard; loom's `UnsafeCell` reports any
+        // access the lock fails to order, which is what these models check.
         self.cell.with_mut(|p| unsafe { *p += 1 });
     }
     fn read(&self) -> usize {
+        // SAFETY: called only while holding a shared or exclusive guard (see `write`).
         self.cell.with(|p| unsafe { *p })
     }
+}
+
+/// A thread that takes the lock shared, reads, and leaves.
+fn spawn_reader(d: &Arc<Data>) -> thread::JoinHandle<()> {
+    let d = d.clone();
+    thread::spawn(move || {
+        block_on(async {
+            let _g = d.lock.shared().await;
+            d.read();
+        })
+    })
 }
 
 /// A writer and a reader race (both may queue); the data accesses must be ordered.
@@ -137,13 +151,7 @@ fn lock_cancelled_writer_admits_reader_behind_it() {
             assert!(poll_once(w.as_mut()).is_pending());
             // dropped here: cancelled
         });
-        let d3 = d.clone();
-        let reader = thread::spawn(move || {
-            block_on(async {
-                let _g = d3.lock.shared().await;
-                d3.read();
-            })
-        });
+        let reader = spawn_reader(&d);
         reader.join().unwrap();
         canceller.join().unwrap();
         drop(held);
@@ -165,13 +173,7 @@ fn lock_writer_cancel_races_release() {
                 d2.write();
             }
         });
-        let d3 = d.clone();
-        let reader = thread::spawn(move || {
-            block_on(async {
-                let _g = d3.lock.shared().await;
-                d3.read();
-            })
-        });
+        let reader = spawn_reader(&d);
         drop(held);
         canceller.join().unwrap();
         reader.join().unwrap();
@@ -209,6 +211,19 @@ struct Sem {
     cell: UnsafeCell<usize>,
 }
 
+impl Sem {
+    /// Increments the counter; only called while holding a permit of the one-permit semaphore.
+    fn bump(&self) {
+        // SAFETY: the semaphore has one permit and this runs while holding it, so accesses are
+        // exclusive; loom's `UnsafeCell` reports any access the semaphore fails to order.
+        self.cell.with_mut(|p| unsafe { *p += 1 });
+    }
+    fn value(&self) -> usize {
+        // SAFETY: called after every other thread has been joined.
+        self.cell.with(|p| unsafe { *p })
+    }
+}
+
 /// One permit as a mutex: two threads acquire and release; accesses must be ordered.
 #[test]
 fn semaphore_acquire_release_race() {
@@ -221,15 +236,15 @@ fn semaphore_acquire_release_race() {
         let t = thread::spawn(move || {
             block_on(async {
                 let _p = s2.sem.acquire().await.unwrap();
-                s2.cell.with_mut(|p| unsafe { *p += 1 });
+                s2.bump();
             })
         });
         block_on(async {
             let _p = s.sem.acquire().await.unwrap();
-            s.cell.with_mut(|p| unsafe { *p += 1 });
+            s.bump();
         });
         t.join().unwrap();
-        assert_eq!(s.cell.with(|p| unsafe { *p }), 2);
+        assert_eq!(s.value(), 2);
         assert_eq!(s.sem.available_permits(), 1);
     });
 }
