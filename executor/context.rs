@@ -35,6 +35,7 @@ thread_local! {
     };
 }
 
+#[inline]
 pub(crate) fn with<R>(f: impl FnOnce(&Context) -> R) -> R {
     CONTEXT.with(f)
 }
@@ -72,6 +73,7 @@ impl Drop for EnterGuard {
 
 impl Context {
     /// The worker on this thread.
+    #[inline]
     pub(crate) fn worker(&self) -> Option<&Worker> {
         let p = self.worker.get();
         // SAFETY: `worker` is non-null only between `set_worker` and `clear_worker`, called by the
@@ -85,10 +87,12 @@ impl Context {
     }
 
     /// The group of the task being polled on this thread (null outside a task).
+    #[inline]
     pub(crate) fn group_ptr(&self) -> *const GroupInner {
         self.group.get()
     }
 
+    #[inline]
     pub(crate) fn replace_group(&self, g: *const GroupInner) -> *const GroupInner {
         self.group.replace(g)
     }

@@ -19,15 +19,18 @@ use crate::context;
 pub const BUDGET: u32 = 128;
 
 /// Resets the budget for a new poll and returns the previous value (restored after the poll).
+#[inline]
 pub(crate) fn start_poll() -> u32 {
     context::with(|c| c.budget.replace(BUDGET))
 }
 
+#[inline]
 pub(crate) fn end_poll(prev: u32) {
     context::with(|c| c.budget.set(prev));
 }
 
 /// Spends one unit; `Pending` (after waking the task) when the budget is spent.
+#[inline]
 pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
     let ok = context::with(|c| {
         let b = c.budget.get();
@@ -49,6 +52,7 @@ pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
 }
 
 /// Gives one unit back (used when the guarded future turned out to be pending).
+#[inline]
 pub(crate) fn refund() {
     context::with(|c| {
         let b = c.budget.get();
