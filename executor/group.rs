@@ -11,11 +11,11 @@ use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use concurrent_queue::ConcurrentQueue;
 use event_listener::Event;
 
 use crate::builder::BuildError;
 use crate::context;
+use crate::group_queue::GroupQueue;
 use crate::join::{JoinHandle, TaskPanic};
 use crate::limiter::Limiter;
 use crate::registry::Registry;
@@ -27,34 +27,47 @@ use crate::task::{Runnable, spawn_in};
 /// The largest weight a group may have.
 pub const MAX_WEIGHT: u32 = 10_000;
 
+/// A group's shared state, in one allocation of a few hundred bytes (one per connection must be
+/// affordable).
+///
+/// The fields are laid out in three regions, in order, so that threads writing one region do not
+/// take the cache lines another thread reads (`#[repr(C)]` keeps the order; 64-byte gaps stand in
+/// for cache-line alignment, which would send every group through the allocator's slower aligned
+/// path):
+/// 1. Written by every spawn and completion: the registry's counters. Before them, fields that
+///    no hot path touches keep them off the line of the `Arc` counts.
+/// 2. Written by workers at a task's first `Pending`, a pick or a segment's end: the registry's
+///    slab, the scheduling state, the service counters, and the queue's cold tier.
+/// 3. Read on every push and poll, rarely written: the queue's hot pointer, the runtime, the flags.
+#[repr(C)]
 pub(crate) struct GroupInner {
-    /// Keeps the `Arc` reference count, which every spawn and completion writes from different
-    /// workers, off the cache line of the fields they read: the count sits in the first 16 bytes of
-    /// the allocation, so 64 bytes of padding put every field below on another line. (Padding
-    /// rather than `#[repr(align(64))]`, which would send every group through the allocator's
-    /// slower aligned path.)
-    _pad: [u8; 64],
-    pub(crate) id: u64,
+    // Rarely used: a buffer between the `Arc` counts and region 1.
     /// The name given to the builder; unnamed groups format `group-N` on first use.
     name: OnceLock<String>,
-    pub(crate) shared: Arc<Shared>,
-    /// Runnable tasks of this group that no worker has taken yet (FIFO).
-    pub(crate) queue: ConcurrentQueue<Runnable>,
-    /// In the scheduler's rotation, or about to be inserted (see `scheduler`).
-    pub(crate) listed: ListFlag,
-    /// Set once by `Group::cancel`; never cleared.
-    pub(crate) cancelled: AtomicBool,
-    pub(crate) limiter: Option<Limiter>,
-    pub(crate) registry: Registry,
     pub(crate) idle_event: Event,
-    /// `wait_idle` futures currently waiting.
-    pub(crate) idle_waiters: AtomicUsize,
+    pub(crate) id: u64,
+    /// This group's key in `Shared::groups`.
+    key: usize,
+    // Region 1 (and, after its last gap, the start of region 2).
+    pub(crate) registry: Registry,
+    // Region 2.
     pub(crate) sched: Mutex<GroupSched>,
     pub(crate) polls: AtomicU64,
     pub(crate) busy_ns: AtomicU64,
     pub(crate) wait_ns: AtomicU64,
-    /// This group's key in `Shared::groups`.
-    key: usize,
+    /// Runnable tasks of this group that no worker has taken yet (FIFO). Its cold tier ends region
+    /// 2; its hot pointer, after a gap, starts region 3.
+    pub(crate) queue: GroupQueue<Runnable>,
+    // Region 3.
+    pub(crate) shared: Arc<Shared>,
+    /// In the scheduler's rotation, or about to be inserted (see `scheduler`).
+    pub(crate) listed: ListFlag,
+    /// Set once by `Group::cancel`; never cleared.
+    pub(crate) cancelled: AtomicBool,
+    /// `wait_idle` futures currently waiting.
+    pub(crate) idle_waiters: AtomicUsize,
+    /// Boxed: few groups have one, and it is written on every poll of the group's tasks.
+    pub(crate) limiter: Option<Box<Limiter>>,
 }
 
 impl GroupInner {
@@ -74,22 +87,21 @@ impl GroupInner {
         let entry = groups.vacant_entry();
         let key = entry.key();
         let inner = Arc::new(GroupInner {
-            _pad: [0; 64],
-            id,
             name,
-            shared: shared.clone(),
-            queue: ConcurrentQueue::unbounded(),
-            listed: ListFlag::default(),
-            cancelled: AtomicBool::new(false),
-            limiter: max_concurrency.map(Limiter::new),
-            registry: Registry::new(shared.workers.len() + 1),
             idle_event: Event::new(),
-            idle_waiters: AtomicUsize::new(0),
+            id,
+            key,
+            registry: Registry::new(),
             sched: Mutex::new(GroupSched::new(weight)),
             polls: AtomicU64::new(0),
             busy_ns: AtomicU64::new(0),
             wait_ns: AtomicU64::new(0),
-            key,
+            queue: GroupQueue::new(),
+            shared: shared.clone(),
+            listed: ListFlag::default(),
+            cancelled: AtomicBool::new(false),
+            idle_waiters: AtomicUsize::new(0),
+            limiter: max_concurrency.map(|n| Box::new(Limiter::new(n))),
         });
         entry.insert(Arc::downgrade(&inner));
         inner
@@ -97,9 +109,9 @@ impl GroupInner {
 
     /// Queues a runnable on this group's global queue and makes sure a worker will see it.
     pub(crate) fn push_global(self: &Arc<Self>, r: Runnable) {
-        if let Err(e) = self.queue.push(r) {
+        if let Err(r) = self.queue.push(r) {
             // The queue is only closed after shutdown drained it: the task is being torn down.
-            drop(e.into_inner());
+            drop(r);
             return;
         }
         self.announce();
@@ -523,3 +535,14 @@ pub(crate) fn current_group_inner() -> Option<Arc<GroupInner>> {
         Some(Arc::from_raw(p))
     }
 }
+
+// The cold fields before the registry must span at least 48 bytes: the `Arc` counts end 16 bytes
+// into the allocation, and 48 more bytes put the registry's first counter on another cache line
+// for any 16-byte-aligned allocation.
+const _: () = assert!(
+    std::mem::size_of::<OnceLock<String>>()
+        + std::mem::size_of::<Event>()
+        + std::mem::size_of::<u64>()
+        + std::mem::size_of::<usize>()
+        >= 48
+);

@@ -28,6 +28,7 @@ mod builder;
 mod context;
 mod coop;
 mod group;
+mod group_queue;
 mod idle;
 mod join;
 mod limiter;
@@ -109,6 +110,7 @@ struct ReadmeDoctests;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod loom_support {
+    pub use crate::group_queue::{GroupQueue, PROMOTE_AFTER};
     pub use crate::idle::Idle;
     pub use crate::scheduler::ListFlag;
 }

@@ -108,7 +108,7 @@ impl Shared {
         let mut dropped = 0usize;
         for g in self.live_group_list() {
             g.registry.wake_all(true);
-            while let Ok(r) = g.queue.pop() {
+            while let Some(r) = g.queue.pop() {
                 drop(r);
                 dropped += 1;
             }

@@ -229,21 +229,16 @@ impl Scheduler {
             let waited = now.saturating_duration_since(t).as_nanos() as u64;
             g.wait_ns.fetch_add(waited, Ordering::Relaxed);
         }
-        let len = g.queue.len();
-        let n = if len <= SMALL_QUEUE {
-            len
-        } else {
-            (len / workers + 1).min(MAX_BATCH)
-        };
-        let first = g.queue.pop().ok();
-        if first.is_some() {
-            for _ in 1..n {
-                match g.queue.pop() {
-                    Ok(r) => batch.push(r),
-                    Err(_) => break,
+        let first = g.queue.pop_batch(
+            |len| {
+                if len <= SMALL_QUEUE {
+                    len
+                } else {
+                    (len / workers + 1).min(MAX_BATCH)
                 }
-            }
-        }
+            },
+            batch,
+        );
         let mut unlisted = false;
         if g.queue.is_empty() && gs.in_rotation {
             st.rotation.remove(&(gs.vruntime, g.id));

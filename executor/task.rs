@@ -90,9 +90,7 @@ impl<F: Future> Future for TaskFuture<'_, F> {
             Ok(Poll::Pending) => {
                 let meta = *this.meta;
                 if meta.slot.load(Ordering::Relaxed) == UNREGISTERED {
-                    meta.group
-                        .registry
-                        .register_idle(meta, cx.waker(), &meta.group);
+                    meta.group.registry.register_idle(meta, cx.waker());
                 }
                 Poll::Pending
             }
@@ -158,7 +156,7 @@ where
     };
     let handle = JoinHandle::new(task);
     // Counted even when refused: its drop below counts it as cancelled.
-    group.registry.spawned(group);
+    group.registry.spawned();
     if !group.cancelled.load(Ordering::Acquire) && !group.shared.is_shutdown() {
         runnable.schedule();
     } else {

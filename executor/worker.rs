@@ -148,14 +148,6 @@ impl Wake for BlockOnWaker {
     }
 }
 
-/// The registry shard the current thread should use for `shared`'s groups.
-pub(crate) fn current_shard(shared: &Shared) -> usize {
-    context::with(|c| match c.worker() {
-        Some(w) if ptr::eq(Arc::as_ptr(&w.shared), shared) => w.idx + 1,
-        _ => 0,
-    })
-}
-
 /// The schedule function of every task: where a woken or new task goes.
 pub(crate) fn schedule(r: Runnable, info: ScheduleInfo) {
     let meta = r.metadata();
@@ -313,11 +305,7 @@ impl Worker {
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
         if tick % GLOBAL_INTERVAL == 0 {
-            let r = self
-                .seg_group
-                .borrow()
-                .as_ref()
-                .and_then(|g| g.queue.pop().ok());
+            let r = self.seg_group.borrow().as_ref().and_then(|g| g.queue.pop());
             if r.is_some() {
                 return r;
             }
@@ -368,19 +356,12 @@ impl Worker {
         if served >= self.shared.config.quantum {
             return None;
         }
-        let len = g.queue.len();
-        if len == 0 {
-            return None;
-        }
-        let n = (len / self.shared.workers.len() + 1).min(LOCAL_CAPACITY / 2);
-        let first = g.queue.pop().ok()?;
+        let workers = self.shared.workers.len();
         let mut batch = self.batch.borrow_mut();
-        for _ in 1..n {
-            match g.queue.pop() {
-                Ok(r) => batch.push(r),
-                Err(_) => break,
-            }
-        }
+        let first = g.queue.pop_batch(
+            |len| (len / workers + 1).min(LOCAL_CAPACITY / 2),
+            &mut batch,
+        )?;
         drop(seg);
         for r in batch.drain(..) {
             self.push_local(r);
@@ -657,8 +638,8 @@ fn spill(batch: Vec<Runnable>) {
             current = Some(r.metadata().group.clone());
         }
         if let Some(g) = &current {
-            if let Err(e) = g.queue.push(r) {
-                drop(e.into_inner());
+            if let Err(r) = g.queue.push(r) {
+                drop(r);
             }
         }
     }

@@ -7,7 +7,7 @@ use concurrent_queue::ConcurrentQueue;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
-use rondo::loom_support::{Idle, ListFlag};
+use rondo::loom_support::{GroupQueue, Idle, ListFlag};
 
 /// A group queue, its list flag, and the "in rotation" bit the scheduler lock protects.
 struct Group {
@@ -172,5 +172,63 @@ fn self_wake_races_notifier() {
             !notified.load(Ordering::Acquire),
             "a stale notification was left behind"
         );
+    });
+}
+
+/// Two pushers and a popper race on a group queue that promotes itself to its hot tier when a
+/// push finds two items queued (loom cannot make `try_lock` fail, so the model promotes by length):
+/// every item comes out exactly once, and each pusher's items in the order it pushed them, whether
+/// they were taken before, during or after the promotion.
+#[test]
+fn promotion_keeps_order_and_loses_nothing() {
+    loom::model(|| {
+        let q = Arc::new(GroupQueue::with_promotion(u32::MAX, 2));
+        let a = {
+            let q = q.clone();
+            thread::spawn(move || {
+                q.push(1).unwrap();
+                q.push(2).unwrap();
+            })
+        };
+        let b = {
+            let q = q.clone();
+            thread::spawn(move || {
+                q.push(10).unwrap();
+                q.push(20).unwrap();
+            })
+        };
+        let mut got = Vec::new();
+        got.extend(q.pop());
+        a.join().unwrap();
+        b.join().unwrap();
+        while let Some(v) = q.pop() {
+            got.push(v);
+        }
+        let mut sorted = got.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, vec![1, 2, 10, 20], "lost or duplicated: {got:?}");
+        let pos = |v| got.iter().position(|&x| x == v).unwrap();
+        assert!(pos(1) < pos(2) && pos(10) < pos(20), "reordered: {got:?}");
+    });
+}
+
+/// `close` races a push that promotes the queue: after `close` returns, no push succeeds, and
+/// every item whose push succeeded is still there to pop.
+#[test]
+fn close_races_promotion() {
+    loom::model(|| {
+        let q = Arc::new(GroupQueue::with_promotion(u32::MAX, 1));
+        q.push(0).unwrap();
+        let pusher = {
+            let q = q.clone();
+            thread::spawn(move || q.push(1).is_ok())
+        };
+        q.close();
+        let late = q.push(2).is_ok();
+        let pushed = pusher.join().unwrap();
+        assert!(!late, "a push after close succeeded");
+        assert_eq!(q.pop(), Some(0));
+        assert_eq!(q.pop().is_some(), pushed);
+        assert_eq!(q.pop(), None);
     });
 }
