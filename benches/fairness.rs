@@ -7,10 +7,15 @@
 //!    the largest |CPU share − weight share| ÷ weight share. One run.
 //! 3. Count gaming: 1,000 always-runnable tasks in A, 1 in B, equal weights, 2 s. Figure: B's CPU
 //!    share ÷ its fair share. One run.
-//! 4. Many groups: 10,000 groups × 10 empty tasks vs 100,000 tasks in one group. Figure: time
-//!    ratio. Best of 3.
+//! 4. Many groups: 10,000 groups × 10 empty tasks vs 100,000 tasks in one group, group creation
+//!    included. Figure: ratio of the medians of 7 interleaved rounds of each.
 //! 5. Overhead: the core spawn_many and yield_many workloads in a non-default group vs the default
-//!    group. Figure: time ratio. Best of 7 (they take milliseconds).
+//!    group. Figure: ratio of the medians of 15 interleaved rounds (they take milliseconds).
+//!
+//! Scenarios 4 and 5 compare rondo with itself, so their figures are ratios of medians, not of
+//! bests: on a 2-core machine, where the spawning thread shares the cores with both workers, one
+//! round of the same workload can take anywhere from 1× to 2× another, and the best of a few
+//! rounds is an extreme value that one lucky round decides. The bests are printed too.
 //!
 //! Spinning is a busy-wait on `Instant`, never a sleep, so it uses a worker like real CPU work.
 //! Worker threads: 2, or `RONDO_BENCH_WORKERS`. Run with `cargo bench --bench fairness`.
@@ -34,6 +39,10 @@ const SHARE_RUN: Duration = Duration::from_secs(2);
 
 const MANY_GROUPS: usize = 10_000;
 const TASKS_PER_GROUP: usize = 10;
+/// Rounds of scenario 4; each runs the many-groups case, then the one-group case.
+const MANY_ROUNDS: usize = 7;
+/// Measured rounds of scenario 5 (after one warm-up round); each runs both groups.
+const OVERHEAD_ROUNDS: usize = 15;
 
 /// One row of the final table. `None` means "does not apply".
 struct Row {
@@ -234,6 +243,16 @@ struct ManyTimes {
     run: Duration,
 }
 
+fn minimum(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// Creates `groups` groups, spawns `per_group` empty tasks into each from the `block_on` thread,
 /// drops the group handles and awaits every task.
 fn many_groups(rt: &rondo::Runtime, groups: usize, per_group: usize) -> ManyTimes {
@@ -423,32 +442,42 @@ fn main() {
     println!();
     println!(
         "4. many groups: {MANY_GROUPS} groups × {TASKS_PER_GROUP} empty tasks vs {} tasks in one \
-         group, spawned from block_on and all awaited; best of 3",
+         group, spawned from block_on and all awaited; median of {MANY_ROUNDS} interleaved rounds",
         MANY_GROUPS * TASKS_PER_GROUP
     );
     let (mut many_total, mut many_run, mut one_total, mut one_run) =
-        (f64::INFINITY, f64::INFINITY, f64::INFINITY, f64::INFINITY);
-    for _ in 0..3 {
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..MANY_ROUNDS {
         let many = many_groups(&rondo_rt, MANY_GROUPS, TASKS_PER_GROUP);
         let one = many_groups(&rondo_rt, 1, MANY_GROUPS * TASKS_PER_GROUP);
-        many_total = many_total.min(many.total.as_secs_f64());
-        many_run = many_run.min(many.run.as_secs_f64());
-        one_total = one_total.min(one.total.as_secs_f64());
-        one_run = one_run.min(one.run.as_secs_f64());
+        many_total.push(many.total.as_secs_f64());
+        many_run.push(many.run.as_secs_f64());
+        one_total.push(one.total.as_secs_f64());
+        one_run.push(one.run.as_secs_f64());
     }
+    let ms = |v: &[f64]| {
+        let v: Vec<String> = v.iter().map(|x| format!("{:.1}", x * 1e3)).collect();
+        v.join(" ")
+    };
+    println!("   many groups, ms per round: {}", ms(&many_total));
+    println!("   one group, ms per round:   {}", ms(&one_total));
     println!(
-        "   many groups {:.1} ms ({:.1} ms without creating the groups), one group {:.1} ms \
-         ({:.1} ms); groups alive afterwards: {}",
-        many_total * 1e3,
-        many_run * 1e3,
-        one_total * 1e3,
-        one_run * 1e3,
+        "   best: many groups {:.1} ms ({:.1} ms without creating the groups), one group {:.1} ms; \
+         groups alive afterwards: {}",
+        minimum(&many_total) * 1e3,
+        minimum(&many_run) * 1e3,
+        minimum(&one_total) * 1e3,
         rondo_rt.handle().group_count()
     );
-    println!("   ratio without group creation: {:.2}", many_run / one_run);
-    let fig = many_total / one_total;
+    println!(
+        "   ratios: best {:.2}, median {:.2}, best without group creation {:.2}",
+        minimum(&many_total) / minimum(&one_total),
+        median(&many_total) / median(&one_total),
+        minimum(&many_run) / minimum(&one_run)
+    );
+    let fig = median(&many_total) / median(&one_total);
     rows.push(Row {
-        scenario: "4. 10,000 groups vs 1 group (incl. creation): time ratio".into(),
+        scenario: "4. 10,000 groups vs 1 group (incl. creation): median time ratio".into(),
         rondo: fig,
         tokio: None,
         ae: None,
@@ -460,7 +489,7 @@ fn main() {
     println!();
     println!(
         "5. overhead: core workloads in a non-default group vs the default group (both through \
-         Group::spawn); best of 7"
+         Group::spawn); median of {OVERHEAD_ROUNDS} interleaved rounds (best in brackets)"
     );
     let default = RondoGroup(
         rondo_rt
@@ -474,26 +503,30 @@ fn main() {
         Workload::SpawnManyLocal,
         Workload::YieldMany,
     ] {
-        let (mut d, mut c) = (f64::INFINITY, f64::INFINITY);
-        for round in 0..=7 {
+        let (mut ds, mut cs) = (Vec::new(), Vec::new());
+        for round in 0..=OVERHEAD_ROUNDS {
             let td = rondo_rt.block_on(w.run(default.clone())).as_secs_f64();
             let tc = rondo_rt.block_on(w.run(custom.clone())).as_secs_f64();
             if round > 0 {
-                d = d.min(td);
-                c = c.min(tc);
+                ds.push(td);
+                cs.push(tc);
             }
         }
+        let (d, c) = (median(&ds), median(&cs));
         let ops = w.ops() as f64;
         println!(
-            "   {}: default {:.0} ns/{}, custom group {:.0} ns/{}",
+            "   {}: default {:.0} ({:.0}) ns/{}, custom group {:.0} ({:.0}) ns/{}; ratio of bests {:.3}",
             w.name(),
             d * 1e9 / ops,
+            minimum(&ds) * 1e9 / ops,
             w.unit(),
             c * 1e9 / ops,
-            w.unit()
+            minimum(&cs) * 1e9 / ops,
+            w.unit(),
+            minimum(&cs) / minimum(&ds)
         );
         rows.push(Row {
-            scenario: format!("5. {} in a group ÷ default group", w.name()),
+            scenario: format!("5. {} in a group ÷ default group (medians)", w.name()),
             rondo: c / d,
             tokio: None,
             ae: None,

@@ -16,7 +16,7 @@
 //! - abort stores `aborted` then reads `slot`; registration stores `slot` then reads `aborted`. If the
 //!   registering task sees the flag it wakes itself, so it is dropped on its next turn.
 //! - `Group::cancel` stores the flag and then locks the slab to wake its entries; registration
-//!   inserts under the shard lock and then reads the flag. The lock orders the two.
+//!   inserts under the slab lock and then reads the flag. The lock orders the two.
 //! - `wait_idle` increments `idle_waiters` then reads the counters; a finishing task increments
 //!   `finished` then reads `idle_waiters`.
 //!
