@@ -546,3 +546,20 @@ const _: () = assert!(
         + std::mem::size_of::<usize>()
         >= 48
 );
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A group must stay affordable per connection (ARCHITECTURE.md and the README give its size).
+    #[test]
+    fn a_group_is_one_small_allocation() {
+        let size = std::mem::size_of::<GroupInner>();
+        let align = std::mem::align_of::<GroupInner>();
+        assert!(size <= 560, "GroupInner grew to {size} bytes");
+        assert!(
+            align <= 16,
+            "GroupInner needs {align}-byte alignment: the allocator's aligned path"
+        );
+    }
+}
