@@ -40,10 +40,19 @@ pub(crate) fn with<R>(f: impl FnOnce(&Context) -> R) -> R {
     CONTEXT.with(f)
 }
 
-/// The current handle, if this thread is inside a runtime.
+/// The current handle, if this thread is inside a runtime: while a worker polls a task, the
+/// worker's runtime (even inside a nested `block_on` of another runtime, which sets `handle`);
+/// otherwise the runtime of the innermost `block_on` or worker thread.
 pub(crate) fn current_handle() -> Option<Handle> {
     CONTEXT
-        .try_with(|c| c.handle.borrow().clone())
+        .try_with(|c| {
+            if !c.group.get().is_null() {
+                if let Some(w) = c.worker() {
+                    return Some(w.handle().clone());
+                }
+            }
+            c.handle.borrow().clone()
+        })
         .ok()
         .flatten()
 }
@@ -68,6 +77,25 @@ impl Drop for EnterGuard {
     fn drop(&mut self) {
         let prev = self.prev.take();
         let _ = CONTEXT.try_with(|c| c.handle.replace(prev));
+    }
+}
+
+/// Restores the current group when dropped.
+pub(crate) struct GroupScope {
+    prev: *const GroupInner,
+}
+
+/// Runs the rest of the scope outside any task's group (for a `block_on` of another runtime nested
+/// in a task: its future belongs to that runtime, not to the task's group).
+pub(crate) fn leave_group() -> GroupScope {
+    GroupScope {
+        prev: CONTEXT.with(|c| c.group.replace(ptr::null())),
+    }
+}
+
+impl Drop for GroupScope {
+    fn drop(&mut self) {
+        let _ = CONTEXT.try_with(|c| c.group.set(self.prev));
     }
 }
 

@@ -219,6 +219,11 @@ impl Handle {
     /// assert_eq!(rt.handle().block_on(async { 2 + 2 }), 4);
     /// ```
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        // Nested in a task of another runtime, `future` belongs to this runtime: its spawns go to
+        // this runtime's default group, not to the task's group.
+        let foreign =
+            with_current_group(|g| g.is_some_and(|g| !Arc::ptr_eq(&g.shared, &self.shared)));
+        let _outside = foreign.then(context::leave_group);
         let _enter = context::enter(self.clone());
         crate::worker::block_on(future)
     }

@@ -99,6 +99,8 @@ impl WorkerShared {
 pub(crate) struct Worker {
     idx: usize,
     shared: Arc<Shared>,
+    /// This worker's runtime, for `Handle::current()` in the tasks it polls.
+    handle: crate::runtime::Handle,
     lifo: Cell<Option<Runnable>>,
     lifo_streak: Cell<u32>,
     tick: Cell<u32>,
@@ -177,11 +179,17 @@ pub(crate) fn schedule(r: Runnable, info: ScheduleInfo) {
 }
 
 impl Worker {
-    pub(crate) fn new(idx: usize, shared: Arc<Shared>) -> Self {
+    /// The runtime this worker belongs to.
+    pub(crate) fn handle(&self) -> &crate::runtime::Handle {
+        &self.handle
+    }
+
+    pub(crate) fn new(idx: usize, shared: Arc<Shared>, handle: crate::runtime::Handle) -> Self {
         let now = Instant::now();
         Worker {
             idx,
             shared,
+            handle,
             lifo: Cell::new(None),
             lifo_streak: Cell::new(0),
             tick: Cell::new(0),
@@ -675,8 +683,8 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
 /// Entry point of a worker thread.
 pub(crate) fn worker_main(idx: usize, shared: Arc<Shared>, handle: crate::runtime::Handle) {
     let _ = shared.workers[idx].thread.set(std::thread::current());
-    let _enter = context::enter(handle);
-    let worker = Worker::new(idx, shared);
+    let _enter = context::enter(handle.clone());
+    let worker = Worker::new(idx, shared, handle);
     context::with(|c| c.set_worker(&worker));
     worker.run();
     context::with(|c| c.set_worker(ptr::null()));

@@ -252,6 +252,53 @@ fn nested_block_on_waits_for_a_foreign_wake() {
     });
 }
 
+/// `B.block_on` inside a task of runtime A: its future belongs to B (spawns and `Handle::current()`
+/// go to B), while the tasks of A that A's worker runs meanwhile still see A.
+#[test]
+fn nested_block_on_of_another_runtime_keeps_each_runtime_current() {
+    watchdog(30, || {
+        /// The current thread's name; it must start with `prefix`.
+        fn on(prefix: &str) -> String {
+            let name = std::thread::current().name().unwrap_or("").to_string();
+            assert!(name.starts_with(prefix), "ran on {name:?}, not on {prefix}");
+            name
+        }
+        let a = rondo::Builder::new()
+            .worker_threads(1)
+            .thread_name("rt-a")
+            .build()
+            .unwrap();
+        let b = rondo::Builder::new()
+            .worker_threads(1)
+            .thread_name("rt-b")
+            .build()
+            .unwrap();
+        let b_handle = b.handle().clone();
+        let h = a.spawn(async move {
+            // Queued on A's only worker, which can run it only while this task waits below.
+            let probe = rondo::spawn(async {
+                rondo::Handle::current()
+                    .spawn(async move { on("rt-a") })
+                    .await
+                    .unwrap()
+            });
+            let (spawned, via_current) = b_handle.block_on(async {
+                let x = rondo::spawn(async move { on("rt-b") }).await.unwrap();
+                let y = rondo::Handle::current().spawn(async move { on("rt-b") });
+                (x, y.await.unwrap())
+            });
+            let inner = probe.await.unwrap();
+            (spawned, via_current, inner)
+        });
+        let (spawned, via_current, inner) = a.block_on(h).unwrap();
+        assert!(spawned.starts_with("rt-b") && via_current.starts_with("rt-b"));
+        assert!(
+            inner.starts_with("rt-a"),
+            "a task of A saw B as current: {inner}"
+        );
+    });
+}
+
 #[test]
 fn shutdown_drops_every_future_exactly_once_including_never_polled_ones() {
     watchdog(60, || {
