@@ -3,20 +3,32 @@
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release --test loom_runtime`.
 #![cfg(loom)]
 
-use concurrent_queue::ConcurrentQueue;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use rondo::loom_support::{GroupQueue, Idle, ListFlag};
 
-/// A group queue, its list flag, and the "in rotation" bit the scheduler lock protects.
+/// A group queue (the runtime's own type), its list flag, and the "in rotation" bit the scheduler
+/// lock protects.
 struct Group {
-    queue: ConcurrentQueue<u32>,
+    queue: GroupQueue<u32>,
     flag: ListFlag,
     in_rotation: Mutex<bool>,
 }
 
+/// The queue tiers a listing model runs with: cold throughout, promoted by the second push, hot
+/// from the start.
+const TIERS: [(u32, usize); 3] = [(u32::MAX, usize::MAX), (u32::MAX, 1), (0, usize::MAX)];
+
 impl Group {
+    fn new((contended, len): (u32, usize)) -> Arc<Group> {
+        Arc::new(Group {
+            queue: GroupQueue::with_promotion(contended, len),
+            flag: ListFlag::default(),
+            in_rotation: Mutex::new(false),
+        })
+    }
+
     fn push(&self, v: u32) {
         self.queue.push(v).unwrap();
         if self.flag.after_push() {
@@ -44,12 +56,14 @@ impl Group {
 /// task must never sit in a queue whose group is out of the rotation.
 #[test]
 fn listing_never_strands_a_task() {
-    loom::model(|| {
-        let g = Arc::new(Group {
-            queue: ConcurrentQueue::unbounded(),
-            flag: ListFlag::default(),
-            in_rotation: Mutex::new(false),
-        });
+    for tier in TIERS {
+        listing_never_strands_a_task_with(tier);
+    }
+}
+
+fn listing_never_strands_a_task_with(tier: (u32, usize)) {
+    loom::model(move || {
+        let g = Group::new(tier);
         g.push(1);
         assert!(*g.in_rotation.lock().unwrap());
 
@@ -76,30 +90,30 @@ fn listing_never_strands_a_task() {
 /// Two workers each drain and unlist while the group is refilled: still never stranded.
 #[test]
 fn listing_two_removers() {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(|| {
-        let g = Arc::new(Group {
-            queue: ConcurrentQueue::unbounded(),
-            flag: ListFlag::default(),
-            in_rotation: Mutex::new(false),
-        });
-        g.push(1);
-        let workers: Vec<_> = (0..2)
-            .map(|_| {
-                let g = g.clone();
-                thread::spawn(move || {
-                    let _ = g.queue.pop();
-                    g.unlist_if_empty();
-                })
+    for tier in TIERS {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(move || listing_two_removers_with(tier));
+    }
+}
+
+fn listing_two_removers_with(tier: (u32, usize)) {
+    let g = Group::new(tier);
+    g.push(1);
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let g = g.clone();
+            thread::spawn(move || {
+                let _ = g.queue.pop();
+                g.unlist_if_empty();
             })
-            .collect();
-        g.push(2);
-        for w in workers {
-            w.join().unwrap();
-        }
-        assert!(g.queue.is_empty() || *g.in_rotation.lock().unwrap());
-    });
+        })
+        .collect();
+    g.push(2);
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert!(g.queue.is_empty() || *g.in_rotation.lock().unwrap());
 }
 
 /// One worker parks (with the re-check) while a producer publishes work and notifies: the worker
