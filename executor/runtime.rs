@@ -331,7 +331,7 @@ impl Runtime {
         let n = config.workers;
         let shared = Arc::new(Shared {
             workers: (0..n).map(|_| WorkerShared::new()).collect(),
-            scheduler: Scheduler::new(),
+            scheduler: Scheduler::new(n),
             idle: Idle::new(n),
             shutdown: AtomicBool::new(false),
             config,

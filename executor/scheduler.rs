@@ -10,7 +10,9 @@
 //! - Time is charged, not polls: each worker measures how long it served a group and charges it
 //!   (at its next visit here, at most a quantum later), wherever the group's tasks came from.
 //! - A group that joins the rotation starts at `max(own, floor)`, where `floor` tracks the smallest
-//!   virtual runtime among active groups: an idle group banks no credit.
+//!   virtual runtime among active groups: an idle group banks no credit. Active means listed *or
+//!   served by a worker*: a group whose tasks all sit in workers' local queues is out of the
+//!   rotation but not idle, and keeps its credit when it re-enters (`update_floor`).
 //! - Only groups with queued work are in the rotation, so idle groups cost nothing per decision.
 //! - Pushers never take the scheduler lock: a group that becomes runnable goes through a lock-free
 //!   inbox that workers fold into the rotation when they next hold the lock.
@@ -97,6 +99,11 @@ pub(crate) struct Scheduler {
 struct SchedState {
     rotation: BTreeMap<(u128, u64), Arc<GroupInner>>,
     floor: u128,
+    /// Per worker: the id and virtual runtime of the group it serves, or `None` while it parks.
+    /// Set at each of the worker's visits here; every charge to that group updates the runtime.
+    /// What it misses is service not charged yet (at most a quantum per worker), which makes it
+    /// only lower, so the floor stays conservative.
+    served: Box<[Option<(u64, u128)>]>,
 }
 
 /// A group's scheduling state; only touched while the scheduler lock is held.
@@ -120,11 +127,12 @@ impl GroupSched {
 }
 
 impl Scheduler {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(workers: usize) -> Self {
         Scheduler {
             state: Mutex::new(SchedState {
                 rotation: BTreeMap::new(),
                 floor: 0,
+                served: vec![None; workers].into_boxed_slice(),
             }),
             listed: AtomicUsize::new(0),
             inbox: ConcurrentQueue::unbounded(),
@@ -177,11 +185,28 @@ impl Scheduler {
         } else {
             gs.vruntime += delta;
         }
-        let lowest = match st.rotation.first_key_value() {
-            Some(((v, _), _)) => (*v).min(gs.vruntime),
-            None => gs.vruntime,
+        for (id, v) in st.served.iter_mut().flatten() {
+            if *id == g.id {
+                *v = gs.vruntime;
+            }
+        }
+    }
+
+    /// Raises the floor to the smallest virtual runtime among the active groups: those in the
+    /// rotation and those the workers last said they serve. A served group counts even while it
+    /// is out of the rotation (its tasks are in a worker's local queue): otherwise the floor would
+    /// pass it, and when it re-entered the rotation it would lose the credit it is owed, which is
+    /// what kept a weight-4 group with two tasks at about 2.4× a weight-1 group instead of 4×.
+    fn update_floor(st: &mut SchedState) {
+        let listed = st.rotation.first_key_value().map(|((v, _), _)| *v);
+        let served = st.served.iter().flatten().map(|&(_, v)| v).min();
+        let lowest = match (listed, served) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
-        st.floor = st.floor.max(lowest);
+        if let Some(lowest) = lowest {
+            st.floor = st.floor.max(lowest);
+        }
     }
 
     /// Applies a worker's pending charges under an already-held lock.
@@ -192,14 +217,19 @@ impl Scheduler {
         }
     }
 
-    /// Applies `pending` (segments a worker finished since its last visit) under one lock.
-    pub(crate) fn charge_all(&self, pending: &mut Vec<Charge>) {
-        if pending.is_empty() {
+    /// Applies `pending` (segments a worker finished since its last visit) under one lock. With
+    /// `parking`, that worker serves nothing from now on.
+    pub(crate) fn charge_all(&self, pending: &mut Vec<Charge>, parking: Option<usize>) {
+        if pending.is_empty() && parking.is_none() {
             return;
         }
         let mut st = lock(&self.state);
         self.admit_inbox(&mut st);
         Self::charge_pending(&mut st, pending);
+        if let Some(worker) = parking {
+            st.served[worker] = None;
+        }
+        Self::update_floor(&mut st);
     }
 
     /// Applies the worker's pending charges, then takes work from the listed group with the
@@ -217,12 +247,14 @@ impl Scheduler {
         &self,
         pending: &mut Vec<Charge>,
         now: Instant,
-        workers: usize,
+        worker: usize,
         batch: &mut Vec<Runnable>,
     ) -> Option<(Arc<GroupInner>, Option<Runnable>)> {
         let mut st = lock(&self.state);
         self.admit_inbox(&mut st);
         Self::charge_pending(&mut st, pending);
+        Self::update_floor(&mut st);
+        let workers = st.served.len();
         let g = st.rotation.first_key_value()?.1.clone();
         let mut gs = lock(&g.sched);
         if let Some(t) = gs.listed_at.take() {
@@ -239,6 +271,9 @@ impl Scheduler {
             },
             batch,
         );
+        if first.is_some() {
+            st.served[worker] = Some((g.id, gs.vruntime));
+        }
         let mut unlisted = false;
         if g.queue.is_empty() && gs.in_rotation {
             st.rotation.remove(&(gs.vruntime, g.id));
@@ -261,6 +296,7 @@ impl Scheduler {
     pub(crate) fn charge_and_check(
         &self,
         pending: &mut Vec<Charge>,
+        worker: usize,
         g: &GroupInner,
         ns: u64,
     ) -> Verdict {
@@ -269,6 +305,8 @@ impl Scheduler {
         Self::charge_pending(&mut st, pending);
         let mut gs = lock(&g.sched);
         Self::charge_locked(&mut st, g, &mut gs, ns);
+        st.served[worker] = Some((g.id, gs.vruntime));
+        Self::update_floor(&mut st);
         match st.rotation.first_key_value() {
             Some(((v, id), _)) if *id != g.id && *v < gs.vruntime => Verdict::Switch,
             _ => Verdict::Stay {

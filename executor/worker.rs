@@ -110,6 +110,8 @@ pub(crate) struct Worker {
     seg_ptr: Cell<*const GroupInner>,
     seg_start: Cell<Instant>,
     seg_polls: Cell<u64>,
+    /// The scheduler holds a "serving" entry for this worker (see `Scheduler::update_floor`).
+    reported_serving: Cell<bool>,
     quantum_start: Cell<Instant>,
     last_clock: Cell<Instant>,
     clock_interval: Cell<u32>,
@@ -198,6 +200,7 @@ impl Worker {
             seg_ptr: Cell::new(ptr::null()),
             seg_start: Cell::new(now),
             seg_polls: Cell::new(0),
+            reported_serving: Cell::new(false),
             quantum_start: Cell::new(now),
             last_clock: Cell::new(now),
             clock_interval: Cell::new(1),
@@ -385,15 +388,14 @@ impl Worker {
             if let Some(c) = self.end_segment(now) {
                 pending.push(c);
             }
-            let picked = self.shared.scheduler.pick_and_take(
-                &mut pending,
-                now,
-                self.shared.workers.len(),
-                &mut batch,
-            );
+            let picked =
+                self.shared
+                    .scheduler
+                    .pick_and_take(&mut pending, now, self.idx, &mut batch);
             match picked {
                 None => break None,
                 Some((g, Some(first))) => {
+                    self.reported_serving.set(true);
                     self.start_segment(g, now);
                     break Some(first);
                 }
@@ -415,7 +417,7 @@ impl Worker {
         let mut pending = self.pending.borrow_mut();
         pending.push(charge);
         if pending.len() >= MAX_PENDING_CHARGES {
-            self.shared.scheduler.charge_all(&mut pending);
+            self.shared.scheduler.charge_all(&mut pending, None);
         }
     }
 
@@ -513,7 +515,10 @@ impl Worker {
         };
         let verdict = {
             let mut pending = self.pending.borrow_mut();
-            self.shared.scheduler.charge_and_check(&mut pending, &g, ns)
+            self.reported_serving.set(true);
+            self.shared
+                .scheduler
+                .charge_and_check(&mut pending, self.idx, &g, ns)
         };
         let others_active = match verdict {
             Verdict::Switch => true,
@@ -586,9 +591,12 @@ impl Worker {
         if let Some(c) = self.end_segment(Instant::now()) {
             self.pending.borrow_mut().push(c);
         }
+        // Tell the scheduler this worker serves nothing now (if it said otherwise), so the group it
+        // served no longer holds the floor down.
+        let parking = self.reported_serving.replace(false).then_some(self.idx);
         self.shared
             .scheduler
-            .charge_all(&mut self.pending.borrow_mut());
+            .charge_all(&mut self.pending.borrow_mut(), parking);
         let idle = &self.shared.idle;
         let ws = self.ws();
         let extra_set = || extra.is_some_and(|f| f.load(Ordering::Acquire));

@@ -101,7 +101,59 @@ fn weights_and_task_counts_shape_cpu_shares() {
             lt.load(Ordering::SeqCst) as f64,
             ht.load(Ordering::SeqCst) as f64,
         );
-        // Ideal is 4×; FIFO by count would give the light group ~50× the heavy one's polls.
-        assert!(h > 1.5 * l, "heavy group got {h} ns vs light {l} ns");
+        // Ideal is 4× (3.8–4.0× measured, also with two CPU hogs on the same two cores); FIFO by
+        // count would give the light group ~50× the heavy one's polls. With two tasks, the heavy
+        // group is often out of the rotation while a worker serves it; when the floor ignored
+        // served groups it lost its credit on every return and got 2.3–2.6×.
+        assert!(h > 3.0 * l, "heavy group got {h} ns vs light {l} ns");
+    });
+}
+
+/// A group that sat idle while another ran alone banks no credit: when it returns, the two share
+/// the workers, instead of the returning group running alone until it has "caught up".
+#[test]
+fn an_idle_group_banks_no_credit() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    watchdog(120, || {
+        let rt = rt(2);
+        let stop = Arc::new(AtomicBool::new(false));
+        let busy = rt.group().name("busy").build().unwrap();
+        let returning = rt.group().name("returning").build().unwrap();
+        // The returning group runs once, then idles while `busy` runs alone for 300 ms.
+        rt.block_on(returning.spawn(async { spin(Duration::from_micros(50)) }))
+            .unwrap();
+        let (bt, rt_total) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let mut hs: Vec<_> = (0..4)
+            .map(|_| {
+                busy.spawn(backlogged(
+                    Duration::from_micros(50),
+                    bt.clone(),
+                    stop.clone(),
+                ))
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let busy_before = bt.load(Ordering::SeqCst);
+        hs.extend((0..4).map(|_| {
+            returning.spawn(backlogged(
+                Duration::from_micros(50),
+                rt_total.clone(),
+                stop.clone(),
+            ))
+        }));
+        std::thread::sleep(Duration::from_millis(150));
+        stop.store(true, Ordering::SeqCst);
+        rt.block_on(async {
+            for h in hs {
+                h.await.unwrap();
+            }
+        });
+        let b = (bt.load(Ordering::SeqCst) - busy_before) as f64;
+        let r = rt_total.load(Ordering::SeqCst) as f64;
+        // Ideal is 50 : 50. With the 300 ms banked, `busy` would get next to nothing.
+        assert!(
+            b > 0.3 * (b + r),
+            "after the idle group returned, the busy group got {b} ns against {r} ns"
+        );
     });
 }
