@@ -508,6 +508,7 @@ impl Worker {
         }
     }
 
+    #[inline(never)]
     fn quantum_end(&self, now: Instant) {
         self.quantum_start.set(now);
         let Some((g, ns)) = self.end_segment(now) else {
@@ -587,6 +588,7 @@ impl Worker {
     }
 
     /// Parks until notified, shut down, or `extra` (a nested `block_on`'s wake flag) is set.
+    #[inline(never)]
     fn park(&self, extra: Option<&AtomicBool>) {
         if let Some(c) = self.end_segment(Instant::now()) {
             self.pending.borrow_mut().push(c);
