@@ -64,6 +64,29 @@ async fn backlogged(chunk: Duration, total: Arc<AtomicU64>, stop: Arc<AtomicBool
     }
 }
 
+/// Spawns `n` backlogged tasks of `chunk` slices into `g`; they add the time they spin to `total`.
+fn spawn_backlogged(
+    g: &rondo::Group,
+    n: usize,
+    chunk: Duration,
+    total: &Arc<AtomicU64>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<rondo::JoinHandle<()>> {
+    (0..n)
+        .map(|_| g.spawn(backlogged(chunk, total.clone(), stop.clone())))
+        .collect()
+}
+
+/// Sets `stop` and waits for every task in `hs`.
+fn stop_all(rt: &rondo::Runtime, stop: &AtomicBool, hs: Vec<rondo::JoinHandle<()>>) {
+    stop.store(true, Ordering::SeqCst);
+    rt.block_on(async {
+        for h in hs {
+            h.await.unwrap();
+        }
+    });
+}
+
 #[test]
 fn weights_and_task_counts_shape_cpu_shares() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -75,28 +98,16 @@ fn weights_and_task_counts_shape_cpu_shares() {
         let light = rt.group().weight(1).build().unwrap();
         let heavy = rt.group().weight(4).build().unwrap();
         let (lt, ht) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-        let mut hs = Vec::new();
-        for _ in 0..100 {
-            hs.push(light.spawn(backlogged(
-                Duration::from_micros(200),
-                lt.clone(),
-                stop.clone(),
-            )));
-        }
-        for _ in 0..2 {
-            hs.push(heavy.spawn(backlogged(
-                Duration::from_micros(20),
-                ht.clone(),
-                stop.clone(),
-            )));
-        }
+        let mut hs = spawn_backlogged(&light, 100, Duration::from_micros(200), &lt, &stop);
+        hs.extend(spawn_backlogged(
+            &heavy,
+            2,
+            Duration::from_micros(20),
+            &ht,
+            &stop,
+        ));
         std::thread::sleep(Duration::from_millis(400));
-        stop.store(true, Ordering::SeqCst);
-        rt.block_on(async {
-            for h in hs {
-                h.await.unwrap();
-            }
-        });
+        stop_all(&rt, &stop, hs);
         let (l, h) = (
             lt.load(Ordering::SeqCst) as f64,
             ht.load(Ordering::SeqCst) as f64,
@@ -123,31 +134,13 @@ fn an_idle_group_banks_no_credit() {
         rt.block_on(returning.spawn(async { spin(Duration::from_micros(50)) }))
             .unwrap();
         let (bt, rt_total) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-        let mut hs: Vec<_> = (0..4)
-            .map(|_| {
-                busy.spawn(backlogged(
-                    Duration::from_micros(50),
-                    bt.clone(),
-                    stop.clone(),
-                ))
-            })
-            .collect();
+        let chunk = Duration::from_micros(50);
+        let mut hs = spawn_backlogged(&busy, 4, chunk, &bt, &stop);
         std::thread::sleep(Duration::from_millis(300));
         let busy_before = bt.load(Ordering::SeqCst);
-        hs.extend((0..4).map(|_| {
-            returning.spawn(backlogged(
-                Duration::from_micros(50),
-                rt_total.clone(),
-                stop.clone(),
-            ))
-        }));
+        hs.extend(spawn_backlogged(&returning, 4, chunk, &rt_total, &stop));
         std::thread::sleep(Duration::from_millis(150));
-        stop.store(true, Ordering::SeqCst);
-        rt.block_on(async {
-            for h in hs {
-                h.await.unwrap();
-            }
-        });
+        stop_all(&rt, &stop, hs);
         let b = (bt.load(Ordering::SeqCst) - busy_before) as f64;
         let r = rt_total.load(Ordering::SeqCst) as f64;
         // Ideal is 50 : 50. With the 300 ms banked, `busy` would get next to nothing.
