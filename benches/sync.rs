@@ -91,78 +91,69 @@ struct Sems {
 /// Result of one contended run: (ops per second, worst wait in µs).
 type Contended = (f64, f64);
 
+/// Times one acquire of `$acquire`, then holds the guard `$g` for ~1 µs of `busy(spins)` and runs
+/// `$use` on it; evaluates to how long the acquire waited.
+macro_rules! hold {
+    ($spins:expr, $acquire:expr, |$g:ident| $use:expr) => {{
+        let t0 = Instant::now();
+        #[allow(unused_mut)]
+        let mut $g = $acquire.await;
+        let waited = t0.elapsed();
+        busy($spins);
+        $use;
+        waited
+    }};
+}
+
+/// Runs `tasks` tasks of `ops` operations each on `rt`, all at once. `task(t)` is task `t`: it
+/// returns the longest any of its acquires waited.
+fn contended<F, Fut>(rt: &tokio::runtime::Runtime, tasks: usize, ops: usize, task: F) -> Contended
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = Duration> + Send + 'static,
+{
+    rt.block_on(async {
+        let start = Instant::now();
+        let handles: Vec<_> = (0..tasks).map(|t| tokio::spawn(task(t))).collect();
+        let mut worst = Duration::ZERO;
+        for h in handles {
+            worst = worst.max(h.await.unwrap());
+        }
+        let secs = start.elapsed().as_secs_f64();
+        ((tasks * ops) as f64 / secs, worst.as_secs_f64() * 1e6)
+    })
+}
+
 fn rw_run(rt: &tokio::runtime::Runtime, who: Who, write_every: usize, spins: u64) -> Contended {
-    const TASKS: usize = 10;
     const OPS: usize = 1_000;
     let locks = Arc::new(Locks {
         rondo: AsyncOneManyLock::new(0),
         tokio: tokio::sync::RwLock::new(0),
         async_lock: async_lock::RwLock::new(0),
     });
-    rt.block_on(async {
-        let start = Instant::now();
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|t| {
-                let locks = locks.clone();
-                tokio::spawn(async move {
-                    let mut worst = Duration::ZERO;
-                    for op in 0..OPS {
-                        let write = (op + t) % write_every == 0;
-                        let t0 = Instant::now();
-                        match (who, write) {
-                            (Who::Rondo, true) => {
-                                let mut g = locks.rondo.exclusive().await;
-                                worst = worst.max(t0.elapsed());
-                                busy(spins);
-                                *g += 1;
-                            }
-                            (Who::Rondo, false) => {
-                                let g = locks.rondo.shared().await;
-                                worst = worst.max(t0.elapsed());
-                                busy(spins);
-                                black_box(*g);
-                            }
-                            (Who::Tokio, true) => {
-                                let mut g = locks.tokio.write().await;
-                                worst = worst.max(t0.elapsed());
-                                busy(spins);
-                                *g += 1;
-                            }
-                            (Who::Tokio, false) => {
-                                let g = locks.tokio.read().await;
-                                worst = worst.max(t0.elapsed());
-                                busy(spins);
-                                black_box(*g);
-                            }
-                            (Who::AsyncLock, true) => {
-                                let mut g = locks.async_lock.write().await;
-                                worst = worst.max(t0.elapsed());
-                                busy(spins);
-                                *g += 1;
-                            }
-                            (Who::AsyncLock, false) => {
-                                let g = locks.async_lock.read().await;
-                                worst = worst.max(t0.elapsed());
-                                busy(spins);
-                                black_box(*g);
-                            }
-                        }
+    contended(rt, 10, OPS, |t| {
+        let locks = locks.clone();
+        async move {
+            let mut worst = Duration::ZERO;
+            for op in 0..OPS {
+                let waited = match (who, (op + t) % write_every == 0) {
+                    (Who::Rondo, true) => hold!(spins, locks.rondo.exclusive(), |g| *g += 1),
+                    (Who::Rondo, false) => hold!(spins, locks.rondo.shared(), |g| black_box(*g)),
+                    (Who::Tokio, true) => hold!(spins, locks.tokio.write(), |g| *g += 1),
+                    (Who::Tokio, false) => hold!(spins, locks.tokio.read(), |g| black_box(*g)),
+                    (Who::AsyncLock, true) => hold!(spins, locks.async_lock.write(), |g| *g += 1),
+                    (Who::AsyncLock, false) => {
+                        hold!(spins, locks.async_lock.read(), |g| black_box(*g))
                     }
-                    worst
-                })
-            })
-            .collect();
-        let mut worst = Duration::ZERO;
-        for t in tasks {
-            worst = worst.max(t.await.unwrap());
+                };
+                worst = worst.max(waited);
+            }
+            worst
         }
-        let secs = start.elapsed().as_secs_f64();
-        ((TASKS * OPS) as f64 / secs, worst.as_secs_f64() * 1e6)
     })
 }
 
 fn sem_run(rt: &tokio::runtime::Runtime, who: Who, spins: u64) -> Contended {
-    const TASKS: usize = 100;
     const OPS: usize = 1_000;
     const PERMITS: usize = 10;
     let sems = Arc::new(Sems {
@@ -170,43 +161,20 @@ fn sem_run(rt: &tokio::runtime::Runtime, who: Who, spins: u64) -> Contended {
         tokio: tokio::sync::Semaphore::new(PERMITS),
         async_lock: async_lock::Semaphore::new(PERMITS),
     });
-    rt.block_on(async {
-        let start = Instant::now();
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|_| {
-                let sems = sems.clone();
-                tokio::spawn(async move {
-                    let mut worst = Duration::ZERO;
-                    for _ in 0..OPS {
-                        let t0 = Instant::now();
-                        match who {
-                            Who::Rondo => {
-                                let _p = sems.rondo.acquire().await.unwrap();
-                                worst = worst.max(t0.elapsed());
-                                busy(spins);
-                            }
-                            Who::Tokio => {
-                                let _p = sems.tokio.acquire().await.unwrap();
-                                worst = worst.max(t0.elapsed());
-                                busy(spins);
-                            }
-                            Who::AsyncLock => {
-                                let _p = sems.async_lock.acquire().await;
-                                worst = worst.max(t0.elapsed());
-                                busy(spins);
-                            }
-                        }
-                    }
-                    worst
-                })
-            })
-            .collect();
-        let mut worst = Duration::ZERO;
-        for t in tasks {
-            worst = worst.max(t.await.unwrap());
+    contended(rt, 100, OPS, |_| {
+        let sems = sems.clone();
+        async move {
+            let mut worst = Duration::ZERO;
+            for _ in 0..OPS {
+                let waited = match who {
+                    Who::Rondo => hold!(spins, sems.rondo.acquire(), |p| drop(p.unwrap())),
+                    Who::Tokio => hold!(spins, sems.tokio.acquire(), |p| drop(p.unwrap())),
+                    Who::AsyncLock => hold!(spins, sems.async_lock.acquire(), |p| drop(p)),
+                };
+                worst = worst.max(waited);
+            }
+            worst
         }
-        let secs = start.elapsed().as_secs_f64();
-        ((TASKS * OPS) as f64 / secs, worst.as_secs_f64() * 1e6)
     })
 }
 
