@@ -351,10 +351,10 @@ impl Runtime {
         };
         for idx in 0..n {
             let name = format!("{}-{idx}", rt.handle.shared.config.thread_name);
-            let (s, h) = (shared.clone(), rt.handle.clone());
+            let h = rt.handle.clone();
             match thread::Builder::new()
                 .name(name)
-                .spawn(move || worker_main(idx, s, h))
+                .spawn(move || worker_main(idx, h))
             {
                 Ok(t) => rt.threads.push(t),
                 Err(e) => {

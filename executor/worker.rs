@@ -98,8 +98,7 @@ impl WorkerShared {
 /// A worker's private state; see the module docs.
 pub(crate) struct Worker {
     idx: usize,
-    shared: Arc<Shared>,
-    /// This worker's runtime, for `Handle::current()` in the tasks it polls.
+    /// This worker's runtime (also what `Handle::current()` returns in the tasks it polls).
     handle: crate::runtime::Handle,
     lifo: Cell<Option<Runnable>>,
     lifo_streak: Cell<u32>,
@@ -168,7 +167,7 @@ pub(crate) fn schedule(r: Runnable, info: ScheduleInfo) {
     let r = context::with(|c| match c.worker() {
         // During shutdown this may still fill the LIFO slot or local queue of a worker that is
         // leaving: its exit drain loops until both are empty.
-        Some(w) if ptr::eq(Arc::as_ptr(&w.shared), sptr) && w.seg_ptr.get() == gptr => {
+        Some(w) if ptr::eq(Arc::as_ptr(w.shared()), sptr) && w.seg_ptr.get() == gptr => {
             w.schedule_local(r, info.woken_while_running);
             None
         }
@@ -181,16 +180,21 @@ pub(crate) fn schedule(r: Runnable, info: ScheduleInfo) {
 }
 
 impl Worker {
+    /// The shared state of this worker's runtime.
+    #[inline]
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.handle.shared
+    }
+
     /// The runtime this worker belongs to.
     pub(crate) fn handle(&self) -> &crate::runtime::Handle {
         &self.handle
     }
 
-    pub(crate) fn new(idx: usize, shared: Arc<Shared>, handle: crate::runtime::Handle) -> Self {
+    pub(crate) fn new(idx: usize, handle: crate::runtime::Handle) -> Self {
         let now = Instant::now();
         Worker {
             idx,
-            shared,
             handle,
             lifo: Cell::new(None),
             lifo_streak: Cell::new(0),
@@ -212,12 +216,12 @@ impl Worker {
     }
 
     fn ws(&self) -> &WorkerShared {
-        &self.shared.workers[self.idx]
+        &self.shared().workers[self.idx]
     }
 
     /// The worker thread's main loop.
     pub(crate) fn run(&self) {
-        while !self.shared.is_shutdown() {
+        while !self.shared().is_shutdown() {
             match self.next_task() {
                 Some(r) => {
                     self.found_work();
@@ -260,12 +264,12 @@ impl Worker {
                     return v;
                 }
             }
-            if self.shared.is_shutdown() {
+            if self.shared().is_shutdown() {
                 // The runtime is shutting down and this worker cannot exit until `future` is done;
                 // it may be waiting for a queued task, which shutdown would only drop after joining
                 // this worker. Drop what is queued (shutdown step 5) so such futures resolve.
                 drop(self.lifo.take());
-                self.shared.drain_once();
+                self.shared().drain_once();
                 if !waker_state.woken.load(Ordering::Acquire) {
                     std::thread::park_timeout(Duration::from_millis(1));
                 }
@@ -291,9 +295,9 @@ impl Worker {
         }
         // New stealable work: wake a sleeper if nobody is searching. A missed wake here costs
         // parallelism, never a task: this worker is awake and will run its own queue.
-        if self.shared.idle.wants_notify() {
+        if self.shared().idle.wants_notify() {
             fence(Ordering::SeqCst);
-            self.shared.notify_work();
+            self.shared().notify_work();
         }
     }
 
@@ -339,13 +343,13 @@ impl Worker {
         if let Some(r) = self.take_from_own_group() {
             return Some(r);
         }
-        if self.shared.scheduler.has_listed() {
+        if self.shared().scheduler.has_listed() {
             if let Some(r) = self.take_from_rotation() {
                 return Some(r);
             }
         }
         if !self.searching.get() {
-            if !self.shared.idle.try_search() {
+            if !self.shared().idle.try_search() {
                 return None;
             }
             self.searching.set(true);
@@ -364,10 +368,10 @@ impl Worker {
             .last_clock
             .get()
             .saturating_duration_since(self.quantum_start.get());
-        if served >= self.shared.config.quantum {
+        if served >= self.shared().config.quantum {
             return None;
         }
-        let workers = self.shared.workers.len();
+        let workers = self.shared().workers.len();
         let mut batch = self.batch.borrow_mut();
         let first = g.queue.pop_batch(
             |len| (len / workers + 1).min(LOCAL_CAPACITY / 2),
@@ -389,7 +393,7 @@ impl Worker {
                 pending.push(c);
             }
             let picked =
-                self.shared
+                self.shared()
                     .scheduler
                     .pick_and_take(&mut pending, now, self.idx, &mut batch);
             match picked {
@@ -417,12 +421,12 @@ impl Worker {
         let mut pending = self.pending.borrow_mut();
         pending.push(charge);
         if pending.len() >= MAX_PENDING_CHARGES {
-            self.shared.scheduler.charge_all(&mut pending, None);
+            self.shared().scheduler.charge_all(&mut pending, None);
         }
     }
 
     fn steal(&self) -> Option<Runnable> {
-        let n = self.shared.workers.len();
+        let n = self.shared().workers.len();
         if n == 1 {
             return None;
         }
@@ -437,7 +441,7 @@ impl Worker {
             if v == self.idx {
                 continue;
             }
-            if let Some(r) = self.shared.workers[v]
+            if let Some(r) = self.shared().workers[v]
                 .local
                 .steal_half_into(&self.ws().local)
             {
@@ -448,10 +452,10 @@ impl Worker {
     }
 
     fn found_work(&self) {
-        if self.searching.replace(false) && self.shared.idle.stop_searching() {
+        if self.searching.replace(false) && self.shared().idle.stop_searching() {
             // The last searcher found work: more may be queued, so wake one more (idle step 2).
             fence(Ordering::SeqCst);
-            self.shared.notify_work();
+            self.shared().notify_work();
         }
     }
 
@@ -503,7 +507,7 @@ impl Worker {
             .clamp(1, u64::from(MAX_CLOCK_INTERVAL)) as u32;
         self.clock_interval.set(interval);
         self.clock_countdown.set(interval);
-        if now.saturating_duration_since(self.quantum_start.get()) >= self.shared.config.quantum {
+        if now.saturating_duration_since(self.quantum_start.get()) >= self.shared().config.quantum {
             self.quantum_end(now);
         }
     }
@@ -517,14 +521,14 @@ impl Worker {
         let verdict = {
             let mut pending = self.pending.borrow_mut();
             self.reported_serving.set(true);
-            self.shared
+            self.shared()
                 .scheduler
                 .charge_and_check(&mut pending, self.idx, &g, ns)
         };
         let others_active = match verdict {
             Verdict::Switch => true,
             Verdict::Stay { others_listed } => {
-                others_listed || self.shared.others_serve_other_groups(self.idx, &g)
+                others_listed || self.shared().others_serve_other_groups(self.idx, &g)
             }
         };
         self.start_segment(g, now);
@@ -596,15 +600,15 @@ impl Worker {
         // Tell the scheduler this worker serves nothing now (if it said otherwise), so the group it
         // served no longer holds the floor down.
         let parking = self.reported_serving.replace(false).then_some(self.idx);
-        self.shared
+        self.shared()
             .scheduler
             .charge_all(&mut self.pending.borrow_mut(), parking);
-        let idle = &self.shared.idle;
+        let idle = &self.shared().idle;
         let ws = self.ws();
         let extra_set = || extra.is_some_and(|f| f.load(Ordering::Acquire));
         idle.sleep(self.idx, self.searching.replace(false));
         fence(Ordering::SeqCst);
-        if self.shared.has_visible_work(self.idx) || self.shared.is_shutdown() || extra_set() {
+        if self.shared().has_visible_work(self.idx) || self.shared().is_shutdown() || extra_set() {
             self.wake_self();
             return;
         }
@@ -614,7 +618,7 @@ impl Worker {
                 self.searching.set(true);
                 break;
             }
-            if self.shared.is_shutdown() || extra_set() {
+            if self.shared().is_shutdown() || extra_set() {
                 self.wake_self();
                 break;
             }
@@ -627,7 +631,7 @@ impl Worker {
 
     fn wake_self(&self) {
         let ws = self.ws();
-        self.shared
+        self.shared()
             .idle
             .wake_self(self.idx, || ws.notified.store(false, Ordering::Relaxed));
         self.searching.set(true);
@@ -691,10 +695,12 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
 }
 
 /// Entry point of a worker thread.
-pub(crate) fn worker_main(idx: usize, shared: Arc<Shared>, handle: crate::runtime::Handle) {
-    let _ = shared.workers[idx].thread.set(std::thread::current());
+pub(crate) fn worker_main(idx: usize, handle: crate::runtime::Handle) {
+    let _ = handle.shared.workers[idx]
+        .thread
+        .set(std::thread::current());
     let _enter = context::enter(handle.clone());
-    let worker = Worker::new(idx, shared, handle);
+    let worker = Worker::new(idx, handle);
     context::with(|c| c.set_worker(&worker));
     worker.run();
     context::with(|c| c.set_worker(ptr::null()));
