@@ -110,7 +110,7 @@ struct ReadmeDoctests;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod loom_support {
-    pub use crate::group_queue::{GroupQueue, PROMOTE_AFTER};
+    pub use crate::group_queue::GroupQueue;
     pub use crate::idle::Idle;
     pub use crate::scheduler::ListFlag;
 }

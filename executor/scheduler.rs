@@ -199,12 +199,8 @@ impl Scheduler {
     /// what kept a weight-4 group with two tasks at about 2.4× a weight-1 group instead of 4×.
     fn update_floor(st: &mut SchedState) {
         let listed = st.rotation.first_key_value().map(|((v, _), _)| *v);
-        let served = st.served.iter().flatten().map(|&(_, v)| v).min();
-        let lowest = match (listed, served) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        if let Some(lowest) = lowest {
+        let served = st.served.iter().flatten().map(|&(_, v)| v);
+        if let Some(lowest) = listed.into_iter().chain(served).min() {
             st.floor = st.floor.max(lowest);
         }
     }
