@@ -18,7 +18,7 @@
 //! - `Group::cancel` stores the flag and then locks the slab to wake its entries; registration
 //!   inserts under the slab lock and then reads the flag. The lock orders the two.
 //! - `wait_idle` increments `idle_waiters` then reads the counters; a finishing task increments
-//!   `finished` then reads `idle_waiters`.
+//!   its outcome counter then reads `idle_waiters`.
 //!
 //! Wakers are never woken, and never dropped, while the slab lock is held.
 
@@ -45,7 +45,7 @@ pub(crate) const LINE_GAP: usize = 64;
 pub(crate) struct Registry {
     spawned: AtomicU64,
     _gap1: [u8; LINE_GAP],
-    finished: AtomicU64,
+    // Finished tasks are the sum of these three.
     completed: AtomicU64,
     cancelled: AtomicU64,
     panicked: AtomicU64,
@@ -75,7 +75,6 @@ impl Registry {
         Registry {
             spawned: AtomicU64::new(0),
             _gap1: [0; LINE_GAP],
-            finished: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
             panicked: AtomicU64::new(0),
@@ -110,17 +109,17 @@ impl Registry {
     /// Called once, after a task's future was dropped: counts how it ended, removes its entry, and
     /// wakes `wait_idle` callers if the group just became empty.
     pub(crate) fn finished(&self, meta: &TaskMeta, outcome: Outcome, g: &GroupInner) {
-        match outcome {
-            Outcome::Completed => self.completed.fetch_add(1, Ordering::Relaxed),
-            Outcome::Cancelled => self.cancelled.fetch_add(1, Ordering::Relaxed),
-            Outcome::Panicked => self.panicked.fetch_add(1, Ordering::Relaxed),
-        };
         let slot = meta.slot.load(Ordering::Relaxed);
         if slot != UNREGISTERED {
             let waker = lock(&self.idle).wakers.try_remove(slot);
             drop(waker);
         }
-        self.finished.fetch_add(1, Ordering::SeqCst);
+        let counter = match outcome {
+            Outcome::Completed => &self.completed,
+            Outcome::Cancelled => &self.cancelled,
+            Outcome::Panicked => &self.panicked,
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
         if g.idle_waiters.load(Ordering::SeqCst) > 0 && self.live() == 0 {
             g.idle_event.notify(usize::MAX);
         }
@@ -151,10 +150,12 @@ impl Registry {
         }
     }
 
-    /// Tasks spawned and not finished. Reads `finished` before `spawned`: a task is counted
+    /// Tasks spawned and not finished. Reads the finished counts before `spawned`: a task is counted
     /// spawned before it can finish, so the difference is never negative.
     pub(crate) fn live(&self) -> usize {
-        let finished = self.finished.load(Ordering::SeqCst);
+        let finished = self.completed.load(Ordering::SeqCst)
+            + self.cancelled.load(Ordering::SeqCst)
+            + self.panicked.load(Ordering::SeqCst);
         let spawned = self.spawned.load(Ordering::SeqCst);
         spawned.saturating_sub(finished) as usize
     }
