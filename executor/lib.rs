@@ -24,32 +24,21 @@
 
 #![warn(missing_docs)]
 
-mod builder;
-mod context;
-mod coop;
-mod group;
-mod group_queue;
-mod idle;
-mod join;
-mod limiter;
-mod queue;
-mod registry;
-mod runtime;
-mod scheduler;
+// Layers, each importing only those listed before it: tasks, groups of tasks, fairness between
+// groups, workers, and the runtime that owns them. `sync` stands beside them (it needs none).
+mod fair;
+pub mod group;
+pub mod runtime;
 mod shim;
 pub mod sync;
-mod task;
+pub mod task;
 mod worker;
-mod yield_now;
 
 use std::future::Future;
 
-pub use builder::{BuildError, Builder, DEFAULT_QUANTUM, MAX_QUANTUM, MAX_WORKERS, MIN_QUANTUM};
-pub use coop::{BUDGET, consume_budget};
-pub use group::{Group, GroupBuilder, GroupMetrics, MAX_WEIGHT, current_group};
-pub use join::{JoinError, JoinHandle, TaskPanic};
-pub use runtime::{Handle, Runtime};
-pub use yield_now::yield_now;
+pub use group::{Group, GroupBuilder, GroupMetrics, current_group};
+pub use runtime::{BuildError, Builder, EnterGuard, Handle, Runtime};
+pub use task::{JoinError, JoinHandle, TaskPanic, yield_now};
 
 /// Runs `future` to completion on the current thread.
 ///
@@ -62,7 +51,7 @@ pub use yield_now::yield_now;
 /// assert_eq!(v, 7);
 /// ```
 pub fn block_on<F: Future>(future: F) -> F::Output {
-    match context::current_handle() {
+    match runtime::context::current_handle() {
         Some(h) => h.block_on(future),
         None => runtime::global().block_on(future),
     }
@@ -86,19 +75,29 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    if std::mem::size_of::<F>() > task::BOX_FUTURES_ABOVE {
+        return spawn_current(Box::pin(future));
+    }
+    spawn_current(future)
+}
+
+fn spawn_current<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
     let mut future = Some(future);
-    let in_group =
-        runtime::with_current_group(|g| g.map(|g| task::spawn_in(g, future.take().unwrap())));
+    let in_group = group::with_current(|g| g.map(|g| group::spawn_in(g, future.take().unwrap())));
     if let Some(h) = in_group {
         return h;
     }
-    let in_block_on = context::with_handle(|h| {
-        h.map(|h| task::spawn_in(&h.default_group, future.take().unwrap()))
-    });
-    if let Some(h) = in_block_on {
-        return h;
+    let future = future.take().unwrap();
+    // The handle is cloned out of the thread-local before spawning (no borrow is held): a refused
+    // task's future is dropped during the spawn, and its destructor may use the thread-local.
+    match runtime::context::current_handle() {
+        Some(h) => group::spawn_in(&h.default_group, future),
+        None => group::spawn_in(&runtime::global().default_group, future),
     }
-    runtime::global().spawn(future.take().unwrap())
 }
 
 /// The README's examples, compiled and run as doctests.
@@ -110,9 +109,9 @@ struct ReadmeDoctests;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod loom_support {
-    pub use crate::group_queue::GroupQueue;
-    pub use crate::idle::Idle;
-    pub use crate::scheduler::ListFlag;
+    pub use crate::group::listed::ListFlag;
+    pub use crate::group::queue::GroupQueue;
+    pub use crate::worker::idle::Idle;
 }
 
 #[allow(dead_code)]

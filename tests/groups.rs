@@ -275,8 +275,8 @@ fn group_builder_and_set_weight_reject_bad_input() {
     for (w, ok) in [
         (0u32, false),
         (1, true),
-        (rondo::MAX_WEIGHT, true),
-        (rondo::MAX_WEIGHT + 1, false),
+        (rondo::group::MAX_WEIGHT, true),
+        (rondo::group::MAX_WEIGHT + 1, false),
     ] {
         let r = rt.group().weight(w).build();
         assert_eq!(r.is_ok(), ok, "weight {w}");
@@ -294,7 +294,7 @@ fn group_builder_and_set_weight_reject_bad_input() {
     );
     let g = rt.group().weight(3).build().unwrap();
     assert!(g.set_weight(0).is_err());
-    assert!(g.set_weight(rondo::MAX_WEIGHT + 1).is_err());
+    assert!(g.set_weight(rondo::group::MAX_WEIGHT + 1).is_err());
     assert_eq!(g.weight(), 3);
     g.set_weight(7).unwrap();
     assert_eq!(g.weight(), 7);

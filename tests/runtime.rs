@@ -610,7 +610,7 @@ fn an_always_ready_loop_cannot_monopolise_a_worker() {
         let busy = rt.spawn(async move {
             let mut n = 0u64;
             while !s.load(Ordering::SeqCst) {
-                rondo::consume_budget().await;
+                rondo::task::consume_budget().await;
                 n += 1;
             }
             n
@@ -618,7 +618,7 @@ fn an_always_ready_loop_cannot_monopolise_a_worker() {
         let s = stop.clone();
         let setter = rt.spawn(async move { s.store(true, Ordering::SeqCst) });
         rt.block_on(setter).unwrap();
-        assert!(rt.block_on(busy).unwrap() >= rondo::BUDGET as u64);
+        assert!(rt.block_on(busy).unwrap() >= rondo::task::BUDGET as u64);
     });
 }
 
@@ -665,7 +665,7 @@ fn builder_rejects_invalid_settings_with_clear_errors() {
             "worker_threads must be at least 1",
         ),
         (
-            rondo::Builder::new().worker_threads(rondo::MAX_WORKERS + 1),
+            rondo::Builder::new().worker_threads(rondo::runtime::MAX_WORKERS + 1),
             "worker_threads must be at most",
         ),
         (

@@ -1,138 +1,9 @@
-//! `JoinHandle`, `JoinError` and `TaskPanic`: what a spawner gets back.
+//! `JoinError` and `TaskPanic`: how a task failed, as its spawner and the panic hook see it.
 
 use std::any::Any;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::ptr::NonNull;
-use std::task::{Context, Poll};
 
-use async_task::FallibleTask;
-
-use crate::coop;
-use crate::shim::Ordering;
-use crate::task::{Payload, TaskMeta};
-
-/// An owned permission to await a spawned task's output.
-///
-/// Awaiting it yields `Ok(output)`, or a [`JoinError`] if the task panicked or was cancelled.
-/// Dropping it detaches the task, which keeps running. [`abort`](JoinHandle::abort) cancels it.
-///
-/// ```
-/// rondo::block_on(async {
-///     let h = rondo::spawn(async { 6 * 7 });
-///     assert_eq!(h.await.unwrap(), 42);
-/// });
-/// ```
-pub struct JoinHandle<T> {
-    task: Option<FallibleTask<Result<T, Payload>, TaskMeta>>,
-    /// The task's metadata, inside the allocation that `task` keeps alive.
-    meta: NonNull<TaskMeta>,
-}
-
-// SAFETY: the handle only reads `meta` through atomics and `Sync` types (`TaskMeta` is `Sync`),
-// and moves the output `T` out when it completes, so it may move to and be shared with another
-// thread whenever `T` may be sent.
-unsafe impl<T: Send> Send for JoinHandle<T> {}
-// SAFETY: every `&self` method (`abort`, `is_finished`) only touches atomics and mutex-protected
-// state; the output is only reached through `&mut self` (poll).
-unsafe impl<T: Send> Sync for JoinHandle<T> {}
-
-impl<T> Unpin for JoinHandle<T> {}
-
-impl<T> JoinHandle<T> {
-    pub(crate) fn new(task: async_task::Task<Result<T, Payload>, TaskMeta>) -> Self {
-        let meta = NonNull::from(task.metadata());
-        JoinHandle {
-            task: Some(task.fallible()),
-            meta,
-        }
-    }
-
-    fn meta(&self) -> &TaskMeta {
-        // SAFETY: `self.task` holds the task's handle reference until `self` drops, so the
-        // allocation (and the metadata inside it) outlives this borrow of `self`.
-        unsafe { self.meta.as_ref() }
-    }
-
-    /// Cancels the task. A queued task is dropped without running; a running one is dropped at
-    /// its next suspension point. The future is always dropped by a worker, never inline here.
-    /// Awaiting the handle then yields a [`JoinError`] with [`is_cancelled`](JoinError::is_cancelled),
-    /// unless the task had already completed, in which case its output is kept.
-    ///
-    /// ```
-    /// rondo::block_on(async {
-    ///     let h = rondo::spawn(std::future::pending::<()>());
-    ///     h.abort();
-    ///     assert!(h.await.unwrap_err().is_cancelled());
-    /// });
-    /// ```
-    pub fn abort(&self) {
-        let meta = self.meta();
-        // Store, then read the slot (see `registry`): either this sees the task's entry, or the
-        // task, registering, sees the flag and wakes itself.
-        meta.aborted.store(true, Ordering::SeqCst);
-        meta.group.registry.wake(meta.slot.load(Ordering::SeqCst));
-    }
-
-    /// True once the task has completed, panicked or been cancelled.
-    ///
-    /// ```
-    /// rondo::block_on(async {
-    ///     let h = rondo::spawn(async {});
-    ///     while !h.is_finished() {
-    ///         rondo::yield_now().await;
-    ///     }
-    ///     assert!(h.await.is_ok());
-    /// });
-    /// ```
-    pub fn is_finished(&self) -> bool {
-        self.task.as_ref().is_none_or(|t| t.is_finished())
-    }
-}
-
-impl<T> Future for JoinHandle<T> {
-    type Output = Result<T, JoinError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if coop::poll_proceed(cx).is_pending() {
-            return Poll::Pending;
-        }
-        let task = self
-            .task
-            .as_mut()
-            .expect("JoinHandle polled after it returned Ready: poll it to completion only once");
-        match Pin::new(task).poll(cx) {
-            Poll::Pending => {
-                coop::refund();
-                Poll::Pending
-            }
-            Poll::Ready(Some(Ok(v))) => Poll::Ready(Ok(v)),
-            Poll::Ready(Some(Err(p))) => Poll::Ready(Err(JoinError {
-                repr: Repr::Panic(SyncPayload(p)),
-            })),
-            Poll::Ready(None) => Poll::Ready(Err(JoinError {
-                repr: Repr::Cancelled,
-            })),
-        }
-    }
-}
-
-impl<T> Drop for JoinHandle<T> {
-    fn drop(&mut self) {
-        if let Some(t) = self.task.take() {
-            t.detach();
-        }
-    }
-}
-
-impl<T> fmt::Debug for JoinHandle<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JoinHandle")
-            .field("finished", &self.is_finished())
-            .finish()
-    }
-}
+use super::meta::Payload;
 
 /// Why a task produced no output: it panicked, or it was cancelled.
 ///
@@ -147,6 +18,20 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// ```
 pub struct JoinError {
     repr: Repr,
+}
+
+impl JoinError {
+    pub(crate) fn cancelled() -> Self {
+        JoinError {
+            repr: Repr::Cancelled,
+        }
+    }
+
+    pub(crate) fn panic(payload: Payload) -> Self {
+        JoinError {
+            repr: Repr::Panic(SyncPayload(payload)),
+        }
+    }
 }
 
 enum Repr {
@@ -200,6 +85,7 @@ impl JoinError {
     ///     assert_eq!(err.into_panic().downcast_ref::<u32>(), Some(&7));
     /// });
     /// ```
+    #[track_caller]
     pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
         self.try_into_panic()
             .expect("JoinError::into_panic called on a cancelled task: check is_panic() first")

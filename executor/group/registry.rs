@@ -14,7 +14,9 @@
 //!
 //! Races (each side writes, then reads the other side's location, both SeqCst):
 //! - abort stores `aborted` then reads `slot`; registration stores `slot` then reads `aborted`. If the
-//!   registering task sees the flag it wakes itself, so it is dropped on its next turn.
+//!   registering task sees the flag it wakes itself, so it is dropped on its next turn. An entry
+//!   records its task's identity, and a finished task resets its `slot`: an `abort` that read a
+//!   slot just before the task finished, and that another task then reused, wakes nobody.
 //! - `Group::cancel` stores the flag and then locks the slab to wake its entries; registration
 //!   inserts under the slab lock and then reads the flag. The lock orders the two.
 //! - `wait_idle` increments `idle_waiters` then reads the counters; a finishing task increments
@@ -26,12 +28,10 @@ use std::task::Waker;
 
 use slab::Slab;
 
-use crate::group::GroupInner;
 use crate::shim::{AtomicU64, Mutex, Ordering, lock};
-use crate::task::{Outcome, TaskMeta};
-
-/// `TaskMeta::slot` of a task that has no registry entry.
-pub(crate) const UNREGISTERED: usize = usize::MAX;
+use crate::task::TaskMeta;
+use crate::task::future::Outcome;
+use crate::task::meta::{UNREGISTERED, task_id};
 
 /// Bytes that keep two fields off each other's cache line whatever the allocation's alignment
 /// (groups are allocated with the allocator's default alignment, not a cache line's).
@@ -55,7 +55,8 @@ pub(crate) struct Registry {
 
 #[derive(Default)]
 struct IdleTasks {
-    wakers: Slab<Waker>,
+    /// Each idle task's identity (`task_id`) and waker.
+    wakers: Slab<(usize, Waker)>,
     /// Set at shutdown: nothing registers any more.
     closed: bool,
 }
@@ -98,7 +99,7 @@ impl Registry {
             waker.wake_by_ref();
             return;
         }
-        let key = idle.wakers.insert(waker.clone());
+        let key = idle.wakers.insert((task_id(meta), waker.clone()));
         meta.slot.store(key, Ordering::SeqCst);
         drop(idle);
         if meta.is_cancelled() {
@@ -106,13 +107,13 @@ impl Registry {
         }
     }
 
-    /// Called once, after a task's future was dropped: counts how it ended, removes its entry, and
-    /// wakes `wait_idle` callers if the group just became empty.
-    pub(crate) fn finished(&self, meta: &TaskMeta, outcome: Outcome, g: &GroupInner) {
-        let slot = meta.slot.load(Ordering::Relaxed);
+    /// Called once, after a task's future was dropped: counts how it ended and removes its entry.
+    /// The caller then reads `idle_waiters` (the other half of the `wait_idle` pair).
+    pub(crate) fn finished(&self, meta: &TaskMeta, outcome: Outcome) {
+        let slot = meta.slot.swap(UNREGISTERED, Ordering::SeqCst);
         if slot != UNREGISTERED {
-            let waker = lock(&self.idle).wakers.try_remove(slot);
-            drop(waker);
+            let entry = lock(&self.idle).wakers.try_remove(slot);
+            drop(entry);
         }
         let counter = match outcome {
             Outcome::Completed => &self.completed,
@@ -120,17 +121,20 @@ impl Registry {
             Outcome::Panicked => &self.panicked,
         };
         counter.fetch_add(1, Ordering::SeqCst);
-        if g.idle_waiters.load(Ordering::SeqCst) > 0 && self.live() == 0 {
-            g.idle_event.notify(usize::MAX);
-        }
     }
 
-    /// Wakes the task registered at `slot`, if it is still registered.
-    pub(crate) fn wake(&self, slot: usize) {
+    /// Wakes `meta`'s task if it is registered as idle (the entry at its slot is its own).
+    pub(crate) fn wake(&self, meta: &TaskMeta) {
+        let slot = meta.slot.load(Ordering::SeqCst);
         if slot == UNREGISTERED {
             return;
         }
-        let waker = lock(&self.idle).wakers.get(slot).cloned();
+        let id = task_id(meta);
+        let waker = lock(&self.idle)
+            .wakers
+            .get(slot)
+            .filter(|(owner, _)| *owner == id)
+            .map(|(_, w)| w.clone());
         if let Some(w) = waker {
             w.wake();
         }
@@ -143,7 +147,7 @@ impl Registry {
         if close {
             idle.closed = true;
         }
-        let wakers: Vec<Waker> = idle.wakers.iter().map(|(_, w)| w.clone()).collect();
+        let wakers: Vec<Waker> = idle.wakers.iter().map(|(_, (_, w))| w.clone()).collect();
         drop(idle);
         for w in wakers {
             w.wake();

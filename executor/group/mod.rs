@@ -1,177 +1,99 @@
-//! Fairness groups: the public `Group` API and the shared `GroupInner`.
+//! Fairness groups: the public [`Group`] API over a group's shared state.
 //!
-//! A group owns a global FIFO queue of its runnable tasks, its scheduling state (weight and virtual
-//! runtime, see `scheduler`), an optional concurrency limiter, and the registry of its unfinished
-//! tasks. Tasks hold an `Arc<GroupInner>` in their metadata, so a group lives until its last
-//! handle is dropped *and* its last task is gone; it then leaves the runtime's group list and its
-//! memory is freed. Dropping every `Group` handle never cancels its tasks.
+//! - `inner`: `GroupInner` (the state a group's tasks, handles and workers share) and the `Host`
+//!   a group needs from the runtime that serves it.
+//! - `queue`: a group's global queue; `limiter`: `max_concurrency`; `registry`: counts and idle
+//!   tasks; `listed`: the group's half of the listing protocol; `list`: the runtime's groups.
+//! - `spawn`: creating a task in a group; `current`: the group of the task being polled.
+//!
+//! A group lives until its last handle is dropped *and* its last task is gone. Dropping every
+//! `Group` handle never cancels its tasks.
 
+mod current;
+pub(crate) mod inner;
+pub(crate) mod limiter;
+pub(crate) mod list;
+pub(crate) mod listed;
+pub(crate) mod queue;
+mod registry;
+mod spawn;
+
+use std::error::Error;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use event_listener::Event;
+use crate::shim::{AtomicUsize, Ordering, lock};
+use crate::task::JoinHandle;
 
-use crate::builder::BuildError;
-use crate::context;
-use crate::group_queue::GroupQueue;
-use crate::join::{JoinHandle, TaskPanic};
-use crate::limiter::Limiter;
-use crate::registry::Registry;
-use crate::runtime::{Handle, Shared};
-use crate::scheduler::{GroupSched, ListFlag};
-use crate::shim::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
-use crate::task::{Runnable, spawn_in};
+pub use current::current_group;
+pub(crate) use current::{GroupScope, with_current};
+pub(crate) use inner::{GroupInner, Host, HostBinding, HostOf, Hosts, PanicHook};
+pub(crate) use spawn::spawn_in;
 
 /// The largest weight a group may have.
 pub const MAX_WEIGHT: u32 = 10_000;
 
-/// A group's shared state, in one allocation of a few hundred bytes (one per connection must be
-/// affordable).
+/// What was wrong with a group setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GroupErrorKind {
+    /// A weight of 0 or above [`MAX_WEIGHT`].
+    InvalidWeight,
+    /// A `max_concurrency` of 0.
+    InvalidConcurrency,
+}
+
+/// A group setting was rejected; [`kind`](GroupError::kind) says which, the message says what is
+/// allowed.
 ///
-/// The fields are laid out in three regions, in order, so that threads writing one region do not
-/// take the cache lines another thread reads (`#[repr(C)]` keeps the order; 64-byte gaps stand in
-/// for cache-line alignment, which would send every group through the allocator's slower aligned
-/// path):
-/// 1. Written by every spawn and completion: the registry's counters. Before them, fields that
-///    no hot path touches keep them off the line of the `Arc` counts.
-/// 2. Written by workers at a task's first `Pending`, a pick or a segment's end: the registry's
-///    slab, the scheduling state, the service counters, and the queue's cold tier.
-/// 3. Read on every push and poll, rarely written: the queue's hot pointer, the runtime, the flags.
-#[repr(C)]
-pub(crate) struct GroupInner {
-    // Rarely used: a buffer between the `Arc` counts and region 1.
-    /// The name given to the builder; unnamed groups format `group-N` on first use.
-    name: OnceLock<String>,
-    pub(crate) idle_event: Event,
-    pub(crate) id: u64,
-    /// This group's key in `Shared::groups`.
-    key: usize,
-    // Region 1 (and, after its last gap, the start of region 2).
-    pub(crate) registry: Registry,
-    // Region 2.
-    pub(crate) sched: Mutex<GroupSched>,
-    pub(crate) polls: AtomicU64,
-    pub(crate) busy_ns: AtomicU64,
-    pub(crate) wait_ns: AtomicU64,
-    /// Runnable tasks of this group that no worker has taken yet (FIFO). Its cold tier ends region
-    /// 2; its hot pointer, after a gap, starts region 3.
-    pub(crate) queue: GroupQueue<Runnable>,
-    // Region 3.
-    pub(crate) shared: Arc<Shared>,
-    /// In the scheduler's rotation, or about to be inserted (see `scheduler`).
-    pub(crate) listed: ListFlag,
-    /// Set once by `Group::cancel`; never cleared.
-    pub(crate) cancelled: AtomicBool,
-    /// `wait_idle` futures currently waiting.
-    pub(crate) idle_waiters: AtomicUsize,
-    /// Boxed: few groups have one, and it is written on every poll of the group's tasks.
-    pub(crate) limiter: Option<Box<Limiter>>,
+/// ```
+/// use rondo::group::GroupErrorKind;
+/// let rt = rondo::Runtime::new().unwrap();
+/// let err = rt.group().weight(0).build().unwrap_err();
+/// assert_eq!(err.kind(), GroupErrorKind::InvalidWeight);
+/// assert!(err.to_string().contains("between 1 and 10000"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupError {
+    kind: GroupErrorKind,
+    message: String,
 }
 
-impl GroupInner {
-    pub(crate) fn new(
-        shared: &Arc<Shared>,
-        name: Option<String>,
-        weight: u32,
-        max_concurrency: Option<usize>,
-    ) -> Arc<GroupInner> {
-        let id = shared.next_group_id.fetch_add(1, Ordering::Relaxed);
-        let name = match name {
-            Some(n) => OnceLock::from(n),
-            None if id == 0 => OnceLock::from("default".to_string()),
-            None => OnceLock::new(),
-        };
-        let mut groups = lock(&shared.groups);
-        let entry = groups.vacant_entry();
-        let key = entry.key();
-        let inner = Arc::new(GroupInner {
-            name,
-            idle_event: Event::new(),
-            id,
-            key,
-            registry: Registry::new(),
-            sched: Mutex::new(GroupSched::new(weight)),
-            polls: AtomicU64::new(0),
-            busy_ns: AtomicU64::new(0),
-            wait_ns: AtomicU64::new(0),
-            queue: GroupQueue::new(),
-            shared: shared.clone(),
-            listed: ListFlag::default(),
-            cancelled: AtomicBool::new(false),
-            idle_waiters: AtomicUsize::new(0),
-            limiter: max_concurrency.map(|n| Box::new(Limiter::new(n))),
-        });
-        entry.insert(Arc::downgrade(&inner));
-        inner
-    }
-
-    /// Queues a runnable on this group's global queue and makes sure a worker will see it.
-    pub(crate) fn push_global(self: &Arc<Self>, r: Runnable) {
-        if let Err(r) = self.queue.push(r) {
-            // The queue is only closed after shutdown drained it: the task is being torn down.
-            drop(r);
-            return;
-        }
-        self.announce();
-    }
-
-    /// After pushing to `queue`: makes sure the group is listed and a worker will look (the
-    /// pusher's half of the listing and idle protocols).
-    pub(crate) fn announce(self: &Arc<Self>) {
-        // The fence inside `after_push` also orders the push before the idle check below.
-        if self.listed.after_push() {
-            self.shared.scheduler.list(self);
-        }
-        self.shared.notify_work();
-    }
-
-    pub(crate) fn name(&self) -> &str {
-        self.name.get_or_init(|| format!("group-{}", self.id))
-    }
-
-    pub(crate) fn report_panic(&self, payload: &(dyn std::any::Any + Send)) {
-        if let Some(hook) = &self.shared.config.on_task_panic {
-            let p = TaskPanic {
-                payload,
-                group: self.name(),
-            };
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&p)));
-        }
-    }
-
-    pub(crate) fn spawn<F>(self: &Arc<Self>, future: F) -> JoinHandle<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        spawn_in(self, future)
-    }
-
-    fn weight(&self) -> u32 {
-        lock(&self.sched).weight
+impl GroupError {
+    /// Which setting was wrong.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let err = rt.group().max_concurrency(0).build().unwrap_err();
+    /// assert_eq!(err.kind(), rondo::group::GroupErrorKind::InvalidConcurrency);
+    /// ```
+    pub fn kind(&self) -> GroupErrorKind {
+        self.kind
     }
 }
 
-impl Drop for GroupInner {
-    fn drop(&mut self) {
-        lock(&self.shared.groups).try_remove(self.key);
-        self.shared.live_groups.fetch_sub(1, Ordering::Relaxed);
+impl fmt::Display for GroupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
     }
 }
 
-fn check_weight(weight: u32) -> Result<(), BuildError> {
+impl Error for GroupError {}
+
+fn check_weight(weight: u32) -> Result<(), GroupError> {
     if weight == 0 || weight > MAX_WEIGHT {
-        return Err(BuildError::new(format!(
-            "group weight must be between 1 and {MAX_WEIGHT} (got {weight})"
-        )));
+        return Err(GroupError {
+            kind: GroupErrorKind::InvalidWeight,
+            message: format!("group weight must be between 1 and {MAX_WEIGHT} (got {weight})"),
+        });
     }
     Ok(())
 }
 
 /// Configures a new [`Group`]; get one from [`Runtime::group`](crate::Runtime::group) or
-/// [`Handle::group`].
+/// [`Handle::group`](crate::Handle::group).
 ///
 /// ```
 /// let rt = rondo::Runtime::new().unwrap();
@@ -181,16 +103,16 @@ fn check_weight(weight: u32) -> Result<(), BuildError> {
 /// ```
 #[must_use = "a GroupBuilder does nothing until build() is called"]
 pub struct GroupBuilder {
-    handle: Handle,
+    host: Arc<HostOf>,
     name: Option<String>,
     weight: u32,
     max_concurrency: Option<usize>,
 }
 
 impl GroupBuilder {
-    pub(crate) fn new(handle: Handle) -> Self {
+    pub(crate) fn new(host: Arc<HostOf>) -> Self {
         GroupBuilder {
-            handle,
+            host,
             name: None,
             weight: 1,
             max_concurrency: None,
@@ -214,7 +136,7 @@ impl GroupBuilder {
     /// ```
     /// let rt = rondo::Runtime::new().unwrap();
     /// assert_eq!(rt.group().weight(5).build().unwrap().weight(), 5);
-    /// assert!(rt.group().weight(rondo::MAX_WEIGHT + 1).build().is_err());
+    /// assert!(rt.group().weight(rondo::group::MAX_WEIGHT + 1).build().is_err());
     /// ```
     pub fn weight(mut self, weight: u32) -> Self {
         self.weight = weight;
@@ -255,17 +177,16 @@ impl GroupBuilder {
     /// let err = rt.group().max_concurrency(0).build().unwrap_err();
     /// assert!(err.to_string().contains("max_concurrency"));
     /// ```
-    pub fn build(self) -> Result<Group, BuildError> {
+    pub fn build(self) -> Result<Group, GroupError> {
         check_weight(self.weight)?;
         if self.max_concurrency == Some(0) {
-            return Err(BuildError::new(
-                "group max_concurrency must be at least 1 (got 0)".to_string(),
-            ));
+            return Err(GroupError {
+                kind: GroupErrorKind::InvalidConcurrency,
+                message: "group max_concurrency must be at least 1 (got 0)".to_string(),
+            });
         }
-        let shared = &self.handle.shared;
-        shared.live_groups.fetch_add(1, Ordering::Relaxed);
         Ok(Group {
-            inner: GroupInner::new(shared, self.name, self.weight, self.max_concurrency),
+            inner: GroupInner::new(&self.host, self.name, self.weight, self.max_concurrency),
         })
     }
 }
@@ -304,12 +225,13 @@ impl Group {
     /// let g = rt.group().build().unwrap();
     /// assert_eq!(rt.block_on(g.spawn(async { 5 })).unwrap(), 5);
     /// ```
+    #[inline]
     pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.inner.spawn(future)
+        spawn_in(&self.inner, future)
     }
 
     /// The group's name.
@@ -345,9 +267,9 @@ impl Group {
     /// assert_eq!(g.weight(), 8);
     /// assert!(g.set_weight(0).is_err());
     /// ```
-    pub fn set_weight(&self, weight: u32) -> Result<(), BuildError> {
+    pub fn set_weight(&self, weight: u32) -> Result<(), GroupError> {
         check_weight(weight)?;
-        self.inner.shared.scheduler.set_weight(&self.inner, weight);
+        lock(&self.inner.sched).weight = weight;
         Ok(())
     }
 
@@ -381,6 +303,9 @@ impl Group {
     }
 
     /// Resolves when the group has no unfinished task.
+    ///
+    /// A task of the group that awaits its own group's `wait_idle` never completes: it is itself
+    /// unfinished while it waits.
     ///
     /// # Cancel safety
     /// Dropping the future loses nothing; a new call waits afresh.
@@ -472,7 +397,7 @@ impl Group {
             unfinished: counts.live,
             polls: inner.polls.load(Ordering::Relaxed),
             busy: Duration::from_nanos(inner.busy_ns.load(Ordering::Relaxed)),
-            runnable: inner.queue.len() + inner.shared.locally_queued(inner),
+            runnable: inner.queue.len() + inner.host.locally_queued(inner),
             wait: Duration::from_nanos(inner.wait_ns.load(Ordering::Relaxed) + pending_wait),
         }
     }
@@ -483,6 +408,7 @@ impl Group {
 /// `polls` and `busy` are flushed by the workers at the end of each service segment (at most one
 /// quantum late); the other counts are exact at the time of the call.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GroupMetrics {
     /// The group's name.
     pub name: String,
@@ -507,59 +433,4 @@ pub struct GroupMetrics {
     pub runnable: usize,
     /// Time the group had queued work that no worker had picked up yet (its "starve time").
     pub wait: Duration,
-}
-
-/// The group of the task being polled on this thread, or `None` outside a task.
-///
-/// ```
-/// assert!(rondo::current_group().is_none());
-/// let rt = rondo::Runtime::new().unwrap();
-/// let g = rt.group().name("x").build().unwrap();
-/// let name = rt.block_on(g.spawn(async { rondo::current_group().map(|g| g.name().to_string()) }));
-/// assert_eq!(name.unwrap().as_deref(), Some("x"));
-/// ```
-pub fn current_group() -> Option<Group> {
-    current_group_inner().map(|inner| Group { inner })
-}
-
-pub(crate) fn current_group_inner() -> Option<Arc<GroupInner>> {
-    let p = context::with(|c| c.group_ptr());
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: the pointer was set from the polled task's `Arc<GroupInner>` (its metadata), which
-    // stays alive for the whole poll; we are inside that poll on the same thread, so the strong
-    // count is at least one and may be incremented to make a new `Arc`.
-    unsafe {
-        Arc::increment_strong_count(p);
-        Some(Arc::from_raw(p))
-    }
-}
-
-// The cold fields before the registry must span at least 48 bytes: the `Arc` counts end 16 bytes
-// into the allocation, and 48 more bytes put the registry's first counter on another cache line
-// for any 16-byte-aligned allocation.
-const _: () = assert!(
-    std::mem::size_of::<OnceLock<String>>()
-        + std::mem::size_of::<Event>()
-        + std::mem::size_of::<u64>()
-        + std::mem::size_of::<usize>()
-        >= 48
-);
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    /// A group must stay affordable per connection (ARCHITECTURE.md and the README give its size).
-    #[test]
-    fn a_group_is_one_small_allocation() {
-        let size = std::mem::size_of::<GroupInner>();
-        let align = std::mem::align_of::<GroupInner>();
-        assert!(size <= 560, "GroupInner grew to {size} bytes");
-        assert!(
-            align <= 16,
-            "GroupInner needs {align}-byte alignment: the allocator's aligned path"
-        );
-    }
 }

@@ -5,6 +5,9 @@
 //! worker drops it as cancelled). Tasks that find no slot wait in the limiter's FIFO, not on a
 //! worker, so a waiting task never blocks a thread. With `max = 1` the group is a strand: its tasks
 //! are polled one at a time, in the order they became runnable.
+//!
+//! At shutdown the line is closed before it is drained: a runnable that arrives later is handed
+//! back to its caller to drop, so no task can be stranded in a line nobody drains.
 
 use std::collections::VecDeque;
 
@@ -19,6 +22,18 @@ pub(crate) struct Limiter {
 struct LimiterState {
     admitted: usize,
     waiting: VecDeque<Runnable>,
+    closed: bool,
+}
+
+/// What `admit` did with a runnable.
+#[must_use]
+pub(crate) enum Admit {
+    /// It has a slot: queue it to run.
+    Run(Runnable),
+    /// It waits in line; `release` hands it out later.
+    Queued,
+    /// The runtime is shutting down: drop it.
+    Closed(Runnable),
 }
 
 impl Limiter {
@@ -28,19 +43,22 @@ impl Limiter {
             state: Mutex::new(LimiterState {
                 admitted: 0,
                 waiting: VecDeque::new(),
+                closed: false,
             }),
         }
     }
 
-    /// Gives the runnable back with a slot, or keeps it in line.
-    pub(crate) fn admit(&self, r: Runnable) -> Option<Runnable> {
+    /// Gives the runnable back with a slot, keeps it in line, or refuses it after `close`.
+    pub(crate) fn admit(&self, r: Runnable) -> Admit {
         let mut st = lock(&self.state);
-        if st.admitted < self.max && st.waiting.is_empty() {
+        if st.closed {
+            Admit::Closed(r)
+        } else if st.admitted < self.max && st.waiting.is_empty() {
             st.admitted += 1;
-            Some(r)
+            Admit::Run(r)
         } else {
             st.waiting.push_back(r);
-            None
+            Admit::Queued
         }
     }
 
@@ -55,6 +73,11 @@ impl Limiter {
                 None
             }
         }
+    }
+
+    /// Refuses every later runnable (shutdown, before the last drain).
+    pub(crate) fn close(&self) {
+        lock(&self.state).closed = true;
     }
 
     /// Takes every waiting runnable out (shutdown); the caller drops them outside the lock.

@@ -13,36 +13,65 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::context;
+use std::cell::Cell;
 
 /// Units a task may spend on ready rondo futures in one poll.
 pub const BUDGET: u32 = 128;
 
-/// Resets the budget for a new poll and returns the previous value (restored after the poll).
-#[inline]
-pub(crate) fn start_poll() -> u32 {
-    context::with(|c| c.budget.replace(BUDGET))
+/// Outside a poll the budget is unlimited.
+const UNLIMITED: u32 = u32::MAX;
+
+thread_local! {
+    /// The budget left to the poll running on this thread.
+    static LEFT: Cell<u32> = const { Cell::new(UNLIMITED) };
 }
 
+/// Runs `f` on the current budget; during thread-local teardown the budget is unlimited.
 #[inline]
-pub(crate) fn end_poll(prev: u32) {
-    context::with(|c| c.budget.set(prev));
+fn with<R>(f: impl FnOnce(&Cell<u32>) -> R, teardown: R) -> R {
+    LEFT.try_with(f).unwrap_or(teardown)
+}
+
+/// A fresh budget for one poll; the previous one comes back when the guard drops, even if the
+/// poll unwinds.
+#[must_use = "the budget is restored when the guard drops"]
+pub(crate) struct PollBudget {
+    prev: u32,
+}
+
+impl PollBudget {
+    #[inline]
+    pub(crate) fn start() -> Self {
+        PollBudget {
+            prev: with(|c| c.replace(BUDGET), UNLIMITED),
+        }
+    }
+}
+
+impl Drop for PollBudget {
+    #[inline]
+    fn drop(&mut self) {
+        with(|c| c.set(self.prev), ());
+    }
 }
 
 /// Spends one unit; `Pending` (after waking the task) when the budget is spent.
 #[inline]
 pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
-    let ok = context::with(|c| {
-        let b = c.budget.get();
-        if b == 0 {
-            false
-        } else {
-            if b != u32::MAX {
-                c.budget.set(b - 1);
+    let ok = with(
+        |c| {
+            let b = c.get();
+            if b == 0 {
+                false
+            } else {
+                if b != UNLIMITED {
+                    c.set(b - 1);
+                }
+                true
             }
-            true
-        }
-    });
+        },
+        true,
+    );
     if ok {
         Poll::Ready(())
     } else {
@@ -54,12 +83,15 @@ pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
 /// Gives one unit back (used when the guarded future turned out to be pending).
 #[inline]
 pub(crate) fn refund() {
-    context::with(|c| {
-        let b = c.budget.get();
-        if b != u32::MAX {
-            c.budget.set(b + 1);
-        }
-    });
+    with(
+        |c| {
+            let b = c.get();
+            if b != UNLIMITED {
+                c.set(b + 1);
+            }
+        },
+        (),
+    );
 }
 
 /// Spends one unit of the current task's cooperative budget, yielding to the worker when it is
@@ -72,7 +104,7 @@ pub(crate) fn refund() {
 /// rondo::block_on(async {
 ///     let mut sum = 0u64;
 ///     for i in 0..1_000 {
-///         rondo::consume_budget().await;
+///         rondo::task::consume_budget().await;
 ///         sum += i;
 ///     }
 ///     assert_eq!(sum, 499_500);

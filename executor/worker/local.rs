@@ -2,8 +2,8 @@
 //! workers steal half of.
 //!
 //! It is a `concurrent_queue::ConcurrentQueue` in bounded mode (see ARCHITECTURE.md for why a
-//! hand-written ring was not needed). The LIFO slot in front of it lives in the `Worker` itself and is
-//! never stolen.
+//! hand-written ring was not needed). The LIFO slot in front of it lives in the core and is never
+//! stolen.
 
 use concurrent_queue::ConcurrentQueue;
 
@@ -52,7 +52,7 @@ impl LocalQueue {
             // ever did, the task goes to its group's global queue rather than being lost.
             if let Err(r) = dest.push(r) {
                 let g = r.metadata().group.clone();
-                g.push_global(r);
+                super::shared::push_global(&g, r);
             }
         }
         Some(first)

@@ -4,8 +4,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::join::TaskPanic;
-use crate::runtime::Runtime;
+use crate::group::PanicHook;
+use crate::task::TaskPanic;
+use crate::worker::Config;
+
+use super::Runtime;
 
 /// The most worker threads one runtime may have.
 pub const MAX_WORKERS: usize = 1024;
@@ -16,15 +19,11 @@ pub const MAX_QUANTUM: Duration = Duration::from_millis(100);
 /// The default scheduling quantum: the longest a worker serves one group while others wait.
 pub const DEFAULT_QUANTUM: Duration = Duration::from_micros(500);
 
-pub(crate) type PanicHook = Arc<dyn Fn(&TaskPanic<'_>) + Send + Sync + 'static>;
-
-/// The validated settings a runtime runs with.
-pub(crate) struct Config {
-    pub(crate) workers: usize,
-    pub(crate) thread_name: String,
-    pub(crate) quantum: Duration,
-    pub(crate) on_task_panic: Option<PanicHook>,
-}
+/// Threads a runtime may start beyond its workers, for the cores that nested `block_on` calls hand
+/// over (each waiting `block_on` keeps its thread).
+const MAX_EXTRA_THREADS: usize = 512;
+/// How long a spare runtime thread waits for a core before it exits.
+const SPARE_KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// Configures and builds a [`Runtime`].
 ///
@@ -190,11 +189,13 @@ impl Builder {
             thread_name: self.thread_name,
             quantum: self.quantum,
             on_task_panic: self.on_task_panic,
+            max_threads: workers + MAX_EXTRA_THREADS,
+            spare_keep_alive: SPARE_KEEP_ALIVE,
         })
     }
 }
 
-/// A runtime or group setting was invalid, or a worker thread could not be started.
+/// A runtime setting was invalid, or a worker thread could not be started.
 ///
 /// Its message names the setting, the value given and what is allowed.
 #[derive(Debug, Clone, PartialEq, Eq)]

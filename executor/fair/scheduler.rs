@@ -18,59 +18,30 @@
 //!   inbox that workers fold into the rotation when they next hold the lock.
 //!
 //! The listing protocol (lock-free part): `GroupInner::listed` is true while the group is in the
-//! rotation or about to be inserted. A pusher pushes to the group queue, fences, then sets `listed`
-//! (inserting the group if it was false). The remover (`pick_and_take`, when it empties the queue)
-//! clears `listed` under the scheduler lock, fences, then re-checks the queue and re-lists if a push
-//! slipped in. One of
-//! the two always sees the other, so no task is left in an unlisted queue (loom model:
-//! `tests/loom_runtime.rs`).
+//! rotation or about to be inserted (`group::listed`). The remover's half runs here: `pick_and_take`
+//! clears the flag under the scheduler lock when it empties the queue, then re-checks the queue
+//! after releasing the lock and re-lists the group if a push slipped in.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use concurrent_queue::ConcurrentQueue;
 
 use crate::group::GroupInner;
-use crate::shim::{AtomicBool, AtomicUsize, Mutex, Ordering, fence, lock};
+use crate::group::inner::GroupSched;
+use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
 use crate::task::Runnable;
-
-/// The lock-free half of the listing protocol: `true` while a group is in the rotation or about to
-/// be inserted. Both sides write, fence, then read the other side's location.
-pub struct ListFlag(AtomicBool);
-
-impl Default for ListFlag {
-    fn default() -> Self {
-        ListFlag(AtomicBool::new(false))
-    }
-}
-
-impl ListFlag {
-    /// Pusher side, after pushing to the queue: true if the caller must insert the group.
-    pub fn after_push(&self) -> bool {
-        fence(Ordering::SeqCst);
-        !self.0.load(Ordering::Relaxed) && !self.0.swap(true, Ordering::AcqRel)
-    }
-
-    /// Remover side, under the scheduler lock, having seen the queue empty.
-    pub fn clear(&self) {
-        self.0.store(false, Ordering::SeqCst);
-    }
-
-    /// Remover side, after the lock is released: true if a push slipped in and the caller must
-    /// insert the group again.
-    pub fn after_clear(&self, queue_is_empty: impl FnOnce() -> bool) -> bool {
-        fence(Ordering::SeqCst);
-        !queue_is_empty() && !self.0.swap(true, Ordering::AcqRel)
-    }
-}
 
 /// Virtual time advances by `ns * SCALE / weight` per charged nanosecond.
 const SCALE: u128 = 1 << 16;
 /// A group queue at most this long is taken whole by one worker.
 const SMALL_QUEUE: usize = 16;
-/// The most tasks one pick moves to a worker's local queue (half of it).
-const MAX_BATCH: usize = crate::queue::LOCAL_CAPACITY / 2;
+
+/// A served entry not refreshed for this long (or for two quanta, if longer) belongs to a worker
+/// stuck in one poll: it no longer holds the floor down. Well above a quantum, so that a worker the
+/// operating system merely preempted for a while keeps its group's credit.
+const STALE_AFTER: Duration = Duration::from_millis(10);
 
 /// Service time a worker owes a group, charged at its next visit to the scheduler.
 pub(crate) type Charge = (Arc<GroupInner>, u64);
@@ -99,40 +70,33 @@ pub(crate) struct Scheduler {
 struct SchedState {
     rotation: BTreeMap<(u128, u64), Arc<GroupInner>>,
     floor: u128,
-    /// Per worker: the id and virtual runtime of the group it serves, or `None` while it parks.
-    /// Set at each of the worker's visits here; every charge to that group updates the runtime.
-    /// What it misses is service not charged yet (at most a quantum per worker), which makes it
-    /// only lower, so the floor stays conservative.
-    served: Box<[Option<(u64, u128)>]>,
+    /// Per worker: the group it serves, or `None` while it parks. Set at each of the worker's
+    /// visits here; every charge to that group updates the runtime. What it misses is service not
+    /// charged yet (at most a quantum per worker), which makes it only lower, so the floor stays
+    /// conservative.
+    served: Box<[Option<Served>]>,
+    /// A served entry older than this is left out of the floor (see `update_floor`).
+    stale_after: Duration,
 }
 
-/// A group's scheduling state; only touched while the scheduler lock is held.
-pub(crate) struct GroupSched {
-    pub(crate) weight: u32,
-    pub(crate) vruntime: u128,
-    pub(crate) in_rotation: bool,
-    /// When the group last entered the rotation without a worker picking it yet.
-    pub(crate) listed_at: Option<Instant>,
-}
-
-impl GroupSched {
-    pub(crate) fn new(weight: u32) -> Self {
-        GroupSched {
-            weight,
-            vruntime: 0,
-            in_rotation: false,
-            listed_at: None,
-        }
-    }
+/// What a worker last told the scheduler about the group it serves.
+#[derive(Clone, Copy)]
+struct Served {
+    group: u64,
+    vruntime: u128,
+    /// The worker's last visit. A worker that serves normally visits at least once a quantum.
+    at: Instant,
 }
 
 impl Scheduler {
-    pub(crate) fn new(workers: usize) -> Self {
+    /// A scheduler for `workers` workers that charge at least once per `quantum` while serving.
+    pub(crate) fn new(workers: usize, quantum: Duration) -> Self {
         Scheduler {
             state: Mutex::new(SchedState {
                 rotation: BTreeMap::new(),
                 floor: 0,
                 served: vec![None; workers].into_boxed_slice(),
+                stale_after: (quantum * 2).max(STALE_AFTER),
             }),
             listed: AtomicUsize::new(0),
             inbox: ConcurrentQueue::unbounded(),
@@ -185,9 +149,9 @@ impl Scheduler {
         } else {
             gs.vruntime += delta;
         }
-        for (id, v) in st.served.iter_mut().flatten() {
-            if *id == g.id {
-                *v = gs.vruntime;
+        for s in st.served.iter_mut().flatten() {
+            if s.group == g.id {
+                s.vruntime = gs.vruntime;
             }
         }
     }
@@ -197,9 +161,20 @@ impl Scheduler {
     /// is out of the rotation (its tasks are in a worker's local queue): otherwise the floor would
     /// pass it, and when it re-entered the rotation it would lose the credit it is owed, which is
     /// what kept a weight-4 group with two tasks at about 2.4× a weight-1 group instead of 4×.
-    fn update_floor(st: &mut SchedState) {
+    ///
+    /// A served entry the worker has not refreshed for `stale_after` is left out: that worker is
+    /// stuck in one poll, and its group's frozen virtual runtime would otherwise pin the floor, so
+    /// a group arriving meanwhile would enter far behind the groups still being served and take
+    /// the free workers for itself.
+    fn update_floor(st: &mut SchedState, now: Instant) {
         let listed = st.rotation.first_key_value().map(|((v, _), _)| *v);
-        let served = st.served.iter().flatten().map(|&(_, v)| v);
+        let fresh_since = now.checked_sub(st.stale_after);
+        let served = st
+            .served
+            .iter()
+            .flatten()
+            .filter(|s| fresh_since.is_none_or(|t| s.at >= t))
+            .map(|s| s.vruntime);
         if let Some(lowest) = listed.into_iter().chain(served).min() {
             st.floor = st.floor.max(lowest);
         }
@@ -225,12 +200,12 @@ impl Scheduler {
         if let Some(worker) = parking {
             st.served[worker] = None;
         }
-        Self::update_floor(&mut st);
+        Self::update_floor(&mut st, Instant::now());
     }
 
     /// Applies the worker's pending charges, then takes work from the listed group with the
     /// smallest virtual runtime, all in one critical section: a long queue is shared out
-    /// (`len / workers + 1` tasks, at most `MAX_BATCH`), a short one (at most `SMALL_QUEUE`) is
+    /// (`len / workers + 1` tasks, at most `max_batch`, what the worker's local queue can take), a short one (at most `SMALL_QUEUE`) is
     /// taken whole. Only one group is taken: a worker's local queue holds one group's tasks, so
     /// that it serves them in virtual-runtime order, not in queue order. (Taking several short
     /// groups at once saved scheduler round trips for one-shot groups, but made backlogged groups
@@ -244,12 +219,13 @@ impl Scheduler {
         pending: &mut Vec<Charge>,
         now: Instant,
         worker: usize,
+        max_batch: usize,
         batch: &mut Vec<Runnable>,
     ) -> Option<(Arc<GroupInner>, Option<Runnable>)> {
         let mut st = lock(&self.state);
         self.admit_inbox(&mut st);
         Self::charge_pending(&mut st, pending);
-        Self::update_floor(&mut st);
+        Self::update_floor(&mut st, now);
         let workers = st.served.len();
         let g = st.rotation.first_key_value()?.1.clone();
         let mut gs = lock(&g.sched);
@@ -262,13 +238,17 @@ impl Scheduler {
                 if len <= SMALL_QUEUE {
                     len
                 } else {
-                    (len / workers + 1).min(MAX_BATCH)
+                    (len / workers + 1).min(max_batch)
                 }
             },
             batch,
         );
         if first.is_some() {
-            st.served[worker] = Some((g.id, gs.vruntime));
+            st.served[worker] = Some(Served {
+                group: g.id,
+                vruntime: gs.vruntime,
+                at: now,
+            });
         }
         let mut unlisted = false;
         if g.queue.is_empty() && gs.in_rotation {
@@ -295,14 +275,19 @@ impl Scheduler {
         worker: usize,
         g: &GroupInner,
         ns: u64,
+        now: Instant,
     ) -> Verdict {
         let mut st = lock(&self.state);
         self.admit_inbox(&mut st);
         Self::charge_pending(&mut st, pending);
         let mut gs = lock(&g.sched);
         Self::charge_locked(&mut st, g, &mut gs, ns);
-        st.served[worker] = Some((g.id, gs.vruntime));
-        Self::update_floor(&mut st);
+        st.served[worker] = Some(Served {
+            group: g.id,
+            vruntime: gs.vruntime,
+            at: now,
+        });
+        Self::update_floor(&mut st, now);
         match st.rotation.first_key_value() {
             Some(((v, id), _)) if *id != g.id && *v < gs.vruntime => Verdict::Switch,
             _ => Verdict::Stay {
@@ -311,8 +296,22 @@ impl Scheduler {
         }
     }
 
-    pub(crate) fn set_weight(&self, g: &GroupInner, weight: u32) {
-        let _st = lock(&self.state);
-        lock(&g.sched).weight = weight;
+    /// Empties the rotation, the inbox and the served entries (shutdown's last step): they hold
+    /// `Arc`s of groups, which hold the runtime's shared state, so leaving them would keep the
+    /// whole runtime alive after it is dropped.
+    pub(crate) fn clear(&self) {
+        let rotation = {
+            let mut st = lock(&self.state);
+            st.served.iter_mut().for_each(|s| *s = None);
+            std::mem::take(&mut st.rotation)
+        };
+        let mut inbox = Vec::new();
+        while let Ok((g, _)) = self.inbox.pop() {
+            inbox.push(g);
+        }
+        self.listed.store(0, Ordering::SeqCst);
+        // Dropped outside the lock: the last `Arc` of a group runs its destructor.
+        drop(rotation);
+        drop(inbox);
     }
 }

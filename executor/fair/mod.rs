@@ -1,0 +1,17 @@
+//! Fairness between groups: which group a worker serves next, and what each group is charged.
+//!
+//! - `scheduler`: the rotation of groups with queued work, ordered by virtual runtime; the floor
+//!   that keeps idle groups from banking credit; the inbox through which pushers list groups
+//!   without the lock; the remover's half of the listing protocol (the pusher's half is the
+//!   group's `ListFlag`, `group::listed`).
+//! - `segment`: a worker's service segments (the time it spends on one group), the adaptive
+//!   clock, and the quantum.
+//!
+//! This layer knows groups and tasks; it knows nothing of workers or threads. A worker calls it
+//! with the time it measured and the group it served.
+
+pub(crate) mod scheduler;
+pub(crate) mod segment;
+
+pub(crate) use scheduler::{Charge, Scheduler, Verdict};
+pub(crate) use segment::Service;

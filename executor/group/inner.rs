@@ -1,0 +1,254 @@
+//! `GroupInner`: a group's shared state, and what a group needs from the runtime that serves it.
+//!
+//! A group owns a global FIFO queue of its runnable tasks, its scheduling state (weight and virtual
+//! runtime; the rules live in `fair`), an optional concurrency limiter, and the registry of its
+//! unfinished tasks. Tasks hold an `Arc<GroupInner>` in their metadata, so a group lives until its
+//! last handle is dropped *and* its last task is gone; it then leaves the runtime's group list and
+//! its memory is freed.
+//!
+//! # The host
+//! A group is served by a runtime, which this layer knows only as a [`Host`]: where a woken task
+//! goes, whether the runtime is shutting down, its list of groups and its panic hook. The type
+//! that plays the part is named by the worker layer through [`HostBinding`], so this layer imports
+//! nothing from the layers above it and every call stays static.
+
+use std::any::Any;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use async_task::ScheduleInfo;
+use event_listener::Event;
+
+use crate::shim::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::task::future::Outcome;
+use crate::task::meta::{Binding, Owner, Tasks};
+use crate::task::{Runnable, TaskMeta, TaskPanic};
+
+use super::limiter::Limiter;
+use super::list::GroupList;
+use super::listed::ListFlag;
+use super::queue::GroupQueue;
+use super::registry::Registry;
+
+/// The panic hook a runtime was built with.
+pub(crate) type PanicHook = Arc<dyn Fn(&TaskPanic<'_>) + Send + Sync + 'static>;
+
+/// What a group needs from the runtime that serves it (see the module docs).
+pub(crate) trait Host: Send + Sync + Sized + 'static {
+    /// Where a task goes when it is spawned or woken (the schedule function of every task).
+    fn schedule(r: Runnable, info: ScheduleInfo);
+    /// True once the runtime began shutting down.
+    fn is_shutdown(&self) -> bool;
+    /// The runtime's list of live groups.
+    fn groups(&self) -> &GroupList;
+    /// The runtime's `on_task_panic` hook.
+    fn panic_hook(&self) -> Option<&PanicHook>;
+    /// Tasks of `g` waiting in workers' local queues (a snapshot, for metrics).
+    fn locally_queued(&self, g: &GroupInner) -> usize;
+}
+
+/// Names the runtime type that hosts groups. Implemented once, by the worker layer, for [`Hosts`].
+pub(crate) trait HostBinding {
+    type Host: Host;
+}
+
+/// The carrier of [`HostBinding`].
+pub(crate) struct Hosts;
+
+/// The runtime's shared state, as groups see it.
+pub(crate) type HostOf = <Hosts as HostBinding>::Host;
+
+impl Binding for Tasks {
+    type Owner = GroupInner;
+}
+
+/// A group's scheduling state. The scheduler (`fair`) owns the rules; the data lives in the group
+/// and is only touched under this mutex.
+pub(crate) struct GroupSched {
+    pub(crate) weight: u32,
+    pub(crate) vruntime: u128,
+    pub(crate) in_rotation: bool,
+    /// When the group last entered the rotation without a worker picking it yet.
+    pub(crate) listed_at: Option<Instant>,
+}
+
+/// A group's shared state, in one allocation of a few hundred bytes (one per connection must be
+/// affordable).
+///
+/// The fields are laid out in three regions, in order, so that threads writing one region do not
+/// take the cache lines another thread reads (`#[repr(C)]` keeps the order; 64-byte gaps stand in
+/// for cache-line alignment, which would send every group through the allocator's slower aligned
+/// path):
+/// 1. Written by every spawn and completion: the registry's counters. Before them, fields that
+///    no hot path touches keep them off the line of the `Arc` counts.
+/// 2. Written by workers at a task's first `Pending`, a pick or a segment's end: the registry's
+///    slab, the scheduling state, the service counters, and the queue's cold tier.
+/// 3. Read on every push and poll, rarely written: the queue's hot pointer, the host, the flags.
+#[repr(C)]
+pub(crate) struct GroupInner {
+    // Rarely used: a buffer between the `Arc` counts and region 1.
+    /// The name given to the builder; unnamed groups format `group-N` on first use.
+    name: OnceLock<String>,
+    pub(crate) idle_event: Event,
+    pub(crate) id: u64,
+    /// This group's key in the host's `GroupList`.
+    key: usize,
+    // Region 1 (and, after its last gap, the start of region 2).
+    pub(crate) registry: Registry,
+    // Region 2.
+    pub(crate) sched: Mutex<GroupSched>,
+    pub(crate) polls: AtomicU64,
+    pub(crate) busy_ns: AtomicU64,
+    pub(crate) wait_ns: AtomicU64,
+    /// Runnable tasks of this group that no worker has taken yet (FIFO). Its cold tier ends region
+    /// 2; its hot pointer, after a gap, starts region 3.
+    pub(crate) queue: GroupQueue<Runnable>,
+    // Region 3.
+    pub(crate) host: Arc<HostOf>,
+    /// In the scheduler's rotation, or about to be inserted (see `listed`).
+    pub(crate) listed: ListFlag,
+    /// Set once by `Group::cancel`; never cleared.
+    pub(crate) cancelled: AtomicBool,
+    /// `wait_idle` futures currently waiting.
+    pub(crate) idle_waiters: AtomicUsize,
+    /// Boxed: few groups have one, and it is written on every poll of the group's tasks.
+    pub(crate) limiter: Option<Box<Limiter>>,
+}
+
+impl GroupInner {
+    /// Creates a group on `host` and adds it to the host's list. A group created once shutdown
+    /// began has closed queues, so nothing can be stranded in it.
+    pub(crate) fn new(
+        host: &Arc<HostOf>,
+        name: Option<String>,
+        weight: u32,
+        max_concurrency: Option<usize>,
+    ) -> Arc<GroupInner> {
+        host.groups().insert(|id, key| {
+            let name = match name {
+                Some(n) => OnceLock::from(n),
+                None if id == 0 => OnceLock::from("default".to_string()),
+                None => OnceLock::new(),
+            };
+            let g = GroupInner {
+                name,
+                idle_event: Event::new(),
+                id,
+                key,
+                registry: Registry::new(),
+                sched: Mutex::new(GroupSched {
+                    weight,
+                    vruntime: 0,
+                    in_rotation: false,
+                    listed_at: None,
+                }),
+                polls: AtomicU64::new(0),
+                busy_ns: AtomicU64::new(0),
+                wait_ns: AtomicU64::new(0),
+                queue: GroupQueue::new(),
+                host: host.clone(),
+                listed: ListFlag::default(),
+                cancelled: AtomicBool::new(false),
+                idle_waiters: AtomicUsize::new(0),
+                limiter: max_concurrency.map(|n| Box::new(Limiter::new(n))),
+            };
+            if host.is_shutdown() {
+                g.close();
+            }
+            Arc::new(g)
+        })
+    }
+
+    /// Refuses every later push to the group's queue and limiter line (shutdown): a runnable that
+    /// arrives later is dropped by whoever tried to queue it.
+    pub(crate) fn close(&self) {
+        self.queue.close();
+        if let Some(l) = &self.limiter {
+            l.close();
+        }
+    }
+
+    /// The address of the runtime hosting this group, to compare runtimes by identity.
+    #[inline]
+    pub(crate) fn host_addr(&self) -> *const HostOf {
+        Arc::as_ptr(&self.host)
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        self.name.get_or_init(|| format!("group-{}", self.id))
+    }
+
+    pub(crate) fn weight(&self) -> u32 {
+        crate::shim::lock(&self.sched).weight
+    }
+}
+
+impl Owner for GroupInner {
+    fn register_idle(&self, meta: &TaskMeta, waker: &std::task::Waker) {
+        self.registry.register_idle(meta, waker);
+    }
+
+    fn finished(&self, meta: &TaskMeta, outcome: Outcome) {
+        self.registry.finished(meta, outcome);
+        if self.idle_waiters.load(Ordering::SeqCst) > 0 && self.registry.is_empty() {
+            self.idle_event.notify(usize::MAX);
+        }
+    }
+
+    fn wake_idle(&self, meta: &TaskMeta) {
+        self.registry.wake(meta);
+    }
+
+    #[inline]
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    fn report_panic(&self, payload: &(dyn Any + Send)) {
+        if let Some(hook) = self.host.panic_hook() {
+            let p = TaskPanic {
+                payload,
+                group: self.name(),
+            };
+            // A panicking hook must not take down the thread that reports.
+            if let Err(again) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&p)))
+            {
+                crate::task::future::drop_payload(again);
+            }
+        }
+    }
+}
+
+impl Drop for GroupInner {
+    fn drop(&mut self) {
+        self.host.groups().remove(self.key);
+    }
+}
+
+// The cold fields before the registry must span at least 48 bytes: the `Arc` counts end 16 bytes
+// into the allocation, and 48 more bytes put the registry's first counter on another cache line
+// for any 16-byte-aligned allocation.
+const _: () = assert!(
+    std::mem::size_of::<OnceLock<String>>()
+        + std::mem::size_of::<Event>()
+        + std::mem::size_of::<u64>()
+        + std::mem::size_of::<usize>()
+        >= 48
+);
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A group must stay affordable per connection (ARCHITECTURE.md and the README give its size).
+    #[test]
+    fn a_group_is_one_small_allocation() {
+        let size = std::mem::size_of::<GroupInner>();
+        let align = std::mem::align_of::<GroupInner>();
+        assert!(size <= 560, "GroupInner grew to {size} bytes");
+        assert!(
+            align <= 16,
+            "GroupInner needs {align}-byte alignment: the allocator's aligned path"
+        );
+    }
+}

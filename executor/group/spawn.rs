@@ -1,0 +1,42 @@
+//! Spawning a task into a group.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::shim::Ordering;
+use crate::task::{self, BOX_FUTURES_ABOVE, JoinHandle, TaskMeta};
+
+use super::inner::{GroupInner, Host, HostOf};
+
+/// Creates a task in `group` and schedules it. If the group is cancelled or its runtime is shutting
+/// down, the task is dropped unpolled (on this thread, which created it) and the handle resolves
+/// cancelled. A large future is boxed first, so it is not copied by value through every frame.
+#[inline(always)]
+pub(crate) fn spawn_in<F>(group: &Arc<GroupInner>, future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    if std::mem::size_of::<F>() > BOX_FUTURES_ABOVE {
+        spawn_sized(group, Box::pin(future))
+    } else {
+        spawn_sized(group, future)
+    }
+}
+
+fn spawn_sized<F>(group: &Arc<GroupInner>, future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let meta = TaskMeta::new(group.clone());
+    let (runnable, handle) = task::create(meta, future, <HostOf as Host>::schedule);
+    // Counted even when refused: its drop below counts it as cancelled.
+    group.registry.spawned();
+    if !group.cancelled.load(Ordering::Acquire) && !group.host.is_shutdown() {
+        runnable.schedule();
+    } else {
+        drop(runnable);
+    }
+    handle
+}

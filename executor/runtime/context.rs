@@ -1,0 +1,91 @@
+//! Which runtime is current on this thread, and `EnterGuard`.
+//!
+//! Inside a task, the current runtime is the one polling it (the thread's runtime). Elsewhere it is
+//! the runtime of the innermost `block_on` or `enter` on this thread, or, on a runtime thread, that
+//! runtime. Every access uses `try_with`, so code running in a thread-local destructor sees no
+//! runtime instead of aborting the process.
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+
+use crate::group::with_current;
+use crate::worker::context::thread_runtime;
+
+use super::Handle;
+
+thread_local! {
+    /// The runtime of the innermost `block_on` or `enter` on this thread.
+    static ENTERED: RefCell<Option<Handle>> = const { RefCell::new(None) };
+}
+
+/// The current runtime's handle (see the module docs), or `None`.
+pub(crate) fn current_handle() -> Option<Handle> {
+    let in_task = with_current(|g| g.is_some());
+    if in_task {
+        if let Some((shared, default_group)) = thread_runtime() {
+            return Some(Handle {
+                shared,
+                default_group,
+            });
+        }
+    }
+    let entered = ENTERED
+        .try_with(|h| h.try_borrow().ok().and_then(|h| h.clone()))
+        .ok()
+        .flatten();
+    entered.or_else(|| {
+        thread_runtime().map(|(shared, default_group)| Handle {
+            shared,
+            default_group,
+        })
+    })
+}
+
+/// Makes a runtime current on this thread until dropped; see [`Runtime::enter`](crate::Runtime::enter)
+/// and [`Handle::enter`]. Guards must be dropped in the reverse order of their creation, on the
+/// thread that created them (the type is `!Send`).
+#[must_use = "the runtime stays current only while the guard lives"]
+pub struct EnterGuard<'a> {
+    prev: Option<Handle>,
+    _not_send: PhantomData<(&'a Handle, *const ())>,
+}
+
+impl std::fmt::Debug for EnterGuard<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnterGuard").finish_non_exhaustive()
+    }
+}
+
+/// Makes `handle` the current runtime of this thread until the guard drops.
+pub(crate) fn enter<'a>(handle: Handle) -> EnterGuard<'a> {
+    let mut handle = Some(handle);
+    let prev = ENTERED
+        .try_with(|h| {
+            h.try_borrow_mut()
+                .ok()
+                .map(|mut h| h.replace(handle.take().unwrap()))
+        })
+        .ok()
+        .flatten()
+        .flatten();
+    EnterGuard {
+        prev,
+        _not_send: PhantomData,
+    }
+}
+
+impl Drop for EnterGuard<'_> {
+    fn drop(&mut self) {
+        let prev = self.prev.take();
+        // The replaced handle is dropped after the borrow ends: its drop may run arbitrary code.
+        let replaced = ENTERED
+            .try_with(|h| {
+                h.try_borrow_mut()
+                    .ok()
+                    .map(|mut h| std::mem::replace(&mut *h, prev))
+            })
+            .ok()
+            .flatten();
+        drop(replaced);
+    }
+}

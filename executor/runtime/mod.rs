@@ -1,0 +1,389 @@
+//! `Runtime` and `Handle`: starting, entering and shutting down a runtime (the top layer).
+//!
+//! - `builder`: `Builder` and `BuildError`; `context`: which runtime is current, `EnterGuard`.
+//!
+//! # Shutdown protocol
+//! Dropping a `Runtime` (or calling [`Runtime::shutdown_timeout`]) runs these steps, in order:
+//!
+//! 1. Set the `shutdown` flag (SeqCst). From now on no worker starts a new poll, every registry
+//!    refuses new tasks (spawns return handles that resolve cancelled), and a group created from
+//!    now on is born closed.
+//! 2. Wake every parked core and every spare thread. Each checks the flag under its parker's (or
+//!    the spares') lock before it waits, so none can miss it.
+//! 3. Close every group's registry and wake every unfinished task, outside any lock. Woken tasks
+//!    land in their group's global queue.
+//! 4. Wait for every core to retire, at most the timeout (forever for `Drop`). A core retires on
+//!    the thread that runs it, which drops the runnables in its LIFO slot and local queue (only it
+//!    can reach its LIFO slot); a core waiting for a thread (handed off) is retired here.
+//! 5. Repeat until a pass drops nothing: close every group queue and limiter line (a later push is
+//!    dropped by its pusher, so nothing can be stranded), wake every task still registered, and
+//!    drop every runnable in the group queues, limiter lines and local queues, on this thread.
+//!    The wake is repeated because a worker may have taken a task just before step 3 (absorbing
+//!    that wake) and polled it to `Pending` before it stopped.
+//! 6. Join every runtime thread, except this one and those blocked in user code (a nested
+//!    `block_on` whose future may never finish), at most until the timeout.
+//! 7. Empty the scheduler's rotation and inbox: they hold the groups, which hold the runtime's
+//!    shared state, so leaving them would keep the whole runtime alive.
+//!
+//! Every task's future is dropped exactly once: by the core that held its runnable (step 4) or
+//! here (step 5). Schedule functions reach the runtime through `Arc`s held by the task itself, so
+//! a waker firing after shutdown touches live memory only.
+
+mod builder;
+pub(crate) mod context;
+
+use std::fmt;
+use std::future::Future;
+use std::panic::{RefUnwindSafe, UnwindSafe};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::group::{GroupBuilder, GroupInner, GroupScope, HostOf, spawn_in, with_current};
+use crate::task::JoinHandle;
+use crate::worker::threads::Threads;
+use crate::worker::{Config, Shared};
+
+pub use builder::{BuildError, Builder, DEFAULT_QUANTUM, MAX_QUANTUM, MAX_WORKERS, MIN_QUANTUM};
+pub use context::EnterGuard;
+
+/// A handle to a runtime: spawn onto it, enter it, make groups. Cheap to clone; `Send + Sync`.
+///
+/// ```
+/// let rt = rondo::Runtime::new().unwrap();
+/// let handle = rt.handle().clone();
+/// std::thread::spawn(move || {
+///     let h = handle.spawn(async { 1 });
+///     assert_eq!(handle.block_on(h).unwrap(), 1);
+/// })
+/// .join()
+/// .unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Handle {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) default_group: Arc<GroupInner>,
+}
+
+// A handle is a pair of `Arc`s to state that a panic cannot leave half-updated: every mutation
+// behind them is an atomic step or happens under a lock the runtime never panics while holding.
+impl UnwindSafe for Handle {}
+impl RefUnwindSafe for Handle {}
+impl UnwindSafe for Runtime {}
+impl RefUnwindSafe for Runtime {}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle")
+            .field("workers", &self.shared.cores.len())
+            .finish()
+    }
+}
+
+impl Handle {
+    /// The handle of the runtime this thread is in (a worker thread, or inside `block_on`).
+    ///
+    /// # Panics
+    /// Outside any runtime, with a message saying so; use [`try_current`](Self::try_current) to
+    /// check instead.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// rt.block_on(async {
+    ///     let h = rondo::Handle::current();
+    ///     assert_eq!(h.spawn(async { 3 }).await.unwrap(), 3);
+    /// });
+    /// ```
+    #[track_caller]
+    pub fn current() -> Handle {
+        Self::try_current().expect(
+            "rondo::Handle::current() called outside a rondo runtime: call it from a rondo task or \
+             inside Runtime::block_on, or use Handle::try_current()",
+        )
+    }
+
+    /// The current runtime's handle, or `None` outside any runtime.
+    ///
+    /// ```
+    /// assert!(rondo::Handle::try_current().is_none());
+    /// ```
+    pub fn try_current() -> Option<Handle> {
+        context::current_handle()
+    }
+
+    /// Spawns a task. Called from a task of this runtime, the new task joins the caller's group;
+    /// otherwise it joins the runtime's default group.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let h = rt.handle().spawn(async { "hi" });
+    /// assert_eq!(rt.block_on(h).unwrap(), "hi");
+    /// ```
+    #[inline]
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let own = Arc::as_ptr(&self.shared) as *const HostOf;
+        with_current(|g| match g {
+            Some(g) if std::ptr::eq(g.host_addr(), own) => spawn_in(g, future),
+            _ => spawn_in(&self.default_group, future),
+        })
+    }
+
+    /// Runs `future` to completion on this thread, with this runtime as the current one. On a
+    /// worker thread (a `block_on` nested in a task) the worker keeps running queued tasks while
+    /// it waits, so it neither deadlocks nor idles. A panic in `future` propagates to the caller.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// assert_eq!(rt.handle().block_on(async { 2 + 2 }), 4);
+    /// ```
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        // Nested in a task of another runtime, `future` belongs to this runtime: its spawns go to
+        // this runtime's default group, not to the task's group.
+        let own = Arc::as_ptr(&self.shared) as *const HostOf;
+        let foreign = with_current(|g| g.is_some_and(|g| !std::ptr::eq(g.host_addr(), own)));
+        let _outside = foreign.then(GroupScope::leave);
+        let _enter = context::enter(self.clone());
+        crate::worker::block_on(future)
+    }
+
+    /// Makes this runtime the current one on this thread until the guard drops: `rondo::spawn`,
+    /// `rondo::block_on` and [`Handle::current`] then use it instead of the global runtime.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+    /// let _guard = rt.handle().enter();
+    /// let h = rondo::spawn(async { std::thread::current().name().map(String::from) });
+    /// assert_eq!(rondo::block_on(h).unwrap().as_deref(), Some("rondo-worker-0"));
+    /// ```
+    pub fn enter(&self) -> EnterGuard<'_> {
+        context::enter(self.clone())
+    }
+
+    /// Starts building a fairness group on this runtime.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let g = rt.handle().group().weight(2).build().unwrap();
+    /// assert_eq!(g.weight(), 2);
+    /// ```
+    pub fn group(&self) -> GroupBuilder {
+        GroupBuilder::new(self.shared.clone())
+    }
+
+    /// The number of worker threads.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().worker_threads(2).build().unwrap();
+    /// assert_eq!(rt.handle().worker_count(), 2);
+    /// ```
+    pub fn worker_count(&self) -> usize {
+        self.shared.cores.len()
+    }
+
+    /// The number of groups alive on this runtime, the default group included. A group is alive
+    /// while a handle to it or one of its tasks exists.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let g = rt.group().build().unwrap();
+    /// assert_eq!(rt.handle().group_count(), 2);
+    /// drop(g);
+    /// assert_eq!(rt.handle().group_count(), 1);
+    /// ```
+    pub fn group_count(&self) -> usize {
+        self.shared.groups.live()
+    }
+}
+
+/// A rondo runtime: a set of worker threads, their queues, and the groups they serve.
+///
+/// ```
+/// let rt = rondo::Runtime::new().unwrap();
+/// let out = rt.block_on(async {
+///     let a = rondo::spawn(async { 20 });
+///     let b = rondo::spawn(async { 22 });
+///     a.await.unwrap() + b.await.unwrap()
+/// });
+/// assert_eq!(out, 42);
+/// ```
+pub struct Runtime {
+    handle: Handle,
+    shut_down: bool,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("workers", &self.handle.shared.cores.len())
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A runtime with the default settings (one worker per core).
+    ///
+    /// # Errors
+    /// A [`BuildError`] if a worker thread cannot be started (the same error type as
+    /// [`Builder::build`]).
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// assert_eq!(rt.block_on(async { 1 }), 1);
+    /// ```
+    pub fn new() -> Result<Runtime, BuildError> {
+        Builder::new().build()
+    }
+
+    /// A [`Builder`] to configure a runtime.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+    /// assert_eq!(rt.handle().worker_count(), 1);
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    pub(crate) fn start(config: Config) -> Result<Runtime, BuildError> {
+        let shared = Shared::new(config);
+        let default_group = GroupInner::new(&shared, None, 1, None);
+        let rt = Runtime {
+            handle: Handle {
+                shared: shared.clone(),
+                default_group: default_group.clone(),
+            },
+            shut_down: false,
+        };
+        // On failure `rt` drops here and shuts down the threads already started.
+        Threads::start(&shared, &default_group).map_err(BuildError::new)?;
+        Ok(rt)
+    }
+
+    /// The runtime's handle.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let h = rt.handle().clone();
+    /// assert_eq!(h.block_on(h.spawn(async { 2 })).unwrap(), 2);
+    /// ```
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// Spawns a task; see [`Handle::spawn`].
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let h = rt.spawn(async { 1 + 1 });
+    /// assert_eq!(rt.block_on(h).unwrap(), 2);
+    /// ```
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.handle.spawn(future)
+    }
+
+    /// Runs `future` to completion on this thread; see [`Handle::block_on`].
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// assert_eq!(rt.block_on(async { 5 }), 5);
+    /// ```
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.handle.block_on(future)
+    }
+
+    /// Makes this runtime the current one on this thread until the guard drops; see
+    /// [`Handle::enter`].
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let _guard = rt.enter();
+    /// let h = rondo::spawn(async { 1 });
+    /// assert_eq!(rt.block_on(h).unwrap(), 1);
+    /// ```
+    pub fn enter(&self) -> EnterGuard<'_> {
+        self.handle.enter()
+    }
+
+    /// Starts building a fairness group; see [`GroupBuilder`].
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let g = rt.group().name("io").build().unwrap();
+    /// assert_eq!(g.name(), "io");
+    /// ```
+    pub fn group(&self) -> GroupBuilder {
+        self.handle.group()
+    }
+
+    /// Shuts the runtime down (see the module docs), waiting at most `timeout` for the workers to
+    /// finish their current polls. Tasks still running after the timeout (blocked in a poll) are
+    /// left to their threads, which exit when the poll returns.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let h = rt.spawn(std::future::pending::<()>());
+    /// rt.shutdown_timeout(Duration::from_secs(1));
+    /// assert!(h.is_finished());
+    /// ```
+    pub fn shutdown_timeout(mut self, timeout: Duration) {
+        self.shutdown(Some(timeout));
+    }
+
+    fn shutdown(&mut self, timeout: Option<Duration>) {
+        if std::mem::replace(&mut self.shut_down, true) {
+            return;
+        }
+        let shared = &self.handle.shared;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        // 1 and 2.
+        shared.begin_shutdown();
+        // 3.
+        for g in shared.groups.snapshot() {
+            g.registry.wake_all(true);
+        }
+        // 4. A runtime dropped inside one of its own tasks: the core this thread polls with
+        // retires here (the thread leaves the worker loop when the poll returns).
+        if let Some(core) = crate::worker::context::take() {
+            if Arc::ptr_eq(&core.shared, shared) {
+                shared.threads.retire(core);
+            } else {
+                crate::worker::context::install(core);
+            }
+        }
+        shared.threads.wait_retired(deadline);
+        // 5.
+        while shared.drain_once() > 0 {}
+        // 6.
+        shared.threads.join(deadline);
+        // 7.
+        shared.scheduler.clear();
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shutdown(None);
+    }
+}
+
+static GLOBAL: OnceLock<Runtime> = OnceLock::new();
+
+/// The global runtime, started on first use with one worker per core.
+pub(crate) fn global() -> &'static Handle {
+    GLOBAL
+        .get_or_init(|| {
+            Builder::new()
+                .thread_name("rondo-global")
+                .build()
+                .unwrap_or_else(|e| panic!("rondo: cannot start the global runtime: {e}"))
+        })
+        .handle()
+}

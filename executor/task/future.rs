@@ -1,0 +1,175 @@
+//! The future a worker polls: the user's future behind `catch_unwind`, the bookkeeping that runs
+//! exactly once when it goes away, and the output wrapper whose destructor never unwinds.
+//!
+//! Cancellation is by marking: `abort` and `Group::cancel` set a flag and wake the task; whichever
+//! worker next holds its `Runnable` drops it instead of polling it. A future is therefore dropped
+//! by an executor thread, never inline on the thread that cancelled it.
+//!
+//! # Panics in user code
+//! A panic in the future's `poll`, in its destructor, or in the destructor of its output (or of a
+//! panic payload) must never unwind into a worker, the thread shutting a runtime down, or a thread
+//! dropping a `JoinHandle`. `poll` and the future's destructor are caught here and reported to the
+//! owner. The output travels as a [`TaskOutput`], whose destructor catches its own panic: where the
+//! dropping code knows the task's owner (a `JoinHandle`, a worker that just ran the task) it takes
+//! the caught payload with [`take_deferred_panic`] and reports it; elsewhere it is discarded.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use pin_project_lite::pin_project;
+
+use super::meta::{Owner, Payload, TaskMeta};
+
+pin_project! {
+    /// The future async-task polls (see the module docs).
+    pub(crate) struct TaskFuture<'a, F> {
+        #[pin]
+        future: Option<F>,
+        meta: &'a TaskMeta,
+        outcome: Outcome,
+    }
+    impl<'a, F> PinnedDrop for TaskFuture<'a, F> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            // Drop the user's future first, so its destructor has run when the owner counts the
+            // task as finished.
+            drop_future(this.future, this.meta);
+            this.meta.group.finished(this.meta, *this.outcome);
+        }
+    }
+}
+
+/// How a task ended, as its owner counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Dropped before completing: aborted, group cancelled, or runtime shut down.
+    Cancelled,
+    Completed,
+    Panicked,
+}
+
+impl<'a, F: Future> TaskFuture<'a, F> {
+    /// The closure async-task calls with the task's metadata to build the future it stores.
+    pub(crate) fn wrap(future: F) -> impl FnOnce(&'a TaskMeta) -> TaskFuture<'a, F> {
+        move |meta| TaskFuture {
+            future: Some(future),
+            meta,
+            outcome: Outcome::Cancelled,
+        }
+    }
+}
+
+impl<F: Future> Future for TaskFuture<'_, F> {
+    type Output = TaskOutput<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let Some(fut) = this.future.as_mut().as_pin_mut() else {
+            // async-task never polls a future again after it returned Ready.
+            return Poll::Pending;
+        };
+        match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(Poll::Pending) => {
+                let meta = *this.meta;
+                if meta.slot.load(crate::shim::Ordering::Relaxed) == super::meta::UNREGISTERED {
+                    meta.group.register_idle(meta, cx.waker());
+                }
+                Poll::Pending
+            }
+            Ok(Poll::Ready(v)) => {
+                *this.outcome = Outcome::Completed;
+                drop_future(this.future, this.meta);
+                Poll::Ready(TaskOutput::new(Ok(v)))
+            }
+            Err(payload) => {
+                *this.outcome = Outcome::Panicked;
+                // The hook sees the panic before the future's destructor runs.
+                this.meta.group.report_panic(&*payload);
+                drop_future(this.future, this.meta);
+                Poll::Ready(TaskOutput::new(Err(payload)))
+            }
+        }
+    }
+}
+
+/// Drops the user's future in place; a panicking destructor is caught and reported like a task
+/// panic, and the task's outcome stands.
+fn drop_future<F>(future: Pin<&mut Option<F>>, meta: &TaskMeta) {
+    let mut future = future;
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| future.set(None))) {
+        meta.group.report_panic(&*payload);
+        drop_payload(payload);
+    }
+}
+
+/// Drops a panic payload whose own destructor may panic; a second panic is leaked, not raised.
+pub(crate) fn drop_payload(payload: Payload) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
+}
+
+/// A task's result, from completion until its `JoinHandle` takes it. Its destructor never unwinds
+/// (see the module docs).
+pub(crate) struct TaskOutput<T>(ManuallyDrop<Result<T, Payload>>);
+
+impl<T> TaskOutput<T> {
+    fn new(v: Result<T, Payload>) -> Self {
+        TaskOutput(ManuallyDrop::new(v))
+    }
+
+    /// Takes the result out; the caller owns its destructor from now on.
+    pub(crate) fn into_inner(self) -> Result<T, Payload> {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so the value is moved out exactly once.
+        unsafe { ManuallyDrop::take(&mut this.0) }
+    }
+}
+
+impl<T> Drop for TaskOutput<T> {
+    fn drop(&mut self) {
+        // SAFETY: `drop` runs once and nothing reads the value afterwards.
+        let caught = catch_unwind(AssertUnwindSafe(|| unsafe {
+            ManuallyDrop::drop(&mut self.0)
+        }));
+        if let Err(payload) = caught {
+            defer_panic(payload);
+        }
+    }
+}
+
+thread_local! {
+    /// A panic caught in a `TaskOutput`'s destructor on this thread, waiting to be reported by code
+    /// that knows the task's owner.
+    static DEFERRED: Cell<Option<Payload>> = const { Cell::new(None) };
+}
+
+fn defer_panic(payload: Payload) {
+    let mut slot = Some(payload);
+    let _ = DEFERRED.try_with(|d| {
+        if let Some(older) = d.replace(slot.take()) {
+            drop_payload(older);
+        }
+    });
+    // During thread-local teardown there is nobody to report to: discard.
+    if let Some(p) = slot {
+        drop_payload(p);
+    }
+}
+
+/// Takes the panic a `TaskOutput` destructor caught on this thread, if any.
+pub(crate) fn take_deferred_panic() -> Option<Payload> {
+    DEFERRED.try_with(Cell::take).ok().flatten()
+}
+
+/// Drops `value` (a task's output) and reports a panic of its destructor to `owner`.
+pub(crate) fn drop_reporting<T, O: Owner>(value: T, owner: &O) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
+        owner.report_panic(&*payload);
+        drop_payload(payload);
+    }
+}

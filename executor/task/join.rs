@@ -1,0 +1,192 @@
+//! `JoinHandle`: what a spawner gets back.
+
+use std::cell::Cell;
+use std::fmt;
+use std::future::Future;
+use std::panic::{RefUnwindSafe, UnwindSafe};
+use std::pin::Pin;
+use std::ptr::NonNull;
+use std::task::{Context, Poll, Waker};
+
+use async_task::FallibleTask;
+
+use super::coop;
+use super::error::JoinError;
+use super::future::{TaskOutput, drop_reporting};
+use super::meta::{TaskMeta, task_id};
+
+/// An owned permission to await a spawned task's output.
+///
+/// Awaiting it yields `Ok(output)`, or a [`JoinError`] if the task panicked or was cancelled.
+/// Dropping it detaches the task, which keeps running. [`abort`](JoinHandle::abort) cancels it.
+///
+/// ```
+/// rondo::block_on(async {
+///     let h = rondo::spawn(async { 6 * 7 });
+///     assert_eq!(h.await.unwrap(), 42);
+/// });
+/// ```
+pub struct JoinHandle<T> {
+    task: Option<FallibleTask<TaskOutput<T>, TaskMeta>>,
+    /// The task's metadata, inside the allocation that `task` keeps alive.
+    meta: NonNull<TaskMeta>,
+    /// The handle returned `Ready`: polling it again is a bug in the caller.
+    done: bool,
+}
+
+// SAFETY: the handle only reads `meta` through atomics and `Sync` types (`TaskMeta` is `Sync`),
+// and moves the output `T` out when it completes, so it may move to and be shared with another
+// thread whenever `T` may be sent.
+unsafe impl<T: Send> Send for JoinHandle<T> {}
+// SAFETY: every `&self` method (`abort`, `is_finished`) only touches atomics and mutex-protected
+// state; the output is only reached through `&mut self` (poll, drop).
+unsafe impl<T: Send> Sync for JoinHandle<T> {}
+
+impl<T> Unpin for JoinHandle<T> {}
+// A panic while a handle is borrowed cannot leave it half-updated: its state changes are single
+// atomic steps or happen in `poll`, which completes or leaves the task untouched.
+impl<T> UnwindSafe for JoinHandle<T> {}
+impl<T> RefUnwindSafe for JoinHandle<T> {}
+
+impl<T> JoinHandle<T> {
+    pub(crate) fn new(task: async_task::Task<TaskOutput<T>, TaskMeta>) -> Self {
+        let meta = NonNull::from(task.metadata());
+        JoinHandle {
+            task: Some(task.fallible()),
+            meta,
+            done: false,
+        }
+    }
+
+    fn meta(&self) -> &TaskMeta {
+        // SAFETY: `self.task` holds the task's handle reference until `self` drops, so the
+        // allocation (and the metadata inside it) outlives this borrow of `self`.
+        unsafe { self.meta.as_ref() }
+    }
+
+    /// Cancels the task. A queued task is dropped without running; a running one is dropped at
+    /// its next suspension point. The future is always dropped by a worker, never inline here.
+    /// Awaiting the handle then yields a [`JoinError`] with [`is_cancelled`](JoinError::is_cancelled),
+    /// unless the task had already completed, in which case its output is kept.
+    ///
+    /// ```
+    /// rondo::block_on(async {
+    ///     let h = rondo::spawn(std::future::pending::<()>());
+    ///     h.abort();
+    ///     assert!(h.await.unwrap_err().is_cancelled());
+    /// });
+    /// ```
+    pub fn abort(&self) {
+        self.meta().abort();
+    }
+
+    /// True once the task has completed, panicked or been cancelled.
+    ///
+    /// ```
+    /// rondo::block_on(async {
+    ///     let h = rondo::spawn(async {});
+    ///     while !h.is_finished() {
+    ///         rondo::yield_now().await;
+    ///     }
+    ///     assert!(h.await.is_ok());
+    /// });
+    /// ```
+    pub fn is_finished(&self) -> bool {
+        self.done || self.task.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// The identity of the task, for the nested `block_on`'s inline check.
+    pub(crate) fn task_id(&self) -> usize {
+        task_id(self.meta())
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, JoinError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        assert!(
+            !self.done,
+            "JoinHandle polled after it returned Ready: a handle yields its task's result once"
+        );
+        if coop::poll_proceed(cx).is_pending() {
+            return Poll::Pending;
+        }
+        let task = self
+            .task
+            .as_mut()
+            .expect("a live JoinHandle holds its task");
+        match Pin::new(task).poll(cx) {
+            Poll::Pending => {
+                coop::refund();
+                note_awaited(self.task_id());
+                Poll::Pending
+            }
+            Poll::Ready(out) => {
+                self.done = true;
+                Poll::Ready(match out.map(TaskOutput::into_inner) {
+                    Some(Ok(v)) => Ok(v),
+                    Some(Err(p)) => Err(JoinError::panic(p)),
+                    None => Err(JoinError::cancelled()),
+                })
+            }
+        }
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        let Some(mut task) = self.task.take() else {
+            return;
+        };
+        if !self.done && task.is_finished() {
+            // The output is ready and would be dropped inside `detach`, on this thread: take it
+            // and drop it here, so a panicking destructor is reported to the task's group instead
+            // of unwinding into the caller.
+            let mut cx = Context::from_waker(Waker::noop());
+            if let Poll::Ready(Some(out)) = Pin::new(&mut task).poll(&mut cx) {
+                // SAFETY: see `meta`; `task` is still alive here.
+                let group = unsafe { self.meta.as_ref() }.group.clone();
+                drop_reporting(out.into_inner(), &*group);
+            }
+        }
+        task.detach();
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}
+
+thread_local! {
+    /// While a nested `block_on` probes its future: the task of the last `JoinHandle` that
+    /// returned `Pending` on this thread (0: none). Null-free `usize` so the cell needs no
+    /// destructor.
+    static AWAITED: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+fn note_awaited(id: usize) {
+    let _ = AWAITED.try_with(|a| {
+        if a.get().is_some() {
+            a.set(Some(id));
+        }
+    });
+}
+
+/// Starts recording which task the next polls wait for (see `worker::block_on`).
+pub(crate) fn start_probe() {
+    let _ = AWAITED.try_with(|a| a.set(Some(0)));
+}
+
+/// Stops recording; returns the task a `JoinHandle` polled since `start_probe` waits for.
+pub(crate) fn end_probe() -> Option<usize> {
+    AWAITED
+        .try_with(|a| a.take())
+        .ok()
+        .flatten()
+        .filter(|&id| id != 0)
+}

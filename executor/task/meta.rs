@@ -1,0 +1,100 @@
+//! What rondo stores beside each future, and what a task needs from the set it belongs to.
+//!
+//! A task is an `async_task` allocation holding a [`TaskFuture`](super::future::TaskFuture) and a
+//! [`TaskMeta`]. The metadata lives as long as the allocation, which is at least as long as the
+//! future, so the future borrows it.
+//!
+//! # Who owns a task
+//! Every task belongs to an *owner* (a fairness group) that counts it, can reach it while it is
+//! idle, and may cancel it. This layer only needs the [`Owner`] behaviour; which type plays the
+//! part is named by the layer above through [`Binding`], so the task layer imports nothing from
+//! the layers built on it and every call is still static (no vtable, no generic parameter on the
+//! public types).
+
+use std::any::Any;
+use std::sync::Arc;
+use std::task::Waker;
+
+use crate::shim::{AtomicBool, AtomicUsize, Ordering};
+
+use super::future::Outcome;
+
+/// A panic payload, as `catch_unwind` returns it.
+pub(crate) type Payload = Box<dyn Any + Send + 'static>;
+
+/// `TaskMeta::slot` of a task that has no entry in its owner's registry of idle tasks.
+pub(crate) const UNREGISTERED: usize = usize::MAX;
+
+/// What a task needs from the set that owns it.
+pub(crate) trait Owner: Send + Sync + Sized + 'static {
+    /// A poll returned `Pending` and the task has no registry entry yet: store its waker so that
+    /// cancellation and shutdown can reach it while it is idle.
+    fn register_idle(&self, meta: &TaskMeta, waker: &Waker);
+    /// The task's future was dropped (completed, panicked or cancelled): count it, forget its
+    /// entry.
+    fn finished(&self, meta: &TaskMeta, outcome: Outcome);
+    /// Wakes the task if it is registered as idle (used by `abort`).
+    fn wake_idle(&self, meta: &TaskMeta);
+    /// True once the whole set was cancelled.
+    fn is_cancelled(&self) -> bool;
+    /// Reports a panic caught in the task's future, its destructor or its output's destructor.
+    fn report_panic(&self, payload: &(dyn Any + Send));
+}
+
+/// Names the type that owns tasks. Implemented once, by the group layer, for [`Tasks`].
+pub(crate) trait Binding {
+    type Owner: Owner;
+}
+
+/// The carrier of [`Binding`]: `<Tasks as Binding>::Owner` is the task owner type.
+pub(crate) struct Tasks;
+
+/// The type that owns tasks (a fairness group).
+pub(crate) type OwnerOf = <Tasks as Binding>::Owner;
+
+/// What a task's `Runnable` carries besides the future.
+pub(crate) struct TaskMeta {
+    /// The set the task belongs to, for routing, accounting and cancellation.
+    pub(crate) group: Arc<OwnerOf>,
+    /// Set once by `JoinHandle::abort`; never cleared. A set flag means: drop, do not poll.
+    aborted: AtomicBool,
+    /// Where the task's waker sits in its owner's registry, or `UNREGISTERED`. Written by the
+    /// task's first poll that returns `Pending`, and reset to `UNREGISTERED` when its future is
+    /// dropped, so a later `abort` cannot reach a slot reused by another task.
+    pub(crate) slot: AtomicUsize,
+}
+
+impl TaskMeta {
+    pub(crate) fn new(group: Arc<OwnerOf>) -> Self {
+        TaskMeta {
+            group,
+            aborted: AtomicBool::new(false),
+            slot: AtomicUsize::new(UNREGISTERED),
+        }
+    }
+
+    /// True when the task must be dropped instead of polled.
+    #[inline]
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.aborted.load(Ordering::SeqCst) || self.group.is_cancelled()
+    }
+
+    /// Marks the task aborted and wakes it if it is idle, so a worker drops it on its next turn.
+    ///
+    /// Store, then read the slot: either this sees the task's entry, or the task, registering,
+    /// sees the flag and wakes itself (the registry's half of the pair).
+    pub(crate) fn abort(&self) {
+        self.aborted.store(true, Ordering::SeqCst);
+        self.group.wake_idle(self);
+    }
+}
+
+/// Where `JoinHandle::abort` and the registry identify a task: the address of its metadata,
+/// stable for the task's whole life.
+#[inline]
+pub(crate) fn task_id(meta: &TaskMeta) -> usize {
+    meta as *const TaskMeta as usize
+}
+
+/// The runnable half of a task, as the workers move it.
+pub(crate) type Runnable = async_task::Runnable<TaskMeta>;

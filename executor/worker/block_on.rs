@@ -1,0 +1,131 @@
+//! `block_on`: running a future to completion on the calling thread.
+//!
+//! Outside a runtime thread's poll, the thread parks between polls of the future. Inside a task's
+//! poll (a `block_on` nested in a task), the thread holds a core that other tasks need, so:
+//!
+//! 1. The future is polled once; if it is ready, nothing else happens.
+//! 2. If the future waits for a `JoinHandle` whose task has never been polled and sits in this
+//!    core's LIFO slot or local queue, that one task is run inline (the .NET inlining idea, where
+//!    it is safe: the waiting frame depends on that task, and the task has not started), then the
+//!    future is polled again.
+//! 3. Otherwise the core is handed to another thread (`threads`, steps 2 to 7 of the hand-off
+//!    protocol) and this thread parks between polls of the future. It never runs unrelated tasks on
+//!    top of the waiting frame, so no task can end up waiting under another's frame (the deadlock
+//!    of two tasks each blocking on the other) and recursion does not grow one thread's stack.
+
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
+
+use crate::shim::{AtomicBool, Ordering};
+use crate::task::coop::PollBudget;
+use crate::task::{BOX_FUTURES_ABOVE, end_probe, start_probe};
+
+use super::context;
+use super::core::take_flag;
+
+/// Wakes a thread blocked in `block_on`.
+struct BlockOnWaker {
+    woken: AtomicBool,
+    thread: Thread,
+}
+
+impl Wake for BlockOnWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.thread.unpark();
+    }
+}
+
+/// Runs `future` to completion on this thread (see the module docs).
+pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+    if std::mem::size_of::<F>() > BOX_FUTURES_ABOVE {
+        // A worker thread's stack must not hold a large future by value.
+        return block_on_pinned(Box::pin(future).as_mut());
+    }
+    block_on_pinned(pin!(future))
+}
+
+fn block_on_pinned<F: Future + ?Sized>(mut future: Pin<&mut F>) -> F::Output {
+    // Set as already woken, so the future is polled once before anything waits.
+    let state = Arc::new(BlockOnWaker {
+        woken: AtomicBool::new(true),
+        thread: std::thread::current(),
+    });
+    let waker = Waker::from(state.clone());
+    let mut cx = Context::from_waker(&waker);
+    let Some(core) = context::take() else {
+        return park_loop(future, &state, &mut cx);
+    };
+    let mut core = core;
+    loop {
+        take_flag(&state.woken);
+        start_probe();
+        let out = {
+            let _budget = PollBudget::start();
+            future.as_mut().poll(&mut cx)
+        };
+        let awaited = end_probe();
+        if let Poll::Ready(v) = out {
+            context::install(core);
+            return v;
+        }
+        let Some(r) = awaited.and_then(|id| core.take_unstarted(id)) else {
+            break;
+        };
+        core = match core.run_task(r) {
+            Some(c) => c,
+            // The inlined task handed this core away (a nested `block_on` of its own that has
+            // finished): wait without one.
+            None => return park_loop(future, &state, &mut cx),
+        };
+        state.woken.store(true, Ordering::Release);
+    }
+    let idx = core.idx;
+    let shared = core.shared.clone();
+    let blocked = set_blocked(true);
+    shared.threads.hand_off(core);
+    let v = park_loop(future, &state, &mut cx);
+    if let Some(core) = shared.threads.reclaim(idx) {
+        if let Some(b) = blocked {
+            b.store(false, Ordering::SeqCst);
+        }
+        context::install(core);
+    }
+    v
+}
+
+/// Marks this runtime thread as blocked in user code without a core (or not); returns the mark.
+fn set_blocked(on: bool) -> Option<Arc<AtomicBool>> {
+    context::with_thread(|t| {
+        t.map(|t| {
+            t.blocked.store(on, Ordering::SeqCst);
+            t.blocked.clone()
+        })
+    })
+}
+
+/// Polls `future` whenever it is woken, parking the thread in between. Each poll gets a fresh
+/// cooperative budget: nested in a task, the task's own budget may be spent, and a future that only
+/// sees ready rondo futures must still hand control back between polls.
+fn park_loop<F: Future + ?Sized>(
+    mut future: Pin<&mut F>,
+    state: &BlockOnWaker,
+    cx: &mut Context<'_>,
+) -> F::Output {
+    loop {
+        if take_flag(&state.woken) {
+            let _budget = PollBudget::start();
+            if let Poll::Ready(v) = future.as_mut().poll(cx) {
+                return v;
+            }
+        } else {
+            std::thread::park();
+        }
+    }
+}

@@ -1,0 +1,495 @@
+//! The core: a worker's run state, and the worker loop that runs it.
+//!
+//! # Ownership
+//! A core (its index, LIFO slot, tick counters, service segment and pending charges) is a `Box`
+//! owned by whichever thread runs it. A thread that holds a core runs [`run`]; between polls the
+//! core is a local of that loop, and during a poll it sits in the thread's cell (`context`), where
+//! the polled task reaches it. A thread that must wait (a nested `block_on`) takes it out of the
+//! cell and hands it to another thread (`threads`); when the poll returns and the cell is empty,
+//! the loop ends and the thread becomes a spare. What other threads may reach of a core (its local
+//! queue, parker, notification flag and served group) lives in `Shared::cores[idx]`.
+//!
+//! # Where a worker looks for its next task (in order)
+//! 1. Every `GLOBAL_INTERVAL` ticks, the global queue of the group it serves, so tasks woken from
+//!    outside are not starved by local ping-pong.
+//! 2. The LIFO slot, at most `LIFO_CAP` times in a row (a message-passing pair stays on one warm
+//!    core without starving the local queue).
+//! 3. The local queue (FIFO).
+//! 4. While its quantum lasts, a batch of the served group's global queue, without the scheduler
+//!    lock (`len / workers + 1`, at most half a local queue).
+//! 5. The group scheduler: the listed group with the smallest virtual runtime; it takes a batch of
+//!    that group's global queue (a short queue whole).
+//! 6. Stealing half of another core's local queue (at most half the workers search at once).
+//! 7. Parking (see `idle`).
+//!
+//! # Service segments and the quantum
+//! See `fair::segment`. When the quantum ends and another listed group is behind the served one,
+//! the worker spills its LIFO slot and local queue back to their groups' global queues and picks
+//! again: no local structure holds a worker on one group for more than a quantum while another
+//! group waits. When it stays and other groups are active, it moves the older half of its local
+//! queue to the group's global queue, so other workers see the group's surplus and can serve it
+//! when it is behind (fairness is global, not per worker).
+//!
+//! Tasks of a group with `max_concurrency` always go through the group's limiter and global queue,
+//! never the LIFO slot, so their order is FIFO.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::fair::{Service, Verdict};
+use crate::group::Host;
+use crate::group::{GroupInner, GroupScope};
+use crate::shim::{Ordering, fence};
+use crate::task::coop::PollBudget;
+use crate::task::future::take_deferred_panic;
+use crate::task::meta::{Owner, UNREGISTERED, task_id};
+use crate::task::{Runnable, future::drop_payload};
+
+use super::context;
+use super::local::LOCAL_CAPACITY;
+use super::shared::{Remote, Shared, push_global, spill};
+
+/// Consecutive polls from the LIFO slot before it must yield to the local queue.
+const LIFO_CAP: u32 = 3;
+/// Every this many ticks, look at the served group's global queue first.
+const GLOBAL_INTERVAL: u32 = 61;
+
+/// A worker's run state; see the module docs.
+pub(crate) struct Core {
+    pub(crate) idx: usize,
+    pub(crate) shared: Arc<Shared>,
+    /// The runtime's default group, for the threads this core is handed to.
+    pub(crate) default_group: Arc<GroupInner>,
+    lifo: Option<Runnable>,
+    lifo_streak: u32,
+    tick: u32,
+    searching: bool,
+    pub(crate) service: Service,
+    /// The scheduler holds a "served" entry for this core (see `Scheduler::update_floor`).
+    reported_serving: bool,
+    rng: u32,
+    /// Reused buffer for the batch `take_from_rotation` moves to the local queue.
+    batch: Vec<Runnable>,
+}
+
+/// Runs `core` until the runtime shuts down (returns the core, for the caller to retire) or the
+/// core is handed to another thread during a poll (returns `None`).
+pub(crate) fn run(mut core: Box<Core>) -> Option<Box<Core>> {
+    while !core.shared.is_shutdown() {
+        match core.next_task() {
+            Some(r) => {
+                core.found_work();
+                core = core.run_task(r)?;
+            }
+            None => core.park(),
+        }
+    }
+    Some(core)
+}
+
+impl Core {
+    pub(crate) fn new(idx: usize, shared: Arc<Shared>, default_group: Arc<GroupInner>) -> Self {
+        Core {
+            idx,
+            shared,
+            default_group,
+            lifo: None,
+            lifo_streak: 0,
+            tick: 0,
+            searching: false,
+            service: Service::new(),
+            reported_serving: false,
+            rng: 0x9E37_79B9 ^ (idx as u32).wrapping_mul(0x85EB_CA6B) | 1,
+            batch: Vec::with_capacity(LOCAL_CAPACITY / 2),
+        }
+    }
+
+    #[inline]
+    fn remote(&self) -> &Remote {
+        &self.shared.cores[self.idx]
+    }
+
+    /// Routes a task woken or spawned by the task this core is polling (see `schedule`).
+    pub(crate) fn schedule_local(&mut self, r: Runnable, is_yield: bool) {
+        if is_yield {
+            self.push_local(r);
+        } else if let Some(prev) = self.lifo.replace(r) {
+            self.push_local(prev);
+        } else {
+            return;
+        }
+        // New stealable work: wake a sleeper if nobody is searching. A missed wake here costs
+        // parallelism, never a task: this core is awake and will run its own queue.
+        if self.shared.idle.wants_notify() {
+            fence(Ordering::SeqCst);
+            self.shared.notify_work();
+        }
+    }
+
+    fn push_local(&mut self, r: Runnable) {
+        if let Err(r) = self.remote().local.push(r) {
+            // Full: move half of the queue plus this task to their groups' global queues.
+            let local = &self.shared.cores[self.idx].local;
+            let half = (0..LOCAL_CAPACITY / 2).map_while(|_| local.pop());
+            spill(half.chain(std::iter::once(r)));
+        }
+    }
+
+    fn next_task(&mut self) -> Option<Runnable> {
+        self.tick = self.tick.wrapping_add(1);
+        if self.tick % GLOBAL_INTERVAL == 0 {
+            let r = self.service.group().and_then(|g| g.queue.pop());
+            if r.is_some() {
+                return r;
+            }
+        }
+        if let Some(r) = self.lifo.take() {
+            if self.lifo_streak < LIFO_CAP {
+                self.lifo_streak += 1;
+                return Some(r);
+            }
+            self.push_local(r);
+        }
+        self.lifo_streak = 0;
+        if let Some(r) = self.remote().local.pop() {
+            return Some(r);
+        }
+        self.find_work()
+    }
+
+    fn find_work(&mut self) -> Option<Runnable> {
+        if let Some(r) = self.take_from_own_group() {
+            return Some(r);
+        }
+        if self.shared.scheduler.has_listed() {
+            if let Some(r) = self.take_from_rotation() {
+                return Some(r);
+            }
+        }
+        if !self.searching {
+            if !self.shared.idle.try_search() {
+                return None;
+            }
+            self.searching = true;
+        }
+        self.steal()
+    }
+
+    /// While its quantum lasts, a worker takes its next batch straight from the global queue of
+    /// the group it serves (lock-free), instead of asking the scheduler. The quantum end still
+    /// decides whether it must switch (`quantum_end`), so this changes no share, only how often
+    /// workers serving one busy group meet at the scheduler lock.
+    fn take_from_own_group(&mut self) -> Option<Runnable> {
+        if self.service.group().is_none() || !self.service.in_quantum(self.shared.config.quantum) {
+            return None;
+        }
+        let workers = self.shared.cores.len();
+        let mut batch = std::mem::take(&mut self.batch);
+        let first = self.service.group().and_then(|g| {
+            g.queue.pop_batch(
+                |len| (len / workers + 1).min(LOCAL_CAPACITY / 2),
+                &mut batch,
+            )
+        });
+        for r in batch.drain(..) {
+            self.push_local(r);
+        }
+        self.batch = batch;
+        first
+    }
+
+    fn take_from_rotation(&mut self) -> Option<Runnable> {
+        let now = Instant::now();
+        let mut batch = std::mem::take(&mut self.batch);
+        let shared = self.shared.clone();
+        let found = loop {
+            if let Some(c) = self.service.end(now) {
+                self.service.pending().push(c);
+            }
+            let picked = shared.scheduler.pick_and_take(
+                self.service.pending(),
+                now,
+                self.idx,
+                LOCAL_CAPACITY / 2,
+                &mut batch,
+            );
+            match picked {
+                None => break None,
+                Some((g, Some(first))) => {
+                    self.reported_serving = true;
+                    self.begin_segment(g, now);
+                    break Some(first);
+                }
+                // Another worker emptied the group first; the scheduler unlisted it.
+                Some((_, None)) => continue,
+            }
+        };
+        for r in batch.drain(..) {
+            self.push_local(r);
+        }
+        self.batch = batch;
+        found
+    }
+
+    fn steal(&mut self) -> Option<Runnable> {
+        let n = self.shared.cores.len();
+        if n == 1 {
+            return None;
+        }
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.rng = x;
+        let start = x as usize % n;
+        for i in 0..n {
+            let v = (start + i) % n;
+            if v == self.idx {
+                continue;
+            }
+            if let Some(r) = self.shared.cores[v]
+                .local
+                .steal_half_into(&self.remote().local)
+            {
+                return Some(r);
+            }
+        }
+        None
+    }
+
+    fn found_work(&mut self) {
+        if std::mem::replace(&mut self.searching, false) && self.shared.idle.stop_searching() {
+            // The last searcher found work: more may be queued, so wake one more (idle step 2).
+            fence(Ordering::SeqCst);
+            self.shared.notify_work();
+        }
+    }
+
+    fn begin_segment(&mut self, g: Arc<GroupInner>, now: Instant) {
+        self.remote()
+            .serving
+            .store(Arc::as_ptr(&g) as *mut GroupInner, Ordering::Relaxed);
+        self.service.begin(g, now);
+    }
+
+    fn end_segment(&mut self, now: Instant) -> Option<crate::fair::Charge> {
+        self.remote()
+            .serving
+            .store(std::ptr::null_mut(), Ordering::Relaxed);
+        self.service.end(now)
+    }
+
+    /// Runs one task. Returns the core, or `None` if the task's poll handed it to another thread.
+    pub(crate) fn run_task(mut self: Box<Self>, r: Runnable) -> Option<Box<Self>> {
+        let meta = r.metadata();
+        let group = &meta.group;
+        if !self.service.serves(Arc::as_ptr(group)) {
+            let g = group.clone();
+            let now = Instant::now();
+            if let Some(c) = self.end_segment(now) {
+                self.service.defer(c, &self.shared.scheduler);
+            }
+            self.begin_segment(g, now);
+        }
+        let limited = group.limiter.is_some().then(|| group.clone());
+        let core = if meta.is_cancelled() {
+            // Cancelled by marking: the future is dropped here, on a worker.
+            drop(r);
+            Some(self)
+        } else {
+            // Restored when they drop, even if the poll unwinds.
+            let _group = GroupScope::enter(group);
+            let _budget = PollBudget::start();
+            context::install(self);
+            r.run();
+            context::take()
+        };
+        if let Some(p) = take_deferred_panic() {
+            // An output's destructor panicked inside the task (detached, it dropped its own
+            // output). The segment's group is the task's.
+            if let Some(g) = core.as_ref().and_then(|c| c.service.group()) {
+                g.report_panic(&*p);
+            }
+            drop_payload(p);
+        }
+        if let Some(g) = limited {
+            if let Some(next) = g.limiter.as_ref().and_then(|l| l.release()) {
+                push_global(&g, next);
+            }
+        }
+        let mut core = core?;
+        core.service.polled();
+        if core.service.tick() {
+            if let Some(now) = core.service.read_clock(core.shared.config.quantum) {
+                core.quantum_end(now);
+            }
+        }
+        Some(core)
+    }
+
+    #[inline(never)]
+    fn quantum_end(&mut self, now: Instant) {
+        self.service.restart_quantum(now);
+        let Some((g, ns)) = self.end_segment(now) else {
+            return;
+        };
+        self.reported_serving = true;
+        let shared = self.shared.clone();
+        let verdict =
+            shared
+                .scheduler
+                .charge_and_check(self.service.pending(), self.idx, &g, ns, now);
+        let others_active = match verdict {
+            Verdict::Switch => true,
+            Verdict::Stay { others_listed } => {
+                others_listed || shared.others_serve_other_groups(self.idx, &g)
+            }
+        };
+        self.begin_segment(g, now);
+        let local = &shared.cores[self.idx].local;
+        let mut batch: Vec<Runnable> = Vec::new();
+        match verdict {
+            Verdict::Switch => {
+                // Another group is behind this one: hand all local work back and end the segment,
+                // so `next_task` finds nothing local, does not take from this group's queue, and
+                // asks the scheduler, which picks the group that is behind.
+                batch.extend(self.lifo.take());
+                while let Some(r) = local.pop() {
+                    batch.push(r);
+                }
+                if let Some(c) = self.end_segment(now) {
+                    self.service.defer(c, &shared.scheduler);
+                }
+            }
+            Verdict::Stay { .. } if others_active => {
+                // Other workers serve other groups and only see this group's global queue: expose
+                // the older half of the local backlog there, so a group with more runnable tasks
+                // than one worker can run gets the other workers' time its weight entitles it to.
+                // A group with a single runnable task keeps it (half of one is none).
+                for _ in 0..local.len() / 2 {
+                    match local.pop() {
+                        Some(r) => batch.push(r),
+                        None => break,
+                    }
+                }
+            }
+            Verdict::Stay { .. } => {}
+        }
+        if !batch.is_empty() {
+            spill(batch);
+        }
+    }
+
+    /// Parks until notified or shut down.
+    #[inline(never)]
+    fn park(&mut self) {
+        if let Some(c) = self.end_segment(Instant::now()) {
+            self.service.pending().push(c);
+        }
+        // Tell the scheduler this core serves nothing now (if it said otherwise), so the group it
+        // served no longer holds the floor down.
+        let parking = std::mem::replace(&mut self.reported_serving, false).then_some(self.idx);
+        let shared = self.shared.clone();
+        shared.scheduler.charge_all(self.service.pending(), parking);
+        let remote = &shared.cores[self.idx];
+        shared
+            .idle
+            .sleep(self.idx, std::mem::replace(&mut self.searching, false));
+        fence(Ordering::SeqCst);
+        if shared.has_visible_work(self.idx) || shared.is_shutdown() {
+            self.wake_self();
+            return;
+        }
+        loop {
+            if take_flag(&remote.notified) {
+                // The notifier counted us awake and searching.
+                self.searching = true;
+                break;
+            }
+            if shared.is_shutdown() {
+                self.wake_self();
+                break;
+            }
+            remote.parker.park();
+        }
+        self.service.restart_quantum(Instant::now());
+    }
+
+    fn wake_self(&mut self) {
+        let remote = &self.shared.cores[self.idx];
+        self.shared
+            .idle
+            .wake_self(self.idx, || remote.notified.store(false, Ordering::Relaxed));
+        self.searching = true;
+    }
+
+    /// Takes the task `id` out of this core's LIFO slot or local queue if it sits there and has
+    /// never been polled (for a nested `block_on` that awaits it: see `block_on`).
+    pub(crate) fn take_unstarted(&mut self, id: usize) -> Option<Runnable> {
+        let unstarted = |r: &Runnable| {
+            task_id(r.metadata()) == id && r.metadata().slot.load(Ordering::Relaxed) == UNREGISTERED
+        };
+        if self.lifo.as_ref().is_some_and(unstarted) {
+            return self.lifo.take();
+        }
+        let local = &self.shared.cores[self.idx].local;
+        let mut found = None;
+        for _ in 0..local.len() {
+            let Some(r) = local.pop() else { break };
+            if found.is_none() && unstarted(&r) {
+                found = Some(r);
+            } else if let Err(r) = local.push(r) {
+                // Cannot happen (we popped first); never lose a task.
+                let g = r.metadata().group.clone();
+                push_global(&g, r);
+            }
+        }
+        found
+    }
+
+    /// Prepares the core to be run by another thread: ends the segment (the time this thread
+    /// spends waiting is nobody's service) and moves the LIFO task to the local queue, where idle
+    /// workers can steal it while the core waits for its new thread.
+    pub(crate) fn prepare_hand_off(&mut self) {
+        let now = Instant::now();
+        if let Some(c) = self.end_segment(now) {
+            self.service.defer(c, &self.shared.scheduler);
+        }
+        if let Some(r) = self.lifo.take() {
+            self.push_local(r);
+        }
+        self.lifo_streak = 0;
+        fence(Ordering::SeqCst);
+        self.shared.notify_work();
+    }
+
+    /// Shutdown: drops what only this core can reach. Dropping a future may wake another task into
+    /// this core's LIFO slot or queue (this thread has no core in its cell, so such wakes go to
+    /// the global queues; the loop is a safeguard), so repeat until both are empty.
+    pub(crate) fn retire(mut self: Box<Self>) {
+        let now = Instant::now();
+        let _ = self.end_segment(now);
+        loop {
+            let mut dropped = false;
+            while let Some(r) = self.lifo.take() {
+                drop(r);
+                dropped = true;
+            }
+            while let Some(r) = self.remote().local.pop() {
+                drop(r);
+                dropped = true;
+            }
+            if !dropped {
+                break;
+            }
+        }
+        self.service.pending().clear();
+    }
+}
+
+/// Consumes a wake flag. A failed compare-exchange writes nothing, so a waiting loop does not
+/// generate stores (and loom models it exactly; see `tests/loom_runtime.rs`).
+pub(crate) fn take_flag(flag: &crate::shim::AtomicBool) -> bool {
+    flag.compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+}

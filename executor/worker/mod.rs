@@ -1,0 +1,26 @@
+//! Workers: the threads that run cores, the worker loop, and how work moves between them.
+//!
+//! - `core`: a worker's run state (`Core`), owned by whichever thread runs it, and the worker loop.
+//! - `threads`: the threads that run cores, and the core hand-off protocol (numbered there).
+//! - `schedule`: where a woken or spawned task goes (the routing of wakes).
+//! - `shared`: the runtime-wide state the cores share (`Shared`, the groups' host), and how work
+//!   is published to other workers.
+//! - `local`: a core's local run queue; `idle`: parking and waking cores; `parker`: where a core's
+//!   thread sleeps.
+//! - `block_on`: running a future on the calling thread, handing the core away when nested.
+//! - `context`: what a runtime thread knows about itself (its runtime, the core it polls with).
+//!
+//! This layer builds on `fair` (which group to serve, what to charge), `group` and `task`.
+
+pub(crate) mod block_on;
+pub(crate) mod context;
+pub(crate) mod core;
+pub(crate) mod idle;
+pub(crate) mod local;
+pub(crate) mod parker;
+mod schedule;
+pub(crate) mod shared;
+pub(crate) mod threads;
+
+pub(crate) use block_on::block_on;
+pub(crate) use shared::{Config, Shared};

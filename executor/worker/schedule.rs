@@ -1,0 +1,49 @@
+//! The schedule function of every task: where a woken or new task goes.
+//!
+//! - A task of a group with `max_concurrency` goes through the group's limiter, then its global
+//!   queue (never the LIFO slot, so a strand runs in FIFO order).
+//! - A task woken or spawned by a task this thread polls, on a core of the same runtime that
+//!   serves the same group: a yield (woken while running) to the back of the local queue, anything
+//!   else to the LIFO slot.
+//! - Anywhere else (another thread, another group, a thread-local destructor, shutdown): the
+//!   group's global queue, which lists the group and wakes a sleeping worker if nobody searches.
+
+use std::ptr;
+use std::sync::Arc;
+
+use async_task::ScheduleInfo;
+
+use crate::group::limiter::Admit;
+use crate::task::Runnable;
+
+use super::context;
+use super::shared::push_global;
+
+/// See the module docs.
+pub(crate) fn schedule(r: Runnable, info: ScheduleInfo) {
+    if r.metadata().group.limiter.is_some() {
+        let g = r.metadata().group.clone();
+        let Some(limiter) = &g.limiter else { return };
+        match limiter.admit(r) {
+            Admit::Run(r) => push_global(&g, r),
+            Admit::Queued => {}
+            // Shutting down: the task is torn down here, on the thread that woke it.
+            Admit::Closed(r) => drop(r),
+        }
+        return;
+    }
+    let g = &r.metadata().group;
+    let gptr = Arc::as_ptr(g);
+    let host = g.host_addr();
+    let r = context::with_core(|core| match core {
+        Some(core) if ptr::eq(Arc::as_ptr(&core.shared), host) && core.service.serves(gptr) => {
+            core.schedule_local(r, info.woken_while_running);
+            None
+        }
+        _ => Some(r),
+    });
+    if let Some(r) = r {
+        let g = r.metadata().group.clone();
+        push_global(&g, r);
+    }
+}

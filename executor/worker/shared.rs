@@ -1,0 +1,227 @@
+//! `Shared`: the state a runtime's cores, threads, groups and tasks share, and the way work is
+//! published to it (`push_global`, `spill`, `notify_work`).
+
+use std::ptr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_task::ScheduleInfo;
+
+use crate::fair::Scheduler;
+use crate::group::list::GroupList;
+use crate::group::{GroupInner, Host, HostBinding, Hosts, PanicHook};
+use crate::shim::{AtomicBool, AtomicPtr, Ordering};
+use crate::task::Runnable;
+
+use super::idle::Idle;
+use super::local::LocalQueue;
+use super::parker::Parker;
+use super::threads::Threads;
+
+impl HostBinding for Hosts {
+    type Host = Shared;
+}
+
+/// The validated settings a runtime runs with.
+pub(crate) struct Config {
+    pub(crate) workers: usize,
+    pub(crate) thread_name: String,
+    pub(crate) quantum: Duration,
+    pub(crate) on_task_panic: Option<PanicHook>,
+    /// Most threads the runtime may run at once: its workers plus the threads that hand-offs
+    /// (a nested `block_on`) start.
+    pub(crate) max_threads: usize,
+    /// How long a spare thread waits for a core before it exits.
+    pub(crate) spare_keep_alive: Duration,
+}
+
+/// The part of a core that other threads reach.
+pub(crate) struct Remote {
+    pub(crate) local: LocalQueue,
+    /// Set (under the sleepers lock) by the notifier that chose this core.
+    pub(crate) notified: AtomicBool,
+    pub(crate) parker: Parker,
+    /// The group this core serves now, or null. Read by other cores to decide whether to expose
+    /// their local surplus (`others_serve_other_groups`) and by metrics.
+    pub(crate) serving: AtomicPtr<GroupInner>,
+}
+
+impl Remote {
+    fn new() -> Self {
+        Remote {
+            local: LocalQueue::new(),
+            notified: AtomicBool::new(false),
+            parker: Parker::new(),
+            serving: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+}
+
+/// State shared by a runtime's cores, threads, groups, handles and tasks.
+pub(crate) struct Shared {
+    pub(crate) cores: Box<[Remote]>,
+    pub(crate) scheduler: Scheduler,
+    pub(crate) idle: Idle,
+    shutdown: AtomicBool,
+    pub(crate) config: Config,
+    pub(crate) groups: GroupList,
+    pub(crate) threads: Threads,
+}
+
+impl Host for Shared {
+    #[inline]
+    fn schedule(r: Runnable, info: ScheduleInfo) {
+        super::schedule::schedule(r, info);
+    }
+
+    #[inline]
+    fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    fn groups(&self) -> &GroupList {
+        &self.groups
+    }
+
+    fn panic_hook(&self) -> Option<&PanicHook> {
+        self.config.on_task_panic.as_ref()
+    }
+
+    fn locally_queued(&self, g: &GroupInner) -> usize {
+        let p = g as *const GroupInner as *mut GroupInner;
+        self.cores
+            .iter()
+            .filter(|c| c.serving.load(Ordering::Relaxed) == p)
+            .map(|c| c.local.len())
+            .sum()
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(config: Config) -> Arc<Shared> {
+        let n = config.workers;
+        Arc::new(Shared {
+            cores: (0..n).map(|_| Remote::new()).collect(),
+            scheduler: Scheduler::new(n, config.quantum),
+            idle: Idle::new(n),
+            shutdown: AtomicBool::new(false),
+            config,
+            groups: GroupList::new(),
+            threads: Threads::new(),
+        })
+    }
+
+    /// Shutdown's first two steps: sets the flag (SeqCst), then wakes every parked core and every
+    /// spare thread. Each sleeper checks the flag under its parker's (or the spares') lock before
+    /// it waits, so none can miss this.
+    pub(crate) fn begin_shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        for c in self.cores.iter() {
+            c.parker.unpark();
+        }
+        self.threads.wake_spares();
+    }
+
+    /// Wakes one sleeping core if nobody is searching (see `idle`). The caller has fenced after
+    /// making its work visible.
+    pub(crate) fn notify_work(&self) {
+        let chosen = self.idle.notify_one(|idx| {
+            self.cores[idx].notified.store(true, Ordering::Release);
+        });
+        if let Some(idx) = chosen {
+            self.cores[idx].parker.unpark();
+        }
+    }
+
+    /// Work that core `idx` could take: a listed group or another core's local queue.
+    pub(crate) fn has_visible_work(&self, idx: usize) -> bool {
+        self.scheduler.has_listed()
+            || self
+                .cores
+                .iter()
+                .enumerate()
+                .any(|(i, c)| i != idx && !c.local.is_empty())
+    }
+
+    /// True if a core other than `idx` is serving a group other than `g`.
+    pub(crate) fn others_serve_other_groups(&self, idx: usize, g: &GroupInner) -> bool {
+        let p = g as *const GroupInner as *mut GroupInner;
+        self.cores.iter().enumerate().any(|(i, c)| {
+            let s = c.serving.load(Ordering::Relaxed);
+            i != idx && !s.is_null() && s != p
+        })
+    }
+
+    /// One pass of shutdown's drain: closes every group (a later push is dropped by its pusher),
+    /// wakes every task still registered, then drops every runnable in the group queues, limiter
+    /// lines and local queues, on this thread. Returns how many it dropped.
+    pub(crate) fn drain_once(&self) -> usize {
+        let mut dropped = 0usize;
+        for g in self.groups.snapshot() {
+            g.close();
+            g.registry.wake_all(true);
+            while let Some(r) = g.queue.pop() {
+                drop(r);
+                dropped += 1;
+            }
+            if let Some(l) = &g.limiter {
+                let line = l.drain();
+                dropped += line.len();
+                drop(line);
+            }
+        }
+        for c in self.cores.iter() {
+            while let Some(r) = c.local.pop() {
+                drop(r);
+                dropped += 1;
+            }
+        }
+        dropped
+    }
+}
+
+/// Queues a runnable on its group's global queue and makes sure a worker will see it.
+pub(crate) fn push_global(g: &Arc<GroupInner>, r: Runnable) {
+    if let Err(r) = g.queue.push(r) {
+        // Closed: the runtime is shutting down and has drained (or is draining) the queue; the task
+        // is being torn down, and whoever queues it drops it.
+        drop(r);
+        return;
+    }
+    announce(g);
+}
+
+/// After pushing to `g.queue`: makes sure the group is listed and a worker will look (the pusher's
+/// half of the listing and idle protocols).
+pub(crate) fn announce(g: &Arc<GroupInner>) {
+    // The fence inside `after_push` also orders the push before the idle check below.
+    if g.listed.after_push() {
+        g.host.scheduler.list(g);
+    }
+    g.host.notify_work();
+}
+
+/// Moves runnables to their groups' global queues, listing each group and notifying once per run
+/// of same-group tasks.
+pub(crate) fn spill(batch: impl IntoIterator<Item = Runnable>) {
+    let mut current: Option<Arc<GroupInner>> = None;
+    for r in batch {
+        let same = current
+            .as_ref()
+            .is_some_and(|g| ptr::eq(Arc::as_ptr(g), Arc::as_ptr(&r.metadata().group)));
+        if !same {
+            if let Some(g) = current.take() {
+                announce(&g);
+            }
+            current = Some(r.metadata().group.clone());
+        }
+        if let Some(g) = &current {
+            if let Err(r) = g.queue.push(r) {
+                drop(r);
+            }
+        }
+    }
+    if let Some(g) = current {
+        announce(&g);
+    }
+}

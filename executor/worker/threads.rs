@@ -1,0 +1,320 @@
+//! The threads that run cores, and how a core moves from one thread to another.
+//!
+//! # The core hand-off protocol
+//! 1. A thread that runs a core polls a task, with the core in its cell (`context`).
+//! 2. The task calls `block_on`. The thread takes the core out of its cell, marks itself *blocked*
+//!    (shutdown will not wait for it), and gives the core to [`Threads::hand_off`].
+//! 3. `hand_off` ends the core's service segment, moves its LIFO task to its local queue (idle
+//!    workers may steal it from there), and puts the core in the *waiting* list. If a spare thread
+//!    is idle it is woken; otherwise a new thread is started (up to `Config::max_threads`).
+//! 4. The spare (or new) thread takes the core from the waiting list and runs the worker loop
+//!    with it. The core keeps its index, local queue, parker and charges: to the rest of the
+//!    runtime nothing changed but the thread.
+//! 5. The blocked thread waits for its future on its own, running no other task.
+//! 6. When the future is done, the thread takes its core back if no thread took it yet
+//!    ([`Threads::reclaim`]); the task's poll then continues and returns normally.
+//! 7. Otherwise the poll continues without a core; when it returns, the worker loop finds the cell
+//!    empty and ends, and the thread becomes a spare: it waits for a core to be handed off, and
+//!    exits after `spare_keep_alive` without one.
+//!
+//! At shutdown every core retires (its thread drops what only it can reach), cores still waiting
+//! for a thread are retired by the shutting-down thread, spares exit, and every thread that is not
+//! blocked in user code is joined.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::Instant;
+
+use crate::group::GroupInner;
+use crate::group::Host;
+use crate::shim::{AtomicBool, Condvar, Mutex, Ordering, lock};
+
+use super::context::{ThreadCtx, ThreadGuard};
+use super::core::{Core, run};
+use super::shared::Shared;
+
+pub(crate) struct Threads {
+    state: Mutex<State>,
+    /// Spares wait here for a core.
+    spare: Condvar,
+    /// Shutdown waits here for the cores to retire.
+    retired: Condvar,
+}
+
+struct State {
+    /// Cores handed off and not yet taken by a thread.
+    waiting: Vec<Box<Core>>,
+    /// Spare threads waiting on `spare`.
+    idle_spares: usize,
+    /// Cores not yet retired.
+    live_cores: usize,
+    /// Every thread started and not yet joined.
+    records: Vec<Record>,
+    /// Threads started and not yet exited.
+    running: usize,
+}
+
+struct Record {
+    handle: thread::JoinHandle<()>,
+    blocked: Arc<AtomicBool>,
+}
+
+impl Threads {
+    pub(crate) fn new() -> Self {
+        Threads {
+            state: Mutex::new(State {
+                waiting: Vec::new(),
+                idle_spares: 0,
+                live_cores: 0,
+                records: Vec::new(),
+                running: 0,
+            }),
+            spare: Condvar::new(),
+            retired: Condvar::new(),
+        }
+    }
+
+    /// Starts the runtime's first threads, one per core.
+    pub(crate) fn start(
+        shared: &Arc<Shared>,
+        default_group: &Arc<GroupInner>,
+    ) -> Result<(), String> {
+        let n = shared.cores.len();
+        lock(&shared.threads.state).live_cores = n;
+        for idx in 0..n {
+            let core = Box::new(Core::new(idx, shared.clone(), default_group.clone()));
+            if let Err((core, e)) = spawn_thread(shared, default_group, Some(core)) {
+                // The caller shuts the runtime down; this core never ran.
+                if let Some(core) = core {
+                    shared.threads.retire(core);
+                }
+                // The cores after this one were never created.
+                for _ in idx + 1..n {
+                    shared.threads.count_retired();
+                }
+                return Err(format!("could not start worker thread {idx} of {n}: {e}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 3 of the hand-off protocol: gives `core` to a spare thread or a new one.
+    pub(crate) fn hand_off(&self, mut core: Box<Core>) {
+        core.prepare_hand_off();
+        let shared = core.shared.clone();
+        let default_group = core.default_group.clone();
+        let spawn = {
+            let mut st = lock(&self.state);
+            st.waiting.push(core);
+            if st.idle_spares >= st.waiting.len() {
+                self.spare.notify_one();
+                false
+            } else {
+                st.running < shared.config.max_threads
+            }
+        };
+        if spawn {
+            // A failure leaves the core waiting: a spare takes it when one frees up, and its local
+            // queue is stealable meanwhile.
+            let _ = spawn_thread(&shared, &default_group, None);
+        }
+    }
+
+    /// Step 6 of the hand-off protocol: takes core `idx` back if no thread took it yet.
+    pub(crate) fn reclaim(&self, idx: usize) -> Option<Box<Core>> {
+        let mut st = lock(&self.state);
+        let pos = st.waiting.iter().position(|c| c.idx == idx)?;
+        Some(st.waiting.swap_remove(pos))
+    }
+
+    /// A spare thread waits for a core; `None` at shutdown or after the keep-alive.
+    fn wait_for_core(&self, shared: &Shared) -> Option<Box<Core>> {
+        let keep_alive = shared.config.spare_keep_alive;
+        let deadline = Instant::now() + keep_alive;
+        let mut st = lock(&self.state);
+        st.idle_spares += 1;
+        let got = loop {
+            if shared.is_shutdown() {
+                break None;
+            }
+            if let Some(core) = st.waiting.pop() {
+                break Some(core);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break None;
+            }
+            st = match self.spare.wait_timeout(st, deadline - now) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        };
+        st.idle_spares -= 1;
+        got
+    }
+
+    /// Wakes every spare (shutdown: they exit).
+    pub(crate) fn wake_spares(&self) {
+        let _st = lock(&self.state);
+        self.spare.notify_all();
+    }
+
+    /// A core ends for good (shutdown).
+    pub(crate) fn retire(&self, core: Box<Core>) {
+        core.retire();
+        self.count_retired();
+    }
+
+    fn count_retired(&self) {
+        let mut st = lock(&self.state);
+        st.live_cores -= 1;
+        if st.live_cores == 0 {
+            self.retired.notify_all();
+        }
+    }
+
+    /// Shutdown: retires the cores no thread holds, then waits until every core retired or
+    /// `deadline` passes. True if all did.
+    pub(crate) fn wait_retired(&self, deadline: Option<Instant>) -> bool {
+        loop {
+            let waiting = std::mem::take(&mut lock(&self.state).waiting);
+            for core in waiting {
+                self.retire(core);
+            }
+            let st = lock(&self.state);
+            if st.live_cores == 0 {
+                return true;
+            }
+            if !st.waiting.is_empty() {
+                continue;
+            }
+            match deadline {
+                None => {
+                    let st = match self.retired.wait(st) {
+                        Ok(g) => g,
+                        Err(p) => p.into_inner(),
+                    };
+                    if st.live_cores == 0 {
+                        return true;
+                    }
+                }
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return false;
+                    }
+                    let (st, _) = match self.retired.wait_timeout(st, d - now) {
+                        Ok(g) => g,
+                        Err(p) => p.into_inner(),
+                    };
+                    if st.live_cores == 0 {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Shutdown's last wait: joins every thread except this one and those blocked in user code
+    /// (a nested `block_on` whose future may never finish), waiting at most until `deadline`.
+    pub(crate) fn join(&self, deadline: Option<Instant>) {
+        let records = std::mem::take(&mut lock(&self.state).records);
+        let me = thread::current().id();
+        for r in records {
+            if r.handle.thread().id() == me || r.blocked.load(Ordering::SeqCst) {
+                continue;
+            }
+            match deadline {
+                None => {
+                    let _ = r.handle.join();
+                }
+                Some(d) => {
+                    while !r.handle.is_finished() && Instant::now() < d {
+                        thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    if r.handle.is_finished() {
+                        let _ = r.handle.join();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Threads started and not yet exited.
+    #[allow(dead_code)]
+    pub(crate) fn running(&self) -> usize {
+        lock(&self.state).running
+    }
+}
+
+/// Starts a runtime thread, running `first` (or waiting for a core as a spare).
+#[allow(clippy::type_complexity)]
+fn spawn_thread(
+    shared: &Arc<Shared>,
+    default_group: &Arc<GroupInner>,
+    first: Option<Box<Core>>,
+) -> Result<(), (Option<Box<Core>>, std::io::Error)> {
+    let blocked = Arc::new(AtomicBool::new(false));
+    let name = format!(
+        "{}-{}",
+        shared.config.thread_name,
+        first.as_ref().map_or(shared.cores.len(), |c| c.idx)
+    );
+    // The core travels through a shared slot so that it comes back if the thread cannot start.
+    let slot = Arc::new(Mutex::new(first));
+    let (s, g, b, sl) = (
+        shared.clone(),
+        default_group.clone(),
+        blocked.clone(),
+        slot.clone(),
+    );
+    let mut st = lock(&shared.threads.state);
+    let spawned = thread::Builder::new().name(name).spawn(move || {
+        let first = lock(&sl).take();
+        drop(sl);
+        thread_main(s, g, b, first);
+    });
+    match spawned {
+        Ok(handle) => {
+            st.running += 1;
+            st.records.push(Record { handle, blocked });
+            Ok(())
+        }
+        Err(e) => {
+            drop(st);
+            let core = lock(&slot).take();
+            Err((core, e))
+        }
+    }
+}
+
+/// The body of every runtime thread: run a core until it is handed away or the runtime shuts down,
+/// then wait as a spare for another.
+fn thread_main(
+    shared: Arc<Shared>,
+    default_group: Arc<GroupInner>,
+    blocked: Arc<AtomicBool>,
+    first: Option<Box<Core>>,
+) {
+    let _thread = ThreadGuard::enter(ThreadCtx {
+        shared: shared.clone(),
+        default_group,
+        blocked: blocked.clone(),
+    });
+    let mut next = first;
+    loop {
+        let core = match next.take() {
+            Some(c) => c,
+            None => match shared.threads.wait_for_core(&shared) {
+                Some(c) => c,
+                None => break,
+            },
+        };
+        match run(core) {
+            Some(core) => shared.threads.retire(core),
+            // The core was handed away during a poll that has now returned: back in runtime code.
+            None => blocked.store(false, Ordering::SeqCst),
+        }
+    }
+    lock(&shared.threads.state).running -= 1;
+}
