@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{rt, spin, watchdog};
+use common::{spin, watchdog};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -18,7 +18,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn a_small_group_behind_a_flood_finishes_long_before_the_flood() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     watchdog(120, || {
-        let rt = rt(2);
+        let rt = two_workers();
         let flood = rt.group().name("flood").build().unwrap();
         let small = rt.group().name("small").build().unwrap();
         let flood_done = Arc::new(AtomicUsize::new(0));
@@ -64,6 +64,12 @@ async fn backlogged(chunk: Duration, total: Arc<AtomicU64>, stop: Arc<AtomicBool
     }
 }
 
+/// The shares these tests expect are computed for two workers (a group with n tasks can use at
+/// most n workers), so they do not follow `RONDO_TEST_WORKERS`.
+fn two_workers() -> rondo::Runtime {
+    rondo::Runtime::builder().worker_threads(2).build().unwrap()
+}
+
 /// Spawns `n` backlogged tasks of `chunk` slices into `g`; they add the time they spin to `total`.
 fn spawn_backlogged(
     g: &rondo::Group,
@@ -91,7 +97,7 @@ fn stop_all(rt: &rondo::Runtime, stop: &AtomicBool, hs: Vec<rondo::JoinHandle<()
 fn weights_and_task_counts_shape_cpu_shares() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     watchdog(120, || {
-        let rt = rt(2);
+        let rt = two_workers();
         let stop = Arc::new(AtomicBool::new(false));
         // Weight 1 with long polls and many tasks vs weight 4 with short polls and one task per
         // worker: time is charged, not polls or tasks.
@@ -126,7 +132,7 @@ fn weights_and_task_counts_shape_cpu_shares() {
 fn an_idle_group_banks_no_credit() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     watchdog(120, || {
-        let rt = rt(2);
+        let rt = two_workers();
         let stop = Arc::new(AtomicBool::new(false));
         let busy = rt.group().name("busy").build().unwrap();
         let returning = rt.group().name("returning").build().unwrap();

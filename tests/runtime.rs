@@ -321,9 +321,11 @@ fn shutdown_drops_every_future_exactly_once_including_never_polled_ones() {
                 started_rx.next().await.unwrap();
             }
         });
-        // Occupy the worker, then queue tasks it will never get to poll.
-        rt.spawn(async {
-            std::thread::sleep(Duration::from_millis(300));
+        // Occupy the worker until the drop has begun (not for a fixed time, which a slow machine
+        // can exceed while spawning), then queue tasks it will never get to poll.
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        rt.spawn(async move {
+            let _ = release_rx.recv();
         });
         for _ in 0..1000 {
             let (g, p) = (drops.guard(), polled.clone());
@@ -332,7 +334,20 @@ fn shutdown_drops_every_future_exactly_once_including_never_polled_ones() {
                 p.fetch_add(1, Ordering::SeqCst);
             }));
         }
+        // A spawn resolves cancelled at once only after shutdown began: that releases the worker.
+        let handle = rt.handle().clone();
+        let releaser = std::thread::spawn(move || {
+            loop {
+                let probe = handle.spawn(async {});
+                if probe.is_finished() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let _ = release_tx.send(());
+        });
         drop(rt);
+        releaser.join().unwrap();
         assert_eq!(
             polled.load(Ordering::SeqCst),
             0,

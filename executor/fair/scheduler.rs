@@ -41,7 +41,7 @@ const SMALL_QUEUE: usize = 16;
 /// A served entry not refreshed for this long (or for two quanta, if longer) belongs to a worker
 /// stuck in one poll: it no longer holds the floor down. Well above a quantum, so that a worker the
 /// operating system merely preempted for a while keeps its group's credit.
-const STALE_AFTER: Duration = Duration::from_millis(10);
+const STALE_AFTER: Duration = Duration::from_millis(20);
 
 /// Service time a worker owes a group, charged at its next visit to the scheduler.
 pub(crate) type Charge = (Arc<GroupInner>, u64);

@@ -20,8 +20,7 @@ use async_task::ScheduleInfo;
 use event_listener::Event;
 
 use crate::shim::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
-use crate::task::future::Outcome;
-use crate::task::meta::{Binding, Owner, Tasks};
+use crate::task::meta::{Binding, Outcome, Owner, Tasks};
 use crate::task::{Runnable, TaskMeta, TaskPanic};
 
 use super::limiter::Limiter;
@@ -40,7 +39,7 @@ pub(crate) trait Host: Send + Sync + Sized + 'static {
     /// True once the runtime began shutting down.
     fn is_shutdown(&self) -> bool;
     /// The runtime's list of live groups.
-    fn groups(&self) -> &GroupList;
+    fn groups(&self) -> &GroupList<GroupInner>;
     /// The runtime's `on_task_panic` hook.
     fn panic_hook(&self) -> Option<&PanicHook>;
     /// Tasks of `g` waiting in workers' local queues (a snapshot, for metrics).

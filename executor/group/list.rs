@@ -10,15 +10,14 @@ use slab::Slab;
 
 use crate::shim::{AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 
-use super::inner::GroupInner;
-
-pub(crate) struct GroupList {
-    groups: Mutex<Slab<Weak<GroupInner>>>,
+/// The list; generic so that it needs nothing from the group type it holds (`GroupInner`).
+pub(crate) struct GroupList<G> {
+    groups: Mutex<Slab<Weak<G>>>,
     live: AtomicUsize,
     next_id: AtomicU64,
 }
 
-impl GroupList {
+impl<G> GroupList<G> {
     pub(crate) fn new() -> Self {
         GroupList {
             groups: Mutex::new(Slab::new()),
@@ -30,10 +29,7 @@ impl GroupList {
     /// Builds a group with `make(id, key)` under the list's lock and lists it. The lock orders
     /// creation against `snapshot`: a group created after a snapshot sees whatever the snapshot's
     /// caller wrote before taking it (shutdown's flag).
-    pub(crate) fn insert(
-        &self,
-        make: impl FnOnce(u64, usize) -> Arc<GroupInner>,
-    ) -> Arc<GroupInner> {
+    pub(crate) fn insert(&self, make: impl FnOnce(u64, usize) -> Arc<G>) -> Arc<G> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut groups = lock(&self.groups);
         let entry = groups.vacant_entry();
@@ -50,7 +46,7 @@ impl GroupList {
     }
 
     /// Every group alive now.
-    pub(crate) fn snapshot(&self) -> Vec<Arc<GroupInner>> {
+    pub(crate) fn snapshot(&self) -> Vec<Arc<G>> {
         lock(&self.groups)
             .iter()
             .filter_map(|(_, w)| w.upgrade())

@@ -30,8 +30,7 @@ use slab::Slab;
 
 use crate::shim::{AtomicU64, Mutex, Ordering, lock};
 use crate::task::TaskMeta;
-use crate::task::future::Outcome;
-use crate::task::meta::{UNREGISTERED, task_id};
+use crate::task::meta::{Outcome, UNREGISTERED, task_id};
 
 /// Bytes that keep two fields off each other's cache line whatever the allocation's alignment
 /// (groups are allocated with the allocator's default alignment, not a cache line's).

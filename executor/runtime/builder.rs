@@ -20,8 +20,8 @@ pub const MAX_QUANTUM: Duration = Duration::from_millis(100);
 pub const DEFAULT_QUANTUM: Duration = Duration::from_micros(500);
 
 /// Threads a runtime may start beyond its workers, for the cores that nested `block_on` calls hand
-/// over (each waiting `block_on` keeps its thread).
-const MAX_EXTRA_THREADS: usize = 512;
+/// over (each waiting `block_on` keeps its thread, mostly idle stack).
+const MAX_EXTRA_THREADS: usize = 10_000;
 /// How long a spare runtime thread waits for a core before it exits.
 const SPARE_KEEP_ALIVE: Duration = Duration::from_secs(10);
 

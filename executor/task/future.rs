@@ -22,7 +22,7 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
-use super::meta::{Owner, Payload, TaskMeta};
+use super::meta::{Outcome, Owner, Payload, TaskMeta};
 
 pin_project! {
     /// The future async-task polls (see the module docs).
@@ -41,15 +41,6 @@ pin_project! {
             this.meta.group.finished(this.meta, *this.outcome);
         }
     }
-}
-
-/// How a task ended, as its owner counts it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// Dropped before completing: aborted, group cancelled, or runtime shut down.
-    Cancelled,
-    Completed,
-    Panicked,
 }
 
 impl<'a, F: Future> TaskFuture<'a, F> {

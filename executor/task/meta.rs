@@ -17,13 +17,20 @@ use std::task::Waker;
 
 use crate::shim::{AtomicBool, AtomicUsize, Ordering};
 
-use super::future::Outcome;
-
 /// A panic payload, as `catch_unwind` returns it.
 pub(crate) type Payload = Box<dyn Any + Send + 'static>;
 
 /// `TaskMeta::slot` of a task that has no entry in its owner's registry of idle tasks.
 pub(crate) const UNREGISTERED: usize = usize::MAX;
+
+/// How a task ended, as its owner counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Dropped before completing: aborted, group cancelled, or runtime shut down.
+    Cancelled,
+    Completed,
+    Panicked,
+}
 
 /// What a task needs from the set that owns it.
 pub(crate) trait Owner: Send + Sync + Sized + 'static {

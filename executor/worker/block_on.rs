@@ -7,12 +7,13 @@
 //! 2. If the future waits for a `JoinHandle` whose task has never been polled and sits in this
 //!    core's LIFO slot or local queue, that one task is run inline (the .NET inlining idea, where
 //!    it is safe: the waiting frame depends on that task, and the task has not started), then the
-//!    future is polled again.
+//!    future is polled again. At most `MAX_INLINED` tasks run inline on top of one another.
 //! 3. Otherwise the core is handed to another thread (`threads`, steps 2 to 7 of the hand-off
 //!    protocol) and this thread parks between polls of the future. It never runs unrelated tasks on
 //!    top of the waiting frame, so no task can end up waiting under another's frame (the deadlock
 //!    of two tasks each blocking on the other) and recursion does not grow one thread's stack.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
@@ -39,6 +40,31 @@ impl Wake for BlockOnWaker {
     fn wake_by_ref(self: &Arc<Self>) {
         self.woken.store(true, Ordering::Release);
         self.thread.unpark();
+    }
+}
+
+/// Most tasks run inline on top of one another on one thread (each inlined task may block on its
+/// own child): the stack stays bounded, and deeper nesting hands the core over instead.
+const MAX_INLINED: u32 = 8;
+
+thread_local! {
+    /// Inlined tasks currently running on this thread.
+    static INLINED: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Counts one inlined task for as long as it lives, even if the task's poll unwinds.
+struct InlineDepth;
+
+impl InlineDepth {
+    fn enter() -> Self {
+        let _ = INLINED.try_with(|d| d.set(d.get() + 1));
+        InlineDepth
+    }
+}
+
+impl Drop for InlineDepth {
+    fn drop(&mut self) {
+        let _ = INLINED.try_with(|d| d.set(d.get() - 1));
     }
 }
 
@@ -75,9 +101,13 @@ fn block_on_pinned<F: Future + ?Sized>(mut future: Pin<&mut F>) -> F::Output {
             context::install(core);
             return v;
         }
+        if INLINED.try_with(Cell::get).unwrap_or(MAX_INLINED) >= MAX_INLINED {
+            break;
+        }
         let Some(r) = awaited.and_then(|id| core.take_unstarted(id)) else {
             break;
         };
+        let _depth = InlineDepth::enter();
         core = match core.run_task(r) {
             Some(c) => c,
             // The inlined task handed this core away (a nested `block_on` of its own that has
@@ -89,7 +119,16 @@ fn block_on_pinned<F: Future + ?Sized>(mut future: Pin<&mut F>) -> F::Output {
     let idx = core.idx;
     let shared = core.shared.clone();
     let blocked = set_blocked(true);
-    shared.threads.hand_off(core);
+    if let Err(core) = shared.threads.hand_off(core) {
+        set_blocked(false);
+        let limit = core.shared.config.max_threads;
+        context::install(core);
+        panic!(
+            "rondo: a block_on nested in a task cannot hand its worker over: the runtime already \
+             runs {limit} threads, most of them waiting in nested block_on calls. Await the future \
+             instead of blocking on it, or nest fewer block_on calls"
+        );
+    }
     let v = park_loop(future, &state, &mut cx);
     if let Some(core) = shared.threads.reclaim(idx) {
         if let Some(b) = blocked {

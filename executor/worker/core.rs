@@ -466,7 +466,7 @@ impl Core {
     /// Shutdown: drops what only this core can reach. Dropping a future may wake another task into
     /// this core's LIFO slot or queue (this thread has no core in its cell, so such wakes go to
     /// the global queues; the loop is a safeguard), so repeat until both are empty.
-    pub(crate) fn retire(mut self: Box<Self>) {
+    pub(crate) fn retire(mut self) {
         let now = Instant::now();
         let _ = self.end_segment(now);
         loop {

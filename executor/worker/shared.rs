@@ -64,7 +64,7 @@ pub(crate) struct Shared {
     pub(crate) idle: Idle,
     shutdown: AtomicBool,
     pub(crate) config: Config,
-    pub(crate) groups: GroupList,
+    pub(crate) groups: GroupList<GroupInner>,
     pub(crate) threads: Threads,
 }
 
@@ -79,7 +79,7 @@ impl Host for Shared {
         self.shutdown.load(Ordering::Acquire)
     }
 
-    fn groups(&self) -> &GroupList {
+    fn groups(&self) -> &GroupList<GroupInner> {
         &self.groups
     }
 

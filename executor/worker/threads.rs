@@ -42,7 +42,9 @@ pub(crate) struct Threads {
 }
 
 struct State {
-    /// Cores handed off and not yet taken by a thread.
+    /// Cores handed off and not yet taken by a thread (boxed: a core moves between threads as one
+    /// pointer).
+    #[allow(clippy::vec_box)]
     waiting: Vec<Box<Core>>,
     /// Spare threads waiting on `spare`.
     idle_spares: usize,
@@ -98,11 +100,19 @@ impl Threads {
         Ok(())
     }
 
-    /// Step 3 of the hand-off protocol: gives `core` to a spare thread or a new one.
-    pub(crate) fn hand_off(&self, mut core: Box<Core>) {
-        core.prepare_hand_off();
+    /// Step 3 of the hand-off protocol: gives `core` to a spare thread or a new one. Gives it back
+    /// if no spare is idle and the runtime already runs `Config::max_threads` threads: the caller
+    /// must not wait then, since every thread may be waiting on work only this core would run.
+    pub(crate) fn hand_off(&self, mut core: Box<Core>) -> Result<(), Box<Core>> {
         let shared = core.shared.clone();
         let default_group = core.default_group.clone();
+        {
+            let st = lock(&self.state);
+            if st.idle_spares <= st.waiting.len() && st.running >= shared.config.max_threads {
+                return Err(core);
+            }
+        }
+        core.prepare_hand_off();
         let spawn = {
             let mut st = lock(&self.state);
             st.waiting.push(core);
@@ -110,7 +120,7 @@ impl Threads {
                 self.spare.notify_one();
                 false
             } else {
-                st.running < shared.config.max_threads
+                true
             }
         };
         if spawn {
@@ -118,6 +128,7 @@ impl Threads {
             // queue is stealable meanwhile.
             let _ = spawn_thread(&shared, &default_group, None);
         }
+        Ok(())
     }
 
     /// Step 6 of the hand-off protocol: takes core `idx` back if no thread took it yet.
@@ -160,6 +171,7 @@ impl Threads {
     }
 
     /// A core ends for good (shutdown).
+    #[allow(clippy::boxed_local)] // cores travel boxed; unboxing one to retire it would copy it
     pub(crate) fn retire(&self, core: Box<Core>) {
         core.retire();
         self.count_retired();

@@ -31,7 +31,16 @@ pub fn watchdog<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'st
     }
 }
 
+/// A runtime with `workers` workers. A test that asks for several workers gets
+/// `RONDO_TEST_WORKERS` of them instead when that is set (CI runs the suites again with 4 and 8, so
+/// the cores are oversubscribed); a single-worker runtime stays single.
 pub fn rt(workers: usize) -> rondo::Runtime {
+    let workers = match std::env::var("RONDO_TEST_WORKERS") {
+        Ok(n) if workers > 1 => n
+            .parse()
+            .expect("RONDO_TEST_WORKERS must be a whole number of workers"),
+        _ => workers,
+    };
     rondo::Runtime::builder()
         .worker_threads(workers)
         .build()
