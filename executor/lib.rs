@@ -51,6 +51,9 @@ pub use join::{JoinError, JoinHandle, TaskPanic};
 pub use runtime::{Handle, Runtime};
 pub use yield_now::yield_now;
 
+#[cfg(feature = "macros")]
+pub use rondo_macros::{main, test};
+
 /// Runs `future` to completion on the current thread.
 ///
 /// Inside a runtime (a task, or another `block_on`) it uses that runtime; elsewhere it uses the
