@@ -20,7 +20,7 @@
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
-use quote::{ToTokens, quote, quote_spanned};
+use quote::{ToTokens, quote};
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
@@ -137,8 +137,8 @@ fn expand(entry: Entry, args: TokenStream2, item: TokenStream2) -> TokenStream2 
     let signature_ok = check_signature(entry, &item, &mut errors);
     match errors.0 {
         None => generate(entry, &options, item),
-        // A bad option alone still expands, with the defaults, so that errors in the body are
-        // reported in the same round.
+        // A bad option alone still expands, with the options that were valid, so that errors in
+        // the body are reported in the same round.
         Some(e) if signature_ok => {
             let mut out = e.to_compile_error();
             out.extend(generate(entry, &options, item));
@@ -350,8 +350,7 @@ fn generate(entry: Entry, options: &Options, item: ItemFn) -> TokenStream2 {
     let test_attr = (entry == Entry::Test).then(|| quote!(#[::core::prelude::v1::test]));
     // The body stays an `async fn` of the same signature, nested in the wrapper, so that type
     // errors, `return` and `?` in it behave exactly as the user wrote them.
-    let span = Span::call_site();
-    quote_spanned! {span=>
+    quote! {
         #(#attrs)*
         #test_attr
         #vis fn #name() #output {
