@@ -72,12 +72,49 @@ async fn a_test_may_return_a_result() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
+/// Fails on purpose; `an_err_from_a_test_fails_it` runs it in a child process.
+#[rondo::test]
+#[ignore = "fails on purpose, run by an_err_from_a_test_fails_it"]
+async fn returns_an_err() -> Result<(), String> {
+    let v = rondo::spawn(async { 1 }).await.map_err(|e| e.to_string())?;
+    Err(format!("the body's own error after {v}"))
+}
+
+#[test]
+fn an_err_from_a_test_fails_it() {
+    // This test binary, asked to run only the ignored test above.
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "returns_an_err",
+            "--test-threads",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success(),
+        "the Err did not fail the test:\n{stdout}"
+    );
+    assert!(stdout.contains("the body's own error after 1"), "{stdout}");
+    assert!(stdout.contains("1 failed"), "{stdout}");
+}
+
 #[rondo::test]
 #[should_panic(expected = "the body's own panic")]
 async fn a_panic_in_the_body_fails_the_test() {
     rondo::yield_now().await;
     panic!("the body's own panic");
 }
+
+// The upper bound is the runtime builder's to enforce; the macro passes its message on.
+#[rondo::test(worker_threads = 2000)]
+#[should_panic(
+    expected = "#[rondo::test] could not start its runtime: worker_threads must be at most 1024 (got 2000)"
+)]
+async fn too_many_workers_panic_with_the_builder_s_message() {}
 
 #[rondo::test(crate = "renamed_rondo")]
 async fn the_crate_option_names_a_renamed_dependency() {

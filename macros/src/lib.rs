@@ -12,6 +12,10 @@
 //! | `flavor = "..."` | `"multi_thread"`, or `"current_thread"` for exactly one worker | `"multi_thread"` |
 //! | `crate = "path"` | the path `rondo` is reachable by, for a renamed dependency | `"::rondo"` |
 //!
+//! A `worker_threads` of 0 or a value that is not an integer literal is a compile error; one above
+//! `rondo::MAX_WORKERS` is refused by `rondo::Builder::build` when the function starts, and the
+//! function panics with its message.
+//!
 //! rondo has no runtime that runs tasks on the calling thread, so `"current_thread"` means one
 //! worker thread beside the thread blocked in `block_on`; it cannot be combined with
 //! `worker_threads`.
