@@ -73,7 +73,7 @@ pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 ///
 /// (Outside `cargo test` the `#[test]` function is compiled out, so this example only shows the
-/// macro's input; rondo's `tests/macros.rs` runs the same tests.)
+/// macro's input; rondo's `tests/macros.rs` runs tests like it.)
 ///
 /// The options are those of [`main`](macro@main): `worker_threads = N`, `flavor` and `crate`.
 #[proc_macro_attribute]
