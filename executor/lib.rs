@@ -1,27 +1,4 @@
-//! rondo: a work-stealing async runtime with weighted fairness groups.
-//!
-//! Tasks run in *groups*. While several groups have work, each gets worker time in proportion to
-//! its weight, measured in CPU time, so a flood of tasks in one group never starves another.
-//! Within a group's turn the workers behave like any work-stealing runtime: a LIFO slot for the
-//! task just woken, a local FIFO queue per worker, stealing between workers.
-//!
-//! ```
-//! // The global runtime starts on first use.
-//! let answer = rondo::block_on(async {
-//!     let h = rondo::spawn(async { 21 * 2 });
-//!     h.await.unwrap()
-//! });
-//! assert_eq!(answer, 42);
-//!
-//! // A runtime of your own, with a weighted group.
-//! let rt = rondo::Runtime::builder().worker_threads(2).build().unwrap();
-//! let important = rt.group().name("important").weight(4).build().unwrap();
-//! let h = important.spawn(async { "served first, four times as often" });
-//! assert!(rt.block_on(h).is_ok());
-//! ```
-//!
-//! See ARCHITECTURE.md for the journey of a task and the invariants each module keeps.
-
+#![doc = include_str!("guide.md")]
 #![warn(missing_docs)]
 
 // Layers, each importing only those listed before it: tasks, groups of tasks, fairness between
@@ -39,6 +16,9 @@ use std::future::Future;
 pub use group::{Group, GroupBuilder, GroupMetrics, current_group};
 pub use runtime::{BuildError, Builder, EnterGuard, Handle, Runtime};
 pub use task::{JoinError, JoinHandle, TaskPanic, yield_now};
+
+#[cfg(feature = "macros")]
+pub use rondo_macros::{main, test};
 
 /// Runs `future` to completion on the current thread.
 ///

@@ -1,0 +1,474 @@
+//! The `#[rondo::main]` and `#[rondo::test]` attributes.
+//!
+//! Use them through the `rondo` crate (its default `macros` feature re-exports them); this crate
+//! only holds the code generation, because a proc-macro must live in a crate of its own.
+//!
+//! Both attributes turn an `async fn` into a plain one that builds a [`rondo::Runtime`], runs
+//! the body to completion with `block_on` and returns what the body returned. The options:
+//!
+//! | option | values | default |
+//! | --- | --- | --- |
+//! | `worker_threads = N` | an integer literal from 1 to `rondo::MAX_WORKERS` | one worker per core |
+//! | `flavor = "..."` | `"multi_thread"`, or `"current_thread"` for exactly one worker | `"multi_thread"` |
+//! | `crate = "path"` | the path `rondo` is reachable by, for a renamed dependency | `"::rondo"` |
+//!
+//! A `worker_threads` of 0 or a value that is not an integer literal is a compile error; one above
+//! `rondo::MAX_WORKERS` is refused by `rondo::Builder::build` when the function starts, and the
+//! function panics with its message.
+//!
+//! rondo has no runtime that runs tasks on the calling thread, so `"current_thread"` means one
+//! worker thread beside the thread blocked in `block_on`; it cannot be combined with
+//! `worker_threads`.
+//!
+//! [`rondo::Runtime`]: https://docs.rs/rondo/latest/rondo/struct.Runtime.html
+
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as TokenStream2};
+use quote::{ToTokens, quote};
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Expr, ExprLit, ItemFn, Lit, Meta, Token};
+
+/// Runs an `async fn main` on a new rondo runtime.
+///
+/// The function becomes a plain `fn main` that builds a runtime with the options given and runs
+/// the body with `block_on`; the runtime shuts down when the body returns. `main` may return
+/// anything a plain `main` may, such as a `Result`.
+///
+/// ```
+/// #[rondo::main(worker_threads = 2)]
+/// async fn main() -> Result<(), std::num::ParseIntError> {
+///     let n: u32 = "20".parse()?;
+///     let doubled = rondo::spawn(async move { n * 2 }).await.unwrap();
+///     assert_eq!(doubled, 40);
+///     assert_eq!(rondo::Handle::current().worker_count(), 2);
+///     Ok(())
+/// }
+/// ```
+///
+/// The options are `worker_threads = N` (1 to `rondo::MAX_WORKERS`, default one per core),
+/// `flavor = "multi_thread"` (the default) or `flavor = "current_thread"` (one worker), and
+/// `crate = "path"` for a renamed `rondo` dependency. The function must be `async`, take no
+/// arguments and have no generic parameters; anything else is a compile error that says so.
+#[proc_macro_attribute]
+pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand(Entry::Main, args.into(), item.into()).into()
+}
+
+/// Runs an `async fn` test on a new rondo runtime of its own.
+///
+/// The function becomes a `#[test]` function (do not add `#[test]` as well) that builds a runtime
+/// with the options given and runs the body with `block_on`. Tests may return a `Result`, and
+/// other attributes such as `#[should_panic]` or `#[ignore]` keep working.
+///
+/// ```
+/// #[rondo::test(flavor = "current_thread")]
+/// async fn one_worker() -> Result<(), rondo::JoinError> {
+///     let v = rondo::spawn(async { 6 * 7 }).await?;
+///     assert_eq!(v, 42);
+///     assert_eq!(rondo::Handle::current().worker_count(), 1);
+///     Ok(())
+/// }
+/// ```
+///
+/// (Outside `cargo test` the `#[test]` function is compiled out, so this example only shows the
+/// macro's input; rondo's `tests/macros.rs` runs tests like it.)
+///
+/// The options are those of [`main`](macro@main): `worker_threads = N`, `flavor` and `crate`.
+#[proc_macro_attribute]
+pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand(Entry::Test, args.into(), item.into()).into()
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Entry {
+    Main,
+    Test,
+}
+
+impl Entry {
+    fn attr(self) -> &'static str {
+        match self {
+            Entry::Main => "#[rondo::main]",
+            Entry::Test => "#[rondo::test]",
+        }
+    }
+}
+
+/// The options after validation.
+struct Options {
+    /// `None` leaves the builder's default, one worker per core.
+    workers: Option<usize>,
+    krate: syn::Path,
+}
+
+/// Every error found is reported at once, so a user fixes them in one round.
+#[derive(Default)]
+struct Errors(Option<syn::Error>);
+
+impl Errors {
+    fn push(&mut self, span: Span, message: impl std::fmt::Display) {
+        self.add(syn::Error::new(span, message));
+    }
+
+    /// Points at all of `tokens`, not only their first token.
+    fn push_spanned(&mut self, tokens: impl ToTokens, message: impl std::fmt::Display) {
+        self.add(syn::Error::new_spanned(tokens, message));
+    }
+
+    fn add(&mut self, e: syn::Error) {
+        match &mut self.0 {
+            Some(all) => all.combine(e),
+            None => self.0 = Some(e),
+        }
+    }
+}
+
+fn expand(entry: Entry, args: TokenStream2, item: TokenStream2) -> TokenStream2 {
+    let mut errors = Errors::default();
+    let options = parse_options(entry, args, &mut errors);
+    let item: ItemFn = match syn::parse2(item) {
+        Ok(f) => f,
+        Err(e) => {
+            let e = syn::Error::new(
+                e.span(),
+                format!("{} applies to an `async fn`: {e}", entry.attr()),
+            );
+            return e.to_compile_error();
+        }
+    };
+    let signature_ok = check_signature(entry, &item, &mut errors);
+    match errors.0 {
+        None => generate(entry, &options, item),
+        // A bad option alone still expands, with the options that were valid, so that errors in
+        // the body are reported in the same round.
+        Some(e) if signature_ok => {
+            let mut out = e.to_compile_error();
+            out.extend(generate(entry, &options, item));
+            out
+        }
+        // A body that cannot be wrapped is left out; a `main` keeps an empty stand-in so that
+        // rustc does not add a confusing "`main` function not found" to the real error.
+        Some(e) => {
+            let mut out = e.to_compile_error();
+            if entry == Entry::Main && item.sig.ident == "main" {
+                out.extend(quote!(
+                    fn main() {}
+                ));
+            }
+            out
+        }
+    }
+}
+
+fn parse_options(entry: Entry, args: TokenStream2, errors: &mut Errors) -> Options {
+    let attr = entry.attr();
+    let mut options = Options {
+        workers: None,
+        krate: syn::parse_quote!(::rondo),
+    };
+    let metas = match Punctuated::<Meta, Token![,]>::parse_terminated.parse2(args) {
+        Ok(m) => m,
+        Err(e) => {
+            errors.push(
+                e.span(),
+                format!(
+                    "{attr} takes options of the form `name = value`, separated by commas: {e}"
+                ),
+            );
+            return options;
+        }
+    };
+
+    let mut workers: Option<(usize, Span)> = None;
+    let mut current_thread = false;
+    let mut seen: Vec<String> = Vec::new();
+    for meta in metas {
+        let name = meta
+            .path()
+            .get_ident()
+            .map(ToString::to_string)
+            .unwrap_or_else(|| quote!(#meta).to_string());
+        let value = match &meta {
+            Meta::NameValue(nv) => &nv.value,
+            _ => {
+                let example = match name.as_str() {
+                    "worker_threads" => "worker_threads = 4",
+                    "flavor" => "flavor = \"current_thread\"",
+                    "crate" => "crate = \"my_rondo\"",
+                    _ => "worker_threads = 4",
+                };
+                errors.push(
+                    meta.span(),
+                    format!("{attr} options take the form `name = value`, as in `{example}`"),
+                );
+                continue;
+            }
+        };
+        if seen.contains(&name) {
+            errors.push(meta.span(), format!("`{name}` is given twice"));
+            continue;
+        }
+        seen.push(name.clone());
+        match name.as_str() {
+            "worker_threads" => match int_literal(value) {
+                Some(0) => errors.push(
+                    value.span(),
+                    "`worker_threads` must be at least 1 (got 0): a runtime needs a worker",
+                ),
+                Some(n) => workers = Some((n, meta.span())),
+                _ => errors.push(
+                    value.span(),
+                    "`worker_threads` takes a positive integer literal, as in `worker_threads = 4`",
+                ),
+            },
+            "flavor" => match str_literal(value).as_deref() {
+                Some("multi_thread") => {}
+                Some("current_thread") => current_thread = true,
+                Some(other) => errors.push(
+                    value.span(),
+                    format!(
+                        "unknown flavor `{other}`: use \"multi_thread\" (the default, one worker \
+                         per core unless `worker_threads` says otherwise) or \"current_thread\" \
+                         (one worker)"
+                    ),
+                ),
+                None => errors.push(
+                    value.span(),
+                    "`flavor` takes a string, \"multi_thread\" or \"current_thread\"",
+                ),
+            },
+            "crate" => match str_literal(value).map(|s| syn::parse_str::<syn::Path>(&s)) {
+                Some(Ok(path)) => options.krate = path,
+                _ => errors.push(
+                    value.span(),
+                    "`crate` takes the path of the rondo crate as a string, as in \
+                     `crate = \"my_rondo\"`",
+                ),
+            },
+            _ => errors.push(
+                meta.path().span(),
+                format!(
+                    "unknown option `{name}`: {attr} accepts `worker_threads`, `flavor` and \
+                     `crate`"
+                ),
+            ),
+        }
+    }
+
+    options.workers = match (workers, current_thread) {
+        (Some((_, span)), true) => {
+            errors.push(
+                span,
+                "`worker_threads` cannot be combined with `flavor = \"current_thread\"`, which \
+                 always has one worker; remove one of them",
+            );
+            Some(1)
+        }
+        (None, true) => Some(1),
+        (workers, false) => workers.map(|(n, _)| n),
+    };
+    options
+}
+
+/// The value of an integer literal that fits a `usize`.
+fn int_literal(value: &Expr) -> Option<usize> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => i.base10_parse::<usize>().ok(),
+        _ => None,
+    }
+}
+
+fn str_literal(value: &Expr) -> Option<String> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => Some(s.value()),
+        _ => None,
+    }
+}
+
+/// Reports what keeps `item` from being wrapped; true if nothing does.
+fn check_signature(entry: Entry, item: &ItemFn, errors: &mut Errors) -> bool {
+    let attr = entry.attr();
+    let sig = &item.sig;
+    let name = &sig.ident;
+    let mut ok = true;
+    if sig.asyncness.is_none() {
+        errors.push(
+            sig.fn_token.span,
+            format!("{attr} needs an `async fn`: write `async fn {name}`"),
+        );
+        ok = false;
+    }
+    if !sig.inputs.is_empty() || sig.variadic.is_some() {
+        let message = match entry {
+            Entry::Main => format!(
+                "`{name}` cannot take arguments under {attr}; read command-line arguments with \
+                 `std::env::args()`"
+            ),
+            Entry::Test => format!("a test cannot take arguments: {attr} calls `{name}()`"),
+        };
+        errors.push_spanned(&sig.inputs, message);
+        ok = false;
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        errors.push_spanned(
+            &sig.generics,
+            format!("{attr} cannot be applied to a generic function"),
+        );
+        ok = false;
+    }
+    if entry == Entry::Test {
+        for a in &item.attrs {
+            if a.path().is_ident("test") {
+                errors.push_spanned(
+                    a,
+                    "remove this `#[test]`: #[rondo::test] already makes the function a test",
+                );
+                ok = false;
+            }
+        }
+    }
+    ok
+}
+
+fn generate(entry: Entry, options: &Options, item: ItemFn) -> TokenStream2 {
+    let ItemFn {
+        attrs,
+        vis,
+        sig,
+        block,
+        ..
+    } = item;
+    let krate = &options.krate;
+    let name = &sig.ident;
+    let output = &sig.output;
+    let async_token = sig.asyncness;
+    let fn_token = sig.fn_token;
+    let workers = options.workers.map(|n| quote!(.worker_threads(#n)));
+    let failed = format!("{} could not start its runtime: {{}}", entry.attr());
+    let test_attr = (entry == Entry::Test).then(|| quote!(#[::core::prelude::v1::test]));
+    // The body stays an `async fn` of the same signature, nested in the wrapper, so that type
+    // errors, `return` and `?` in it behave exactly as the user wrote them.
+    quote! {
+        #(#attrs)*
+        #test_attr
+        #vis fn #name() #output {
+            #async_token #fn_token #name() #output #block
+            #krate::Runtime::builder()
+                #workers
+                .build()
+                .unwrap_or_else(|e| ::core::panic!(#failed, e))
+                .block_on(#name())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Entry, Errors, parse_options};
+    use proc_macro2::TokenStream as TokenStream2;
+    use quote::quote;
+
+    /// The parsed options, as the worker count and the crate path's tokens, or every message.
+    #[derive(Debug)]
+    struct Parsed {
+        workers: Option<usize>,
+        krate: String,
+    }
+
+    fn options(entry: Entry, args: TokenStream2) -> Result<Parsed, String> {
+        let mut errors = Errors::default();
+        let o = parse_options(entry, args, &mut errors);
+        let krate = &o.krate;
+        match errors.0 {
+            None => Ok(Parsed {
+                workers: o.workers,
+                krate: quote!(#krate).to_string(),
+            }),
+            Some(e) => Err(e
+                .into_iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")),
+        }
+    }
+
+    #[test]
+    fn no_options_leave_the_builder_defaults() {
+        let o = options(Entry::Main, quote!()).unwrap();
+        assert_eq!(o.workers, None);
+        assert_eq!(o.krate, quote!(::rondo).to_string());
+    }
+
+    #[test]
+    fn flavors_map_to_worker_counts() {
+        let o = options(Entry::Test, quote!(flavor = "current_thread")).unwrap();
+        assert_eq!(o.workers, Some(1));
+        let o = options(Entry::Test, quote!(flavor = "multi_thread")).unwrap();
+        assert_eq!(o.workers, None);
+        let o = options(
+            Entry::Test,
+            quote!(flavor = "multi_thread", worker_threads = 3),
+        )
+        .unwrap();
+        assert_eq!(o.workers, Some(3));
+    }
+
+    #[test]
+    fn crate_path_is_parsed() {
+        let o = options(Entry::Main, quote!(crate = "my::rondo")).unwrap();
+        assert_eq!(o.krate, quote!(my::rondo).to_string());
+    }
+
+    #[test]
+    fn every_bad_option_is_reported() {
+        let e = options(
+            Entry::Main,
+            quote!(
+                worker_threads = 0,
+                flavor = "single",
+                speed = 3,
+                worker_threads = 2
+            ),
+        )
+        .unwrap_err();
+        assert!(e.contains("must be at least 1 (got 0)"), "{e}");
+        assert!(e.contains("unknown flavor `single`"), "{e}");
+        assert!(e.contains("unknown option `speed`"), "{e}");
+        assert!(e.contains("`worker_threads` is given twice"), "{e}");
+    }
+
+    #[test]
+    fn values_of_the_wrong_kind_are_refused() {
+        for bad in [
+            quote!(worker_threads = "4"),
+            quote!(worker_threads = 2.5),
+            quote!(worker_threads = -1),
+            quote!(worker_threads = 99999999999999999999999),
+        ] {
+            let e = options(Entry::Main, bad.clone()).unwrap_err();
+            assert!(e.contains("positive integer literal"), "{bad}: {e}");
+        }
+        let e = options(Entry::Main, quote!(flavor = current_thread)).unwrap_err();
+        assert!(e.contains("`flavor` takes a string"), "{e}");
+        let e = options(Entry::Main, quote!(crate = "not a path")).unwrap_err();
+        assert!(e.contains("`crate` takes the path"), "{e}");
+        let e = options(Entry::Main, quote!(worker_threads)).unwrap_err();
+        assert!(e.contains("as in `worker_threads = 4`"), "{e}");
+    }
+
+    #[test]
+    fn current_thread_and_worker_threads_conflict() {
+        let e = options(
+            Entry::Test,
+            quote!(flavor = "current_thread", worker_threads = 2),
+        )
+        .unwrap_err();
+        assert!(e.contains("cannot be combined"), "{e}");
+    }
+}

@@ -1,0 +1,4 @@
+#[rondo::main]
+async fn main<T: Default>() {
+    let _ = T::default();
+}

@@ -1,0 +1,2 @@
+#[rondo::main]
+fn main() {}

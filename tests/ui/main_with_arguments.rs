@@ -1,0 +1,4 @@
+#[rondo::main]
+async fn main(port: u16) {
+    let _ = port;
+}

@@ -1,0 +1,2 @@
+#[rondo::main(worker_threads = "four")]
+async fn main() {}

@@ -1,0 +1,4 @@
+#[rondo::main]
+struct Server;
+
+fn main() {}

@@ -1,0 +1,7 @@
+#[rondo::test]
+#[test]
+async fn adds() {
+    assert_eq!(1 + 1, 2);
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+#[rondo::test]
+fn adds() {
+    assert_eq!(1 + 1, 2);
+}
+
+fn main() {}

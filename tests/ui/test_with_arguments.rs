@@ -1,0 +1,6 @@
+#[rondo::test]
+async fn adds(n: u32) {
+    assert_eq!(n + n, 2 * n);
+}
+
+fn main() {}

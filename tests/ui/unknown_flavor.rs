@@ -1,0 +1,6 @@
+#[rondo::test(flavor = "single_thread")]
+async fn adds() {
+    assert_eq!(1 + 1, 2);
+}
+
+fn main() {}

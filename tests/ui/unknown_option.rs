@@ -1,0 +1,2 @@
+#[rondo::main(threads = 4)]
+async fn main() {}

@@ -1,0 +1,2 @@
+#[rondo::main(worker_threads = 0)]
+async fn main() {}
