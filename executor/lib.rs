@@ -1,8 +1,10 @@
 #![doc = include_str!("guide.md")]
 #![warn(missing_docs)]
 
-// Layers, each importing only those listed before it: tasks, groups of tasks, fairness between
-// groups, workers, and the runtime that owns them. `sync` stands beside them (it needs none).
+// The layers, bottom to top, each importing only layers below it: `task` (a spawned future), `group`
+// (sets of tasks and their queues), `fair` (which group is served, what it is charged), `worker`
+// (cores, threads, the worker loop) and `runtime` (what users build and enter). `sync` stands
+// beside them and needs none; `shim` is the std-or-loom facade they all use.
 mod fair;
 pub mod group;
 pub mod runtime;
@@ -23,8 +25,9 @@ pub use rondo_macros::{main, test};
 /// Runs `future` to completion on the current thread.
 ///
 /// Inside a runtime (a task, or another `block_on`) it uses that runtime; elsewhere it uses the
-/// global runtime, started on first use with one worker per core. On a worker thread the worker
-/// keeps running queued tasks while it waits. A panic in `future` propagates to the caller.
+/// global runtime, started on first use with one worker per core. Nested inside a task, the
+/// worker's queues are handed to another thread while this one waits, so other tasks keep running
+/// (see [`Handle::block_on`]). A panic in `future` propagates to the caller.
 ///
 /// ```
 /// let v = rondo::block_on(async { rondo::spawn(async { 7 }).await.unwrap() });

@@ -1,13 +1,22 @@
-//! Fairness groups: the public [`Group`] API over a group's shared state.
+//! Fairness groups: sets of tasks that share worker time by weight.
 //!
-//! - `inner`: `GroupInner` (the state a group's tasks, handles and workers share) and the `Host`
-//!   a group needs from the runtime that serves it.
-//! - `queue`: a group's global queue; `limiter`: `max_concurrency`; `registry`: counts and idle
-//!   tasks; `listed`: the group's half of the listing protocol; `list`: the runtime's groups.
-//! - `spawn`: creating a task in a group; `current`: the group of the task being polled.
+//! A [`Group`] is built with [`Runtime::group`](crate::Runtime::group) (a [`GroupBuilder`]: name,
+//! weight up to [`MAX_WEIGHT`], optional `max_concurrency`). While several groups have runnable
+//! tasks, each gets worker time in proportion to its weight, charged in CPU time. Tasks spawned
+//! from a task join its group ([`current_group`]). A group lives until its last handle is dropped
+//! *and* its last task is gone; dropping every `Group` handle never cancels its tasks.
 //!
-//! A group lives until its last handle is dropped *and* its last task is gone. Dropping every
-//! `Group` handle never cancels its tasks.
+//! ```
+//! let rt = rondo::Runtime::new().unwrap();
+//! let tenant = rt.group().name("tenant-a").weight(2).build().unwrap();
+//! let h = tenant.spawn(async { rondo::current_group().unwrap().name().to_string() });
+//! assert_eq!(rt.block_on(h).unwrap(), "tenant-a");
+//! ```
+//!
+//! Inside the runtime, this layer holds a group's shared state (its global queue, registry of
+//! unfinished tasks, limiter and scheduling data) and spawns tasks into it. It knows the runtime
+//! that serves it only through a small interface (where a woken task goes, whether the runtime is
+//! shutting down, its list of groups, its panic hook) that the worker layer implements.
 
 mod current;
 pub(crate) mod inner;

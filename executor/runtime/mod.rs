@@ -131,9 +131,14 @@ impl Handle {
         })
     }
 
-    /// Runs `future` to completion on this thread, with this runtime as the current one. On a
-    /// worker thread (a `block_on` nested in a task) the worker keeps running queued tasks while
-    /// it waits, so it neither deadlocks nor idles. A panic in `future` propagates to the caller.
+    /// Runs `future` to completion on this thread, with this runtime as the current one. A panic
+    /// in `future` propagates to the caller.
+    ///
+    /// Nested in a task (on a worker thread), it first polls `future` once; if `future` waits for a
+    /// task that has not started and sits in this worker's queues, it runs that task inline;
+    /// otherwise it hands the worker's queues to another thread and blocks this one, so other tasks
+    /// keep running and no task ever waits under another's frame. Each waiting nested `block_on`
+    /// keeps a thread: awaiting is cheaper where it is possible.
     ///
     /// ```
     /// let rt = rondo::Runtime::new().unwrap();

@@ -1,14 +1,22 @@
-//! Tasks, the bottom layer: what a spawned future becomes, how it ends, and what its spawner holds.
+//! Tasks: what a spawned future becomes, how it ends, and what its spawner holds.
 //!
-//! - `meta`: the metadata stored beside each future, and the [`Owner`](meta::Owner) behaviour a
-//!   task needs from the set it belongs to (a group, named by the layer above).
-//! - `future`: the wrapper a worker polls (panics caught, bookkeeping exactly once), and the
-//!   output wrapper whose destructor never unwinds.
-//! - `join`: [`JoinHandle`]; `error`: [`JoinError`] and [`TaskPanic`].
-//! - `coop`: the cooperative budget; `yield_now`.
+//! [`spawn`](crate::spawn) (or [`Group::spawn`](crate::Group::spawn),
+//! [`Handle::spawn`](crate::Handle::spawn)) returns a [`JoinHandle`]; awaiting it yields the
+//! output, or a [`JoinError`] if the task panicked or was cancelled. [`yield_now`] and
+//! [`consume_budget`] give the worker back; [`BUDGET`] is what one poll may spend on ready rondo
+//! futures.
 //!
-//! This layer imports no other runtime layer: groups, the fair scheduler, workers and the runtime
-//! are built on it.
+//! ```
+//! rondo::block_on(async {
+//!     let h: rondo::task::JoinHandle<i32> = rondo::spawn(async { 1 + 1 });
+//!     assert_eq!(h.await.unwrap(), 2);
+//! });
+//! ```
+//!
+//! Inside the runtime this is the bottom layer: it imports no other runtime layer. A task's
+//! metadata points at the set that owns it (a group), which the group layer names; the wrapper a
+//! worker polls catches panics and does the task's bookkeeping exactly once; the output travels
+//! in a wrapper whose destructor never unwinds.
 
 pub(crate) mod coop;
 mod error;
