@@ -137,10 +137,14 @@ thread_local! {
     /// A panic caught in a `TaskOutput`'s destructor on this thread, waiting to be reported by code
     /// that knows the task's owner.
     static DEFERRED: Cell<Option<Payload>> = const { Cell::new(None) };
+    /// True while `DEFERRED` may hold a payload: a destructor-free flag, so the check after every
+    /// poll never touches the payload cell (whose destructor makes each access check its state).
+    static ANY_DEFERRED: Cell<bool> = const { Cell::new(false) };
 }
 
 fn defer_panic(payload: Payload) {
     let mut slot = Some(payload);
+    let _ = ANY_DEFERRED.try_with(|a| a.set(true));
     let _ = DEFERRED.try_with(|d| {
         if let Some(older) = d.replace(slot.take()) {
             drop_payload(older);
@@ -153,7 +157,11 @@ fn defer_panic(payload: Payload) {
 }
 
 /// Takes the panic a `TaskOutput` destructor caught on this thread, if any.
+#[inline]
 pub(crate) fn take_deferred_panic() -> Option<Payload> {
+    if !ANY_DEFERRED.try_with(|a| a.replace(false)).unwrap_or(false) {
+        return None;
+    }
     DEFERRED.try_with(Cell::take).ok().flatten()
 }
 

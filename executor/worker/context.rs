@@ -6,12 +6,15 @@
 //! reach it re-entrantly (a wake routed to the LIFO slot, a nested `block_on` that hands it to
 //! another thread). The loop takes it back after the poll; if it is gone, the core was handed away
 //! and this thread stops being a worker. Nothing here is a borrowed pointer: the cell owns the
-//! core while it holds it.
+//! core while it holds it (a pointer from `Box::into_raw`, turned back into the `Box` by whoever
+//! takes it; a plain pointer keeps the cell free of a destructor, so reaching it costs no
+//! registration check on the hot path).
 //!
 //! Every access uses `try_with`: a waker may fire, or a task be spawned, from another thread-local's
 //! destructor, after these cells were destroyed. Such calls then take the path of a foreign thread.
 
 use std::cell::{Cell, RefCell};
+use std::ptr;
 use std::sync::Arc;
 
 use crate::group::GroupInner;
@@ -21,8 +24,8 @@ use super::core::Core;
 use super::shared::Shared;
 
 thread_local! {
-    /// The core this thread is polling a task with, if any.
-    static CORE: Cell<Option<Box<Core>>> = const { Cell::new(None) };
+    /// The core this thread is polling a task with (from `Box::into_raw`), or null.
+    static CORE: Cell<*mut Core> = const { Cell::new(ptr::null_mut()) };
     /// Set for the whole life of a runtime thread.
     static THREAD: RefCell<Option<ThreadCtx>> = const { RefCell::new(None) };
 }
@@ -36,17 +39,27 @@ pub(crate) struct ThreadCtx {
     pub(crate) blocked: Arc<AtomicBool>,
 }
 
-/// Parks `core` in this thread's cell for the length of a poll.
+/// Parks `core` in this thread's cell for the length of a poll. The cell is empty: a thread holds
+/// at most one core, and takes it out before it installs another.
 #[inline]
 pub(crate) fn install(core: Box<Core>) {
-    // Fails only during thread teardown, where no poll runs; the core is then dropped.
-    let _ = CORE.try_with(|c| c.set(Some(core)));
+    let raw = Box::into_raw(core);
+    if CORE.try_with(|c| c.set(raw)).is_err() {
+        // Thread teardown, where no poll runs: the core goes nowhere, so drop it.
+        // SAFETY: `raw` came from `Box::into_raw` just above and was stored nowhere.
+        drop(unsafe { Box::from_raw(raw) });
+    }
 }
 
 /// Takes this thread's core out of its cell (after a poll, or to hand it away).
 #[inline]
 pub(crate) fn take() -> Option<Box<Core>> {
-    CORE.try_with(Cell::take).ok().flatten()
+    let raw = CORE
+        .try_with(|c| c.replace(ptr::null_mut()))
+        .unwrap_or(ptr::null_mut());
+    // SAFETY: a non-null pointer in the cell came from `Box::into_raw` in `install`, and replacing
+    // it with null makes this the only owner.
+    (!raw.is_null()).then(|| unsafe { Box::from_raw(raw) })
 }
 
 /// Runs `f` with the core this thread polls with, if any. `f` must not re-enter `with_core`
