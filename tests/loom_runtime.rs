@@ -6,7 +6,7 @@
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
-use rondo::loom_support::{GroupQueue, Idle, ListFlag};
+use rondo::loom_support::{GroupQueue, Idle, ListFlag, Parker};
 
 /// A group queue (the runtime's own type), its list flag, and the "in rotation" bit the scheduler
 /// lock protects.
@@ -244,5 +244,28 @@ fn close_races_promotion() {
         assert_eq!(q.pop(), Some(0));
         assert_eq!(q.pop().is_some(), pushed);
         assert_eq!(q.pop(), None);
+    });
+}
+
+/// Shutdown against a parking core (the runtime's own `Parker`): the shutting-down thread sets its
+/// flag and then unparks; the core checks the flag and then parks. Whatever the interleaving, the
+/// core never sleeps through the shutdown (the pair used to rely on a thread handle that might not
+/// be published yet, and on a fence only the worker side issued).
+#[test]
+fn shutdown_never_misses_a_parking_core() {
+    loom::model(|| {
+        let parker = Arc::new(Parker::new());
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let core = {
+            let (parker, shutdown) = (parker.clone(), shutdown.clone());
+            thread::spawn(move || {
+                while !shutdown.load(Ordering::SeqCst) {
+                    parker.park();
+                }
+            })
+        };
+        shutdown.store(true, Ordering::SeqCst);
+        parker.unpark();
+        core.join().unwrap();
     });
 }

@@ -10,13 +10,15 @@ use std::time::Duration;
 
 use crate::shim::{Condvar, Mutex, lock};
 
-pub(crate) struct Parker {
+/// See the module docs.
+pub struct Parker {
     token: Mutex<bool>,
     cv: Condvar,
 }
 
 impl Parker {
-    pub(crate) fn new() -> Self {
+    /// A parker with no token.
+    pub fn new() -> Self {
         Parker {
             token: Mutex::new(false),
             cv: Condvar::new(),
@@ -24,7 +26,7 @@ impl Parker {
     }
 
     /// Blocks until the token is set, then consumes it.
-    pub(crate) fn park(&self) {
+    pub fn park(&self) {
         let mut t = lock(&self.token);
         while !*t {
             t = match self.cv.wait(t) {
@@ -51,7 +53,7 @@ impl Parker {
     }
 
     /// Sets the token and wakes the sleeper, if any.
-    pub(crate) fn unpark(&self) {
+    pub fn unpark(&self) {
         *lock(&self.token) = true;
         self.cv.notify_one();
     }
