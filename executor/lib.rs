@@ -16,7 +16,7 @@ mod worker;
 use std::future::Future;
 
 pub use group::{Group, GroupBuilder, GroupMetrics, current_group};
-pub use runtime::{BuildError, Builder, EnterGuard, Handle, Runtime};
+pub use runtime::{BuildError, Builder, EnterGuard, Handle, Runtime, RuntimeMetrics};
 pub use task::{JoinError, JoinHandle, TaskPanic, yield_now};
 
 #[cfg(feature = "macros")]

@@ -156,7 +156,7 @@ fn a_dropped_runtime_frees_its_shared_state() {
 #[test]
 fn a_stuck_worker_does_not_freeze_the_fairness_floor() {
     watchdog(60, || {
-        let rt = rt(2);
+        let rt = common::rt_at_least(2, 2);
         let stop = Arc::new(AtomicBool::new(false));
         let stuck = rt.group().name("stuck").build().unwrap();
         let a = rt.group().name("a").build().unwrap();

@@ -103,6 +103,11 @@ impl Scheduler {
         }
     }
 
+    /// How many groups are in the rotation or its inbox (a snapshot, for metrics).
+    pub(crate) fn listed(&self) -> usize {
+        self.listed.load(Ordering::Relaxed)
+    }
+
     /// True if some group has queued work (a hint; exact under the lock).
     pub(crate) fn has_listed(&self) -> bool {
         self.listed.load(Ordering::SeqCst) > 0

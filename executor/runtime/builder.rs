@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::group::PanicHook;
 use crate::task::TaskPanic;
-use crate::worker::Config;
+use crate::worker::{Config, ThreadHook};
 
 use super::Runtime;
 
@@ -41,7 +41,14 @@ pub struct Builder {
     thread_name: String,
     quantum: Duration,
     on_task_panic: Option<PanicHook>,
+    on_thread_start: Option<ThreadHook>,
+    on_thread_stop: Option<ThreadHook>,
+    thread_stack_size: Option<usize>,
 }
+
+/// The smallest stack [`Builder::thread_stack_size`] accepts: less cannot run the worker loop and
+/// a task's poll safely.
+pub const MIN_THREAD_STACK: usize = 64 * 1024;
 
 impl Default for Builder {
     fn default() -> Self {
@@ -56,6 +63,9 @@ impl fmt::Debug for Builder {
             .field("thread_name", &self.thread_name)
             .field("quantum", &self.quantum)
             .field("on_task_panic", &self.on_task_panic.is_some())
+            .field("on_thread_start", &self.on_thread_start.is_some())
+            .field("on_thread_stop", &self.on_thread_stop.is_some())
+            .field("thread_stack_size", &self.thread_stack_size)
             .finish()
     }
 }
@@ -74,6 +84,9 @@ impl Builder {
             thread_name: "rondo-worker".to_string(),
             quantum: DEFAULT_QUANTUM,
             on_task_panic: None,
+            on_thread_start: None,
+            on_thread_stop: None,
+            thread_stack_size: None,
         }
     }
 
@@ -142,6 +155,65 @@ impl Builder {
         self
     }
 
+    /// A hook every runtime thread runs when it starts, before it runs any task: worker threads,
+    /// and the threads started to take over a worker's queues while a nested `block_on` waits.
+    /// A panic inside the hook is caught and ignored.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let started = Arc::new(AtomicUsize::new(0));
+    /// let s = started.clone();
+    /// let rt = rondo::Runtime::builder()
+    ///     .worker_threads(2)
+    ///     .on_thread_start(move || { s.fetch_add(1, Ordering::SeqCst); })
+    ///     .build()
+    ///     .unwrap();
+    /// rt.block_on(rt.spawn(async {})).unwrap();
+    /// drop(rt);
+    /// assert_eq!(started.load(Ordering::SeqCst), 2);
+    /// ```
+    pub fn on_thread_start(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
+        self.on_thread_start = Some(Arc::new(hook));
+        self
+    }
+
+    /// A hook every runtime thread runs just before it exits (after the runtime shut down, or a
+    /// spare thread's keep-alive ran out). A panic inside the hook is caught and ignored.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let stopped = Arc::new(AtomicUsize::new(0));
+    /// let s = stopped.clone();
+    /// let rt = rondo::Runtime::builder()
+    ///     .worker_threads(2)
+    ///     .on_thread_stop(move || { s.fetch_add(1, Ordering::SeqCst); })
+    ///     .build()
+    ///     .unwrap();
+    /// drop(rt); // joins the workers
+    /// assert_eq!(stopped.load(Ordering::SeqCst), 2);
+    /// ```
+    pub fn on_thread_stop(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
+        self.on_thread_stop = Some(Arc::new(hook));
+        self
+    }
+
+    /// The stack size of every runtime thread, in bytes, at least [`MIN_THREAD_STACK`]. Default:
+    /// the standard library's (2 MiB, or `RUST_MIN_STACK`). Futures above 16 KiB are boxed when
+    /// spawned, so only deep synchronous recursion inside a poll needs more.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().thread_stack_size(8 << 20).build().unwrap();
+    /// assert_eq!(rt.block_on(rt.spawn(async { 1 })).unwrap(), 1);
+    /// let err = rondo::Runtime::builder().thread_stack_size(1024).build().unwrap_err();
+    /// assert!(err.to_string().contains("thread_stack_size"));
+    /// ```
+    pub fn thread_stack_size(mut self, bytes: usize) -> Self {
+        self.thread_stack_size = Some(bytes);
+        self
+    }
+
     /// Validates the settings and starts the worker threads.
     ///
     /// # Errors
@@ -184,6 +256,11 @@ impl Builder {
                 self.quantum
             )));
         }
+        if let Some(n) = self.thread_stack_size.filter(|&n| n < MIN_THREAD_STACK) {
+            return Err(BuildError::new(format!(
+                "thread_stack_size must be at least {MIN_THREAD_STACK} bytes (got {n})"
+            )));
+        }
         Runtime::start(Config {
             workers,
             thread_name: self.thread_name,
@@ -191,6 +268,9 @@ impl Builder {
             on_task_panic: self.on_task_panic,
             max_threads: workers + MAX_EXTRA_THREADS,
             spare_keep_alive: SPARE_KEEP_ALIVE,
+            on_thread_start: self.on_thread_start,
+            on_thread_stop: self.on_thread_stop,
+            thread_stack_size: self.thread_stack_size,
         })
     }
 }

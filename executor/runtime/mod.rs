@@ -31,6 +31,7 @@
 
 mod builder;
 pub(crate) mod context;
+mod metrics;
 
 use std::fmt;
 use std::future::Future;
@@ -43,8 +44,11 @@ use crate::task::JoinHandle;
 use crate::worker::threads::Threads;
 use crate::worker::{Config, Shared};
 
-pub use builder::{BuildError, Builder, DEFAULT_QUANTUM, MAX_QUANTUM, MAX_WORKERS, MIN_QUANTUM};
+pub use builder::{
+    BuildError, Builder, DEFAULT_QUANTUM, MAX_QUANTUM, MAX_WORKERS, MIN_QUANTUM, MIN_THREAD_STACK,
+};
 pub use context::EnterGuard;
+pub use metrics::{RuntimeMetrics, WorkerMetrics};
 
 /// A handle to a runtime: spawn onto it, enter it, make groups. Cheap to clone; `Send + Sync`.
 ///
@@ -188,6 +192,17 @@ impl Handle {
         self.shared.cores.len()
     }
 
+    /// A snapshot of the runtime's counters; see [`RuntimeMetrics`].
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+    /// rt.block_on(rt.spawn(async {})).unwrap();
+    /// assert_eq!(rt.handle().metrics().workers.len(), 1);
+    /// ```
+    pub fn metrics(&self) -> RuntimeMetrics {
+        RuntimeMetrics::collect(&self.shared)
+    }
+
     /// The number of groups alive on this runtime, the default group included. A group is alive
     /// while a handle to it or one of its tasks exists.
     ///
@@ -301,6 +316,17 @@ impl Runtime {
     /// ```
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         self.handle.block_on(future)
+    }
+
+    /// A snapshot of the runtime's counters; see [`RuntimeMetrics`].
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().worker_threads(2).build().unwrap();
+    /// let m = rt.metrics();
+    /// assert_eq!(m.workers.len(), 2);
+    /// ```
+    pub fn metrics(&self) -> RuntimeMetrics {
+        self.handle.metrics()
     }
 
     /// Makes this runtime the current one on this thread until the guard drops; see

@@ -47,6 +47,7 @@ use crate::task::{Runnable, future::drop_payload};
 
 use super::context;
 use super::local::LOCAL_CAPACITY;
+use super::metrics::Counts;
 use super::shared::{Remote, Shared, push_global, spill};
 
 /// Consecutive polls from the LIFO slot before it must yield to the local queue.
@@ -70,6 +71,8 @@ pub(crate) struct Core {
     rng: u32,
     /// Reused buffer for the batch `take_from_rotation` moves to the local queue.
     batch: Vec<Runnable>,
+    /// Published to `Remote::counts` at parks, quantum ends and retirement.
+    counts: Counts,
 }
 
 /// Runs `core` until the runtime shuts down (returns the core, for the caller to retire) or the
@@ -101,7 +104,12 @@ impl Core {
             reported_serving: false,
             rng: 0x9E37_79B9 ^ (idx as u32).wrapping_mul(0x85EB_CA6B) | 1,
             batch: Vec::with_capacity(LOCAL_CAPACITY / 2),
+            counts: Counts::default(),
         }
+    }
+
+    fn publish_counts(&self) {
+        self.remote().counts.publish(&self.counts);
     }
 
     #[inline]
@@ -146,6 +154,7 @@ impl Core {
         if let Some(r) = self.lifo.take() {
             if self.lifo_streak < LIFO_CAP {
                 self.lifo_streak += 1;
+                self.counts.lifo_hits += 1;
                 return Some(r);
             }
             self.push_local(r);
@@ -203,7 +212,7 @@ impl Core {
         let mut batch = std::mem::take(&mut self.batch);
         let shared = self.shared.clone();
         let found = loop {
-            if let Some(c) = self.service.end(now) {
+            if let Some(c) = self.end_segment(now) {
                 self.service.pending().push(c);
             }
             let picked = shared.scheduler.pick_and_take(
@@ -251,6 +260,7 @@ impl Core {
                 .local
                 .steal_half_into(&self.remote().local)
             {
+                self.counts.steals += 1;
                 return Some(r);
             }
         }
@@ -276,7 +286,11 @@ impl Core {
         self.remote()
             .serving
             .store(std::ptr::null_mut(), Ordering::Relaxed);
-        self.service.end(now)
+        let charge = self.service.end(now);
+        if let Some((_, ns)) = &charge {
+            self.counts.busy_ns += ns;
+        }
+        charge
     }
 
     /// Runs one task. Returns the core, or `None` if the task's poll handed it to another thread.
@@ -319,6 +333,7 @@ impl Core {
         }
         let mut core = core?;
         core.service.polled();
+        core.counts.polls += 1;
         if core.service.tick() {
             if let Some(now) = core.service.read_clock(core.shared.config.quantum) {
                 core.quantum_end(now);
@@ -330,6 +345,7 @@ impl Core {
     #[inline(never)]
     fn quantum_end(&mut self, now: Instant) {
         self.service.restart_quantum(now);
+        self.publish_counts();
         let Some((g, ns)) = self.end_segment(now) else {
             return;
         };
@@ -400,6 +416,8 @@ impl Core {
             self.wake_self();
             return;
         }
+        self.counts.parks += 1;
+        self.publish_counts();
         loop {
             if take_flag(&remote.notified) {
                 // The notifier counted us awake and searching.
@@ -469,6 +487,7 @@ impl Core {
     pub(crate) fn retire(mut self) {
         let now = Instant::now();
         let _ = self.end_segment(now);
+        self.publish_counts();
         loop {
             let mut dropped = false;
             while let Some(r) = self.lifo.take() {

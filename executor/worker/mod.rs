@@ -9,6 +9,7 @@
 //!   thread sleeps.
 //! - `block_on`: running a future on the calling thread, handing the core away when nested.
 //! - `context`: what a runtime thread knows about itself (its runtime, the core it polls with).
+//! - `metrics`: what each core counts for `Runtime::metrics`.
 //!
 //! This layer builds on `fair` (which group to serve, what to charge), `group` and `task`.
 
@@ -17,10 +18,11 @@ pub(crate) mod context;
 pub(crate) mod core;
 pub(crate) mod idle;
 pub(crate) mod local;
+pub(crate) mod metrics;
 pub(crate) mod parker;
 mod schedule;
 pub(crate) mod shared;
 pub(crate) mod threads;
 
 pub(crate) use block_on::block_on;
-pub(crate) use shared::{Config, Shared};
+pub(crate) use shared::{Config, Shared, ThreadHook};

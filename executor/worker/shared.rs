@@ -15,6 +15,7 @@ use crate::task::Runnable;
 
 use super::idle::Idle;
 use super::local::LocalQueue;
+use super::metrics::Published;
 use super::parker::Parker;
 use super::threads::Threads;
 
@@ -33,6 +34,21 @@ pub(crate) struct Config {
     pub(crate) max_threads: usize,
     /// How long a spare thread waits for a core before it exits.
     pub(crate) spare_keep_alive: Duration,
+    pub(crate) on_thread_start: Option<ThreadHook>,
+    pub(crate) on_thread_stop: Option<ThreadHook>,
+    pub(crate) thread_stack_size: Option<usize>,
+}
+
+/// A hook runtime threads run when they start or stop.
+pub(crate) type ThreadHook = Arc<dyn Fn() + Send + Sync + 'static>;
+
+/// Runs a user hook; its panic is caught, so it cannot take the thread down.
+pub(crate) fn run_hook(hook: Option<&ThreadHook>) {
+    if let Some(h) = hook {
+        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h())) {
+            crate::task::future::drop_payload(p);
+        }
+    }
 }
 
 /// The part of a core that other threads reach.
@@ -44,6 +60,8 @@ pub(crate) struct Remote {
     /// The group this core serves now, or null. Read by other cores to decide whether to expose
     /// their local surplus (`others_serve_other_groups`) and by metrics.
     pub(crate) serving: AtomicPtr<GroupInner>,
+    /// The core's counters, as last published by the thread running it.
+    pub(crate) counts: Published,
 }
 
 impl Remote {
@@ -53,6 +71,7 @@ impl Remote {
             notified: AtomicBool::new(false),
             parker: Parker::new(),
             serving: AtomicPtr::new(ptr::null_mut()),
+            counts: Published::default(),
         }
     }
 }

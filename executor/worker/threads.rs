@@ -31,7 +31,7 @@ use crate::shim::{AtomicBool, Condvar, Mutex, Ordering, lock};
 
 use super::context::{ThreadCtx, ThreadGuard};
 use super::core::{Core, run};
-use super::shared::Shared;
+use super::shared::{Shared, run_hook};
 
 pub(crate) struct Threads {
     state: Mutex<State>,
@@ -252,10 +252,10 @@ impl Threads {
         }
     }
 
-    /// Threads started and not yet exited.
-    #[allow(dead_code)]
-    pub(crate) fn running(&self) -> usize {
-        lock(&self.state).running
+    /// (threads started and not yet exited, spares waiting for a core).
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let st = lock(&self.state);
+        (st.running, st.idle_spares)
     }
 }
 
@@ -280,8 +280,12 @@ fn spawn_thread(
         blocked.clone(),
         slot.clone(),
     );
+    let mut builder = thread::Builder::new().name(name);
+    if let Some(n) = shared.config.thread_stack_size {
+        builder = builder.stack_size(n);
+    }
     let mut st = lock(&shared.threads.state);
-    let spawned = thread::Builder::new().name(name).spawn(move || {
+    let spawned = builder.spawn(move || {
         let first = lock(&sl).take();
         drop(sl);
         thread_main(s, g, b, first);
@@ -313,6 +317,7 @@ fn thread_main(
         default_group,
         blocked: blocked.clone(),
     });
+    run_hook(shared.config.on_thread_start.as_ref());
     let mut next = first;
     loop {
         let core = match next.take() {
@@ -328,5 +333,6 @@ fn thread_main(
             None => blocked.store(false, Ordering::SeqCst),
         }
     }
+    run_hook(shared.config.on_thread_stop.as_ref());
     lock(&shared.threads.state).running -= 1;
 }

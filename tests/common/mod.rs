@@ -35,12 +35,19 @@ pub fn watchdog<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'st
 /// `RONDO_TEST_WORKERS` of them instead when that is set (CI runs the suites again with 4 and 8, so
 /// the cores are oversubscribed); a single-worker runtime stays single.
 pub fn rt(workers: usize) -> rondo::Runtime {
+    rt_at_least(workers, 1)
+}
+
+/// Like [`rt`], but never fewer than `min` workers (for tests that need one worker stuck and
+/// another free).
+pub fn rt_at_least(workers: usize, min: usize) -> rondo::Runtime {
     let workers = match std::env::var("RONDO_TEST_WORKERS") {
         Ok(n) if workers > 1 => n
             .parse()
             .expect("RONDO_TEST_WORKERS must be a whole number of workers"),
         _ => workers,
-    };
+    }
+    .max(min);
     rondo::Runtime::builder()
         .worker_threads(workers)
         .build()

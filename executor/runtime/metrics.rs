@@ -1,0 +1,207 @@
+//! `RuntimeMetrics`: a snapshot of what a runtime is doing, with a plain-text table and the
+//! Prometheus text format for export.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::worker::Shared;
+
+/// A snapshot of a runtime's counters, from [`Runtime::metrics`](crate::Runtime::metrics) or
+/// [`Handle::metrics`](crate::Handle::metrics).
+///
+/// Each worker publishes its counters when it parks and at the end of each quantum, so a busy
+/// worker's figures are at most a quantum old and an idle one's are exact. New fields may be
+/// added in minor releases.
+///
+/// ```
+/// let rt = rondo::Runtime::builder().worker_threads(2).build().unwrap();
+/// rt.block_on(rt.spawn(async {})).unwrap();
+/// let m = rt.metrics();
+/// assert_eq!(m.workers.len(), 2);
+/// assert!(m.groups_alive >= 1);
+/// println!("{m}");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RuntimeMetrics {
+    /// One entry per worker, by index.
+    pub workers: Vec<WorkerMetrics>,
+    /// Tasks waiting in the groups' global queues.
+    pub global_queue_depth: usize,
+    /// Groups alive (the default group included).
+    pub groups_alive: usize,
+    /// Groups with queued work waiting for a worker to pick them.
+    pub groups_runnable: usize,
+    /// Runtime threads alive: workers, threads waiting in a nested `block_on`, and spares.
+    pub threads: usize,
+    /// Spare threads waiting for a worker's queues to be handed to them.
+    pub spare_threads: usize,
+}
+
+/// One worker's counters since the runtime started (see [`RuntimeMetrics`]).
+///
+/// ```
+/// let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+/// rt.block_on(rt.spawn(async {})).unwrap();
+/// let w = &rt.metrics().workers[0];
+/// assert!(w.local_queue_depth <= 256);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerMetrics {
+    /// Task polls.
+    pub polls: u64,
+    /// Successful steals from other workers' local queues.
+    pub steals: u64,
+    /// Times the worker went to sleep for lack of work.
+    pub parks: u64,
+    /// Tasks taken from the LIFO slot.
+    pub lifo_hits: u64,
+    /// Tasks in its local queue now.
+    pub local_queue_depth: usize,
+    /// Time spent serving groups (service segments), idle time excluded.
+    pub busy: Duration,
+}
+
+impl RuntimeMetrics {
+    pub(crate) fn collect(shared: &Shared) -> Self {
+        let workers = shared
+            .cores
+            .iter()
+            .map(|c| {
+                let n = c.counts.read();
+                WorkerMetrics {
+                    polls: n.polls,
+                    steals: n.steals,
+                    parks: n.parks,
+                    lifo_hits: n.lifo_hits,
+                    local_queue_depth: c.local.len(),
+                    busy: Duration::from_nanos(n.busy_ns),
+                }
+            })
+            .collect();
+        let groups = shared.groups.snapshot();
+        let (threads, spare_threads) = shared.threads.counts();
+        RuntimeMetrics {
+            workers,
+            global_queue_depth: groups.iter().map(|g| g.queue.len()).sum(),
+            groups_alive: shared.groups.live(),
+            groups_runnable: shared.scheduler.listed(),
+            threads,
+            spare_threads,
+        }
+    }
+
+    /// The snapshot in the Prometheus text exposition format (version 0.0.4), every metric named
+    /// `rondo_*`, per-worker series labelled `worker="N"`. Serve it from any HTTP endpoint, or
+    /// write it to a file for a node exporter's textfile collector.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+    /// rt.block_on(rt.spawn(async {})).unwrap();
+    /// let text = rt.metrics().to_prometheus();
+    /// assert!(text.contains("# TYPE rondo_worker_polls_total counter"));
+    /// assert!(text.contains("rondo_groups_alive 1"));
+    /// ```
+    pub fn to_prometheus(&self) -> String {
+        use fmt::Write;
+        let mut out = String::new();
+        let per_worker: [(&str, &str, &str, fn(&WorkerMetrics) -> String); 6] = [
+            ("rondo_worker_polls_total", "counter", "Task polls.", |w| {
+                w.polls.to_string()
+            }),
+            (
+                "rondo_worker_steals_total",
+                "counter",
+                "Successful steals from other workers.",
+                |w| w.steals.to_string(),
+            ),
+            (
+                "rondo_worker_parks_total",
+                "counter",
+                "Times the worker went to sleep.",
+                |w| w.parks.to_string(),
+            ),
+            (
+                "rondo_worker_lifo_hits_total",
+                "counter",
+                "Tasks taken from the LIFO slot.",
+                |w| w.lifo_hits.to_string(),
+            ),
+            (
+                "rondo_worker_local_queue_depth",
+                "gauge",
+                "Tasks in the worker's local queue.",
+                |w| w.local_queue_depth.to_string(),
+            ),
+            (
+                "rondo_worker_busy_seconds_total",
+                "counter",
+                "Time spent serving groups.",
+                |w| format!("{:.9}", w.busy.as_secs_f64()),
+            ),
+        ];
+        for (name, kind, help, value) in per_worker {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (i, w) in self.workers.iter().enumerate() {
+                let _ = writeln!(out, "{name}{{worker=\"{i}\"}} {}", value(w));
+            }
+        }
+        let runtime = [
+            (
+                "rondo_global_queue_depth",
+                "Tasks waiting in the groups' global queues.",
+                self.global_queue_depth,
+            ),
+            ("rondo_groups_alive", "Groups alive.", self.groups_alive),
+            (
+                "rondo_groups_runnable",
+                "Groups with queued work not yet picked.",
+                self.groups_runnable,
+            ),
+            ("rondo_threads", "Runtime threads alive.", self.threads),
+            (
+                "rondo_spare_threads",
+                "Spare threads waiting for a worker's queues.",
+                self.spare_threads,
+            ),
+        ];
+        for (name, help, v) in runtime {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
+        out
+    }
+}
+
+/// A plain table: one line per worker, then the runtime-wide figures.
+impl fmt::Display for RuntimeMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{:>6} {:>12} {:>10} {:>10} {:>12} {:>6} {:>12}",
+            "worker", "polls", "steals", "parks", "lifo hits", "queue", "busy"
+        )?;
+        for (i, w) in self.workers.iter().enumerate() {
+            writeln!(
+                f,
+                "{:>6} {:>12} {:>10} {:>10} {:>12} {:>6} {:>12}",
+                i,
+                w.polls,
+                w.steals,
+                w.parks,
+                w.lifo_hits,
+                w.local_queue_depth,
+                format!("{:.1?}", w.busy)
+            )?;
+        }
+        write!(
+            f,
+            "global queue {} · groups {} alive, {} runnable · threads {} ({} spare)",
+            self.global_queue_depth,
+            self.groups_alive,
+            self.groups_runnable,
+            self.threads,
+            self.spare_threads
+        )
+    }
+}

@@ -1,0 +1,184 @@
+//! Runtime metrics and thread hooks: values that move as a known workload says they must.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::{eventually, rt, spin};
+
+/// Waits until the single worker has parked and published, and returns its counters.
+fn settled(rt: &rondo::Runtime, parks_at_least: u64) -> rondo::runtime::WorkerMetrics {
+    assert!(eventually(10, || rt.metrics().workers[0].parks >= parks_at_least));
+    // Parked and published: nothing moves until the next task.
+    std::thread::sleep(Duration::from_millis(20));
+    rt.metrics().workers[0]
+}
+
+#[test]
+fn polls_and_parks_are_counted_exactly_on_one_worker() {
+    let rt = rt(1);
+    let before = settled(&rt, 1);
+    for i in 1..=20u64 {
+        // Spawned from outside: the parked worker wakes, polls it once, and parks again.
+        let h = rt.spawn(async {});
+        rt.block_on(h).unwrap();
+        let now = settled(&rt, before.parks + i);
+        assert_eq!(now.polls, before.polls + i, "polls after {i} tasks");
+        assert_eq!(now.parks, before.parks + i, "parks after {i} tasks");
+    }
+    // A task polled three times (two yields) counts three polls.
+    rt.block_on(rt.spawn(async {
+        rondo::yield_now().await;
+        rondo::yield_now().await;
+    }))
+    .unwrap();
+    let last = settled(&rt, before.parks + 21);
+    assert_eq!(last.polls, before.polls + 23);
+}
+
+#[test]
+fn lifo_hits_busy_time_and_queues_move_with_the_workload() {
+    let rt = rt(1);
+    // A ping-pong pair on one worker runs through the LIFO slot.
+    rt.block_on(rt.spawn(async {
+        let (tx, rx) = futures::channel::oneshot::channel::<()>();
+        let other = rondo::spawn(async move { tx.send(()).unwrap() });
+        rx.await.unwrap();
+        other.await.unwrap();
+    }))
+    .unwrap();
+    // 30 ms of CPU in one task.
+    rt.block_on(rt.spawn(async { spin(Duration::from_millis(30)) }))
+        .unwrap();
+    let w = settled(&rt, 1);
+    assert!(w.lifo_hits >= 1, "{w:?}");
+    assert!(w.busy >= Duration::from_millis(25), "{w:?}");
+
+    // Hold the worker, then queue ten tasks of a group: they wait in its global queue.
+    let g = rt.group().name("queued").build().unwrap();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
+    let blocker = rt.spawn(async move {
+        held_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+    });
+    held_rx.recv().unwrap();
+    let hs: Vec<_> = (0..10).map(|_| g.spawn(async {})).collect();
+    let m = rt.metrics();
+    assert_eq!(m.global_queue_depth, 10, "{m}");
+    assert_eq!(m.groups_alive, 2, "{m}");
+    assert_eq!(m.groups_runnable, 1, "{m}");
+    assert_eq!(m.workers.len(), 1);
+    assert!(m.threads >= 1);
+    release_tx.send(()).unwrap();
+    rt.block_on(async {
+        blocker.await.unwrap();
+        for h in hs {
+            h.await.unwrap();
+        }
+    });
+    assert!(eventually(5, || rt.metrics().global_queue_depth == 0));
+}
+
+#[test]
+fn steals_are_counted_across_workers() {
+    let rt = rondo::Runtime::builder().worker_threads(2).build().unwrap();
+    // One task spawns many CPU-bound children into its local queue; the other worker steals.
+    for _ in 0..20 {
+        rt.block_on(rt.spawn(async {
+            let hs: Vec<_> = (0..64)
+                .map(|_| rondo::spawn(async { spin(Duration::from_micros(200)) }))
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+        }))
+        .unwrap();
+        if rt.metrics().workers.iter().map(|w| w.steals).sum::<u64>() > 0 {
+            break;
+        }
+    }
+    // Published at the next park.
+    assert!(eventually(10, || rt
+        .metrics()
+        .workers
+        .iter()
+        .map(|w| w.steals)
+        .sum::<u64>()
+        > 0));
+}
+
+#[test]
+fn the_metrics_export_as_a_table_and_as_prometheus_text() {
+    let rt = rt(2);
+    rt.block_on(rt.spawn(async {})).unwrap();
+    let m = rt.metrics();
+    let table = m.to_string();
+    assert!(table.starts_with("worker"), "{table}");
+    assert_eq!(table.lines().count(), m.workers.len() + 2, "{table}");
+    let text = m.to_prometheus();
+    for line in text.lines() {
+        if line.starts_with('#') {
+            assert!(line.starts_with("# HELP rondo_") || line.starts_with("# TYPE rondo_"));
+            continue;
+        }
+        let (name, value) = line.rsplit_once(' ').expect(line);
+        assert!(name.starts_with("rondo_"), "{line}");
+        assert!(value.parse::<f64>().is_ok(), "{line}");
+    }
+    for i in 0..m.workers.len() {
+        assert!(text.contains(&format!("rondo_worker_polls_total{{worker=\"{i}\"}}")));
+    }
+}
+
+#[test]
+fn thread_hooks_run_once_per_thread_including_hand_off_threads() {
+    let (started, stopped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (s1, s2) = (started.clone(), stopped.clone());
+    let rt = rondo::Runtime::builder()
+        .worker_threads(2)
+        .on_thread_start(move || {
+            s1.fetch_add(1, Ordering::SeqCst);
+        })
+        .on_thread_stop(move || {
+            s2.fetch_add(1, Ordering::SeqCst);
+            panic!("a panicking hook is ignored");
+        })
+        .build()
+        .unwrap();
+    assert!(eventually(5, || started.load(Ordering::SeqCst) == 2));
+    // A nested block_on that waits hands its worker to a new thread, which runs the hook too.
+    let (tx, rx) = futures::channel::oneshot::channel::<()>();
+    let waiter = rt.spawn(async move { rondo::block_on(rx).unwrap() });
+    assert!(eventually(5, || started.load(Ordering::SeqCst) == 3));
+    tx.send(()).unwrap();
+    rt.block_on(waiter).unwrap();
+    assert_eq!(rt.block_on(rt.spawn(async { 4 })).unwrap(), 4);
+    drop(rt);
+    assert_eq!(
+        stopped.load(Ordering::SeqCst),
+        started.load(Ordering::SeqCst)
+    );
+}
+
+fn recurse(depth: u32) -> u32 {
+    let pad = std::hint::black_box([depth as u8; 1024]);
+    if depth == 0 {
+        return pad[0] as u32;
+    }
+    recurse(depth - 1) + (pad[1] as u32 % 2)
+}
+
+#[test]
+fn a_larger_thread_stack_runs_deeper_recursion() {
+    // About 4 MiB of stack: more than the default 2 MiB a thread gets.
+    let rt = rondo::Runtime::builder()
+        .worker_threads(1)
+        .thread_stack_size(16 << 20)
+        .build()
+        .unwrap();
+    let h = rt.spawn(async { recurse(4_000) });
+    assert!(rt.block_on(h).is_ok());
+}
