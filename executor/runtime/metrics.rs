@@ -106,7 +106,12 @@ impl RuntimeMetrics {
     pub fn to_prometheus(&self) -> String {
         use fmt::Write;
         let mut out = String::new();
-        type Series = (&'static str, &'static str, &'static str, fn(&WorkerMetrics) -> String);
+        type Series = (
+            &'static str,
+            &'static str,
+            &'static str,
+            fn(&WorkerMetrics) -> String,
+        );
         let per_worker: [Series; 6] = [
             ("rondo_worker_polls_total", "counter", "Task polls.", |w| {
                 w.polls.to_string()
