@@ -45,6 +45,16 @@ pub(crate) use spawn::spawn_in;
 pub const MAX_WEIGHT: u32 = 10_000;
 
 /// What was wrong with a group setting.
+///
+/// ```
+/// use rondo::group::GroupErrorKind;
+/// let rt = rondo::Runtime::new().unwrap();
+/// let g = rt.group().build().unwrap();
+/// match g.set_weight(20_000) {
+///     Err(e) if e.kind() == GroupErrorKind::InvalidWeight => {}
+///     other => panic!("unexpected: {other:?}"),
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum GroupErrorKind {

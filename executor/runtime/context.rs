@@ -44,6 +44,15 @@ pub(crate) fn current_handle() -> Option<Handle> {
 /// Makes a runtime current on this thread until dropped; see [`Runtime::enter`](crate::Runtime::enter)
 /// and [`Handle::enter`]. Guards must be dropped in the reverse order of their creation, on the
 /// thread that created them (the type is `!Send`).
+///
+/// ```
+/// let rt = rondo::Runtime::new().unwrap();
+/// assert!(rondo::Handle::try_current().is_none());
+/// let guard = rt.enter();
+/// assert!(rondo::Handle::try_current().is_some());
+/// drop(guard);
+/// assert!(rondo::Handle::try_current().is_none());
+/// ```
 #[must_use = "the runtime stays current only while the guard lives"]
 pub struct EnterGuard<'a> {
     prev: Option<Handle>,
