@@ -1,5 +1,7 @@
 #![doc = include_str!("guide.md")]
 #![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 // The layers, bottom to top, each importing only layers below it: `task` (a spawned future), `group`
 // (sets of tasks and their queues), `fair` (which group is served, what it is charged), `worker`
