@@ -6,7 +6,7 @@
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
-use rondo::loom_support::{GroupQueue, Idle, ListFlag, Parker};
+use rondo::loom_support::{GroupQueue, Idle, ListFlag, LocalQueue, Parker};
 
 /// A group queue (the runtime's own type), its list flag, and the "in rotation" bit the scheduler
 /// lock protects.
@@ -267,5 +267,39 @@ fn shutdown_never_misses_a_parking_core() {
         shutdown.store(true, Ordering::SeqCst);
         parker.unpark();
         core.join().unwrap();
+    });
+}
+
+/// The runtime's own local queue: its owner pushes and pops while a thief steals half into its own
+/// queue. Every item is taken exactly once, by the owner, the thief's return value, or the thief's
+/// queue.
+#[test]
+fn local_queue_steal_races_the_owner() {
+    loom::model(|| {
+        let victim = Arc::new(LocalQueue::<u32>::new());
+        victim.push(1).unwrap();
+        victim.push(2).unwrap();
+        let thief = {
+            let victim = victim.clone();
+            thread::spawn(move || {
+                let mine = LocalQueue::<u32>::new();
+                let mut got: Vec<u32> = victim
+                    .steal_half_into(&mine, |_| panic!("an empty queue overflowed"))
+                    .into_iter()
+                    .collect();
+                while let Some(v) = mine.pop() {
+                    got.push(v);
+                }
+                got
+            })
+        };
+        victim.push(3).unwrap();
+        let mut got: Vec<u32> = victim.pop().into_iter().collect();
+        got.extend(thief.join().unwrap());
+        while let Some(v) = victim.pop() {
+            got.push(v);
+        }
+        got.sort_unstable();
+        assert_eq!(got, vec![1, 2, 3], "lost or duplicated");
     });
 }

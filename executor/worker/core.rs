@@ -258,7 +258,10 @@ impl Core {
             }
             if let Some(r) = self.shared.cores[v]
                 .local
-                .steal_half_into(&self.remote().local)
+                .steal_half_into(&self.remote().local, |r| {
+                    let g = r.metadata().group.clone();
+                    push_global(&g, r);
+                })
             {
                 self.counts.steals += 1;
                 return Some(r);

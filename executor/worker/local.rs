@@ -7,52 +7,58 @@
 
 use concurrent_queue::ConcurrentQueue;
 
-use crate::task::Runnable;
-
 /// Slots in each local queue.
-pub(crate) const LOCAL_CAPACITY: usize = 256;
+pub const LOCAL_CAPACITY: usize = 256;
 
-pub(crate) struct LocalQueue {
-    q: ConcurrentQueue<Runnable>,
+/// A core's local queue of `T` (runnables in the runtime; plain values in the loom models).
+pub struct LocalQueue<T> {
+    q: ConcurrentQueue<T>,
 }
 
-impl LocalQueue {
-    pub(crate) fn new() -> Self {
+impl<T> Default for LocalQueue<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> LocalQueue<T> {
+    /// An empty queue of `LOCAL_CAPACITY` slots.
+    pub fn new() -> Self {
         LocalQueue {
             q: ConcurrentQueue::bounded(LOCAL_CAPACITY),
         }
     }
 
-    pub(crate) fn len(&self) -> usize {
+    /// Items queued now (a snapshot).
+    pub fn len(&self) -> usize {
         self.q.len()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    /// True if nothing is queued (a snapshot).
+    pub fn is_empty(&self) -> bool {
         self.q.is_empty()
     }
 
-    /// Pushes at the back; gives the runnable back when the queue is full.
-    pub(crate) fn push(&self, r: Runnable) -> Result<(), Runnable> {
-        self.q.push(r).map_err(|e| e.into_inner())
+    /// Pushes at the back; gives the item back when the queue is full.
+    pub fn push(&self, item: T) -> Result<(), T> {
+        self.q.push(item).map_err(|e| e.into_inner())
     }
 
-    /// Pops from the front (the oldest task).
-    pub(crate) fn pop(&self) -> Option<Runnable> {
+    /// Pops from the front (the oldest item).
+    pub fn pop(&self) -> Option<T> {
         self.q.pop().ok()
     }
 
-    /// Takes half of the queue (rounded up) from the front: returns one task to run now and moves
-    /// the rest to `dest`, which must be empty. `None` if this queue was empty.
-    pub(crate) fn steal_half_into(&self, dest: &LocalQueue) -> Option<Runnable> {
+    /// Takes half of the queue (rounded up) from the front: returns one item to run now and moves
+    /// the rest to `dest`, the thief's own queue. An item `dest` cannot take (it filled up
+    /// meanwhile) goes to `overflow` rather than being lost. `None` if this queue was empty.
+    pub fn steal_half_into(&self, dest: &LocalQueue<T>, mut overflow: impl FnMut(T)) -> Option<T> {
         let n = self.q.len().div_ceil(2);
         let first = self.q.pop().ok()?;
         for _ in 1..n {
-            let Ok(r) = self.q.pop() else { break };
-            // `dest` is empty and takes at most half of a full queue, so this cannot fail; if it
-            // ever did, the task goes to its group's global queue rather than being lost.
-            if let Err(r) = dest.push(r) {
-                let g = r.metadata().group.clone();
-                super::shared::push_global(&g, r);
+            let Ok(item) = self.q.pop() else { break };
+            if let Err(item) = dest.push(item) {
+                overflow(item);
             }
         }
         Some(first)

@@ -53,7 +53,7 @@ pub(crate) fn run_hook(hook: Option<&ThreadHook>) {
 
 /// The part of a core that other threads reach.
 pub(crate) struct Remote {
-    pub(crate) local: LocalQueue,
+    pub(crate) local: LocalQueue<Runnable>,
     /// Set (under the sleepers lock) by the notifier that chose this core.
     pub(crate) notified: AtomicBool,
     pub(crate) parker: Parker,
