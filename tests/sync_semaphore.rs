@@ -233,3 +233,54 @@ fn arc_permits_cross_threads_and_limit_concurrency() {
     }
     assert_eq!(sem.available_permits(), 3);
 }
+
+/// Regression: `add_permits` beyond the maximum must panic *without* publishing the permits first.
+/// Thread A keeps trying to add `MAX_PERMITS` permits to a one-permit semaphore (each call panics);
+/// thread B keeps trying to take `MAX_PERMITS` at once. Only one permit ever legitimately exists, so
+/// B must never succeed and the semaphore must end with exactly one free permit.
+#[test]
+fn add_permits_overflow_never_mints_permits() {
+    const ADDER: &str = "add-permits-overflow";
+    let prev = std::sync::Arc::new(std::panic::take_hook());
+    {
+        let prev = prev.clone();
+        // The adder's expected panics would flood the output; other threads' panics still print.
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() != Some(ADDER) {
+                prev(info)
+            }
+        }));
+    }
+    let sem = Arc::new(Semaphore::new(1));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let adder = {
+        let (sem, stop) = (sem.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name(ADDER.into())
+            .spawn(move || {
+                let mut panics = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        sem.add_permits(Semaphore::MAX_PERMITS)
+                    }));
+                    panics += u64::from(r.is_err());
+                }
+                panics
+            })
+            .unwrap()
+    };
+    let mut minted = 0u64;
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_millis(500) {
+        if let Ok(p) = sem.try_acquire_many(Semaphore::MAX_PERMITS) {
+            minted += 1;
+            p.forget();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let panics = adder.join().unwrap();
+    std::panic::set_hook(Box::new(move |info| prev(info)));
+    assert!(panics > 0, "add_permits(MAX_PERMITS) on a non-empty semaphore must panic");
+    assert_eq!(minted, 0, "took MAX_PERMITS permits that were never added");
+    assert_eq!(sem.available_permits(), 1);
+}

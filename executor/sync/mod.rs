@@ -61,8 +61,8 @@ mod semaphore;
 mod waiters;
 
 pub use one_many::{
-    AsyncOneManyLock, ExclusiveGuard, ExclusiveGuardArc, OneManyGuard, OneManyMode, SharedGuard,
-    SharedGuardArc,
+    AsyncOneManyLock, ExclusiveGuard, ExclusiveGuardArc, MappedExclusiveGuard, OneManyGuard,
+    OneManyMode, SharedGuard, SharedGuardArc, Upgrade, UpgradableGuard,
 };
 pub use semaphore::{
     AcquireError, Semaphore, SemaphorePermit, SemaphorePermitArc, TryAcquireError,
