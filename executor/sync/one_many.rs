@@ -388,9 +388,10 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
     /// drop(up);
     /// ```
     pub fn try_upgradable(&self) -> Option<UpgradableGuard<'_, T>> {
+        // `then`, not `then_some`: a guard built eagerly would release a hold it never had.
         self.raw
             .try_upgradable()
-            .then_some(UpgradableGuard { lock: self })
+            .then(|| UpgradableGuard { lock: self })
     }
 
     /// Like [`shared`](Self::shared), returning a guard that owns an `Arc` of the lock. The future

@@ -321,13 +321,15 @@ impl RawOneMany {
         let mut key = Some(head);
         while let Some(k) = key {
             let req = line.waiters.request(k);
-            if req.grant(s).is_none() {
+            let exclusive = matches!(req, Req::Exclusive | Req::Upgrade);
+            // A writer behind readers woken here would find them holding the lock.
+            if req.grant(s).is_none() || (exclusive && k != head) {
                 break;
             }
             if line.waiters.status(k) == Status::Waiting {
                 line.waiters.notify(k, wakers);
             }
-            if matches!(req, Req::Exclusive | Req::Upgrade) {
+            if exclusive {
                 break;
             }
             key = line.waiters.next(k);
