@@ -110,7 +110,7 @@ pub enum OneManyMode {
 ///
 /// ```
 /// use rondo::sync::{ExclusiveGuard, SharedGuard};
-/// fn shorten<'a>(g: SharedGuard<'static, &'static str>) -> SharedGuard<'a, &'a str> {
+/// fn shorten<'a, 'b: 'a>(g: SharedGuard<'a, &'b str>) -> SharedGuard<'a, &'a str> {
 ///     g
 /// }
 /// fn shorter_borrow<'a, 'b: 'a>(g: ExclusiveGuard<'b, u8>) -> ExclusiveGuard<'a, u8> {
@@ -123,13 +123,13 @@ pub enum OneManyMode {
 ///
 /// ```compile_fail
 /// use rondo::sync::ExclusiveGuard;
-/// fn shorten<'a>(g: ExclusiveGuard<'static, &'static str>) -> ExclusiveGuard<'static, &'a str> {
+/// fn shorten<'a, 'b: 'a>(g: ExclusiveGuard<'a, &'b str>) -> ExclusiveGuard<'a, &'a str> {
 ///     g
 /// }
 /// ```
 /// ```compile_fail
 /// use rondo::sync::UpgradableGuard;
-/// fn shorten<'a>(g: UpgradableGuard<'static, &'static str>) -> UpgradableGuard<'static, &'a str> {
+/// fn shorten<'a, 'b: 'a>(g: UpgradableGuard<'a, &'b str>) -> UpgradableGuard<'a, &'a str> {
 ///     g
 /// }
 /// ```
