@@ -87,8 +87,19 @@ enum Who {
 
 const WHO: [Who; 4] = [Who::Fair, Who::Barging, Who::Tokio, Who::AsyncLock];
 
-/// The barging bound measured here (Go's `sync.Mutex` value).
-const BOUND: Duration = Duration::from_millis(1);
+/// The barging bound measured here: `RONDO_BENCH_BARGE_US` microseconds, or 1 ms (Go's
+/// `sync.Mutex` value).
+fn bound() -> Duration {
+    match std::env::var("RONDO_BENCH_BARGE_US") {
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(us) => Duration::from_micros(us),
+            Err(_) => {
+                panic!("RONDO_BENCH_BARGE_US must be a whole number of microseconds (got {v:?})")
+            }
+        },
+        Err(_) => Duration::from_millis(1),
+    }
+}
 
 struct Locks {
     fair: AsyncOneManyLock<u64>,
@@ -101,7 +112,7 @@ impl Locks {
     fn new() -> Arc<Self> {
         Arc::new(Locks {
             fair: AsyncOneManyLock::new(0),
-            barging: AsyncOneManyLock::with_barging(0, BOUND),
+            barging: AsyncOneManyLock::with_barging(0, bound()),
             tokio: tokio::sync::RwLock::new(0),
             async_lock: async_lock::RwLock::new(0),
         })
@@ -127,7 +138,7 @@ impl Sems {
     fn new(permits: usize) -> Arc<Self> {
         Arc::new(Sems {
             fair: Semaphore::new(permits),
-            barging: Semaphore::with_barging(permits, BOUND),
+            barging: Semaphore::with_barging(permits, bound()),
             tokio: tokio::sync::Semaphore::new(permits),
             async_lock: async_lock::Semaphore::new(permits),
         })
@@ -347,11 +358,11 @@ fn push_contended(rows: &mut Vec<Row>, name: &str, best: [Contended; 4]) {
 fn main() {
     // Uncontended. The barging variants share the fair ones' fast paths; they are measured anyway.
     let rl = AsyncOneManyLock::new(0u64);
-    let rlb = AsyncOneManyLock::with_barging(0u64, BOUND);
+    let rlb = AsyncOneManyLock::with_barging(0u64, bound());
     let tl = tokio::sync::RwLock::new(0u64);
     let al = async_lock::RwLock::new(0u64);
     let rs = Semaphore::new(1);
-    let rsb = Semaphore::with_barging(1, BOUND);
+    let rsb = Semaphore::with_barging(1, bound());
     let ts = tokio::sync::Semaphore::new(1);
     let als = async_lock::Semaphore::new(1);
     let mut rows = vec![
@@ -404,7 +415,6 @@ fn push_contended_rows(rows: &mut Vec<Row>, workers: usize) {
     let rt = common::tokio_runtime(workers);
     let spins = calibrate_1us();
     for (name, write_every) in [
-
         ("rw 90/10, 10 tasks x 1000, 1us held", 10),
         ("rw 50/50, 10 tasks x 1000, 1us held", 2),
     ] {
@@ -454,10 +464,20 @@ fn push_contended_rows(rows: &mut Vec<Row>, workers: usize) {
 }
 
 fn print_rows(workers: usize, rows: Vec<Row>) {
-    println!("{workers} workers on {} cores", common::cores());
+    println!(
+        "{workers} workers on {} cores, barging bound {:?}",
+        common::cores(),
+        bound()
+    );
     println!(
         "| {:<42} | {:<13} | {:>12} | {:>12} | {:>12} | {:>12} | {:>9} | {:>9} |",
-        "benchmark", "unit", "rondo fair", "rondo barge", "tokio", "async-lock", "fair/best",
+        "benchmark",
+        "unit",
+        "rondo fair",
+        "rondo barge",
+        "tokio",
+        "async-lock",
+        "fair/best",
         "barge/best"
     );
     println!(

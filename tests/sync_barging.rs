@@ -29,7 +29,9 @@ fn a_running_task_may_take_the_lock_before_the_woken_head() {
     drop(w0);
     // Woken, not handed the lock: it is free for a running task.
     assert_eq!(head.wakes(), 1);
-    let mut barger = lock.try_exclusive().expect("the free lock can be taken by a newcomer");
+    let mut barger = lock
+        .try_exclusive()
+        .expect("the free lock can be taken by a newcomer");
     *barger += 1;
     head.pending(); // overtaken, keeps its place
     drop(barger);
@@ -94,7 +96,10 @@ fn an_overtaken_waiter_past_the_bound_switches_to_hand_off() {
     old.pending();
     // Its failed retry turned hand-off on: the barger's release goes straight to it.
     drop(barger);
-    assert!(lock.try_exclusive().is_none(), "a newcomer got in ahead of the old waiter");
+    assert!(
+        lock.try_exclusive().is_none(),
+        "a newcomer got in ahead of the old waiter"
+    );
     let g = old.ready();
     drop(g);
     assert!(lock.try_exclusive().is_some());
@@ -106,7 +111,10 @@ fn readers_never_barge_past_a_waiting_writer() {
     let r0 = lock.try_shared().unwrap();
     let mut w = Probe::new(lock.exclusive());
     w.pending();
-    assert!(lock.try_shared().is_none(), "a reader passed a waiting writer");
+    assert!(
+        lock.try_shared().is_none(),
+        "a reader passed a waiting writer"
+    );
     let mut late = Probe::new(lock.shared());
     late.pending();
     drop(r0);
@@ -189,7 +197,9 @@ fn barging_semaphore_lets_a_running_task_take_a_released_permit() {
     head.pending();
     drop(p);
     assert_eq!(head.wakes(), 1);
-    let barger = sem.try_acquire().expect("a free permit can be taken by a newcomer");
+    let barger = sem
+        .try_acquire()
+        .expect("a free permit can be taken by a newcomer");
     head.pending();
     drop(barger);
     assert_eq!(head.wakes(), 2);

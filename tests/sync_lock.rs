@@ -352,7 +352,9 @@ fn threads_never_see_a_reader_during_a_write() {
 fn upgradable_shares_with_readers_and_excludes_writers_and_upgradables() {
     let lock = AsyncOneManyLock::new(1);
     let up = futures::executor::block_on(lock.upgradable());
-    let r = lock.try_shared().expect("readers share with an upgradable hold");
+    let r = lock
+        .try_shared()
+        .expect("readers share with an upgradable hold");
     assert!(lock.try_upgradable().is_none());
     assert!(lock.try_exclusive().is_none());
     let mut second = Probe::new(lock.upgradable());
@@ -387,7 +389,10 @@ fn upgrade_waits_for_readers_and_lets_no_writer_in_between() {
     drop(w);
     assert_eq!(writer.wakes(), 1);
     let w2 = writer.ready();
-    assert_eq!(*w2, 7, "the queued writer ran after the upgrade, not before");
+    assert_eq!(
+        *w2, 7,
+        "the queued writer ran after the upgrade, not before"
+    );
     drop(w2);
     assert_eq!(*late_reader.ready(), 7);
 }
@@ -405,7 +410,10 @@ fn try_upgrade_and_downgrades() {
     assert!(lock.try_shared().is_some());
     assert!(lock.try_exclusive().is_none());
     let r = up.downgrade();
-    assert!(lock.try_upgradable().is_some(), "downgrade frees the upgradable slot");
+    assert!(
+        lock.try_upgradable().is_some(),
+        "downgrade frees the upgradable slot"
+    );
     assert_eq!(*r, "ab");
     drop(r);
     assert!(lock.try_exclusive().is_some());

@@ -280,7 +280,10 @@ fn add_permits_overflow_never_mints_permits() {
     stop.store(true, Ordering::Relaxed);
     let panics = adder.join().unwrap();
     std::panic::set_hook(Box::new(move |info| prev(info)));
-    assert!(panics > 0, "add_permits(MAX_PERMITS) on a non-empty semaphore must panic");
+    assert!(
+        panics > 0,
+        "add_permits(MAX_PERMITS) on a non-empty semaphore must panic"
+    );
     assert_eq!(minted, 0, "took MAX_PERMITS permits that were never added");
     assert_eq!(sem.available_permits(), 1);
 }
@@ -297,7 +300,10 @@ fn try_acquire_arc_and_static_arc_futures() {
     let b = std::thread::spawn(move || futures::executor::block_on(one).unwrap())
         .join()
         .unwrap();
-    assert_eq!(sem.try_acquire_arc().unwrap_err(), TryAcquireError::NoPermits);
+    assert_eq!(
+        sem.try_acquire_arc().unwrap_err(),
+        TryAcquireError::NoPermits
+    );
     assert_eq!(
         sem.try_acquire_many_arc(1).unwrap_err(),
         TryAcquireError::NoPermits

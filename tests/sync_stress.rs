@@ -72,7 +72,11 @@ async fn worker(s: Arc<Shared>, task: usize) -> (u64, u64) {
             4 if op % 2 == 0 => {
                 // An upgradable hold reads alongside readers, then becomes the writer.
                 let up = s.lock.upgradable().await;
-                assert_eq!(s.writers_inside.load(Ordering::SeqCst), 0, "upgradable during a write");
+                assert_eq!(
+                    s.writers_inside.load(Ordering::SeqCst),
+                    0,
+                    "upgradable during a write"
+                );
                 let before = *up;
                 let mut g = up.upgrade().await;
                 assert_eq!(*g, before, "a writer got in during the upgrade");

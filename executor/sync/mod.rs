@@ -127,7 +127,7 @@ mod waiters;
 
 pub use one_many::{
     AsyncOneManyLock, ExclusiveGuard, ExclusiveGuardArc, MappedExclusiveGuard, OneManyGuard,
-    OneManyMode, SharedGuard, SharedGuardArc, Upgrade, UpgradableGuard,
+    OneManyMode, SharedGuard, SharedGuardArc, UpgradableGuard, Upgrade,
 };
 pub use semaphore::{
     AcquireError, Semaphore, SemaphorePermit, SemaphorePermitArc, TryAcquireError,

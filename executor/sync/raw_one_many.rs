@@ -59,8 +59,12 @@ impl Req {
         let new = match self {
             Req::Shared => (s & WRITER == 0).then(|| s + ONE_READER)?,
             Req::Exclusive => (s & (WRITER | READERS) == 0).then_some(s | WRITER)?,
-            Req::Upgradable => (s & (WRITER | UPGRADABLE) == 0).then(|| (s + ONE_READER) | UPGRADABLE)?,
-            Req::Upgrade => ((s & READERS) == ONE_READER).then(|| (s - ONE_READER - UPGRADABLE) | WRITER)?,
+            Req::Upgradable => {
+                (s & (WRITER | UPGRADABLE) == 0).then(|| (s + ONE_READER) | UPGRADABLE)?
+            }
+            Req::Upgrade => {
+                ((s & READERS) == ONE_READER).then(|| (s - ONE_READER - UPGRADABLE) | WRITER)?
+            }
         };
         if matches!(self, Req::Shared | Req::Upgradable) && s >> 5 >= MAX_READERS {
             return Some(usize::MAX);
@@ -110,7 +114,10 @@ fn may_admit(new: usize) -> bool {
 }
 
 /// Runs `f` on the state word until its CAS succeeds; `f` returns the new state or `Err` to stop.
-fn update<E>(state: &AtomicUsize, mut f: impl FnMut(usize) -> Result<usize, E>) -> Result<usize, E> {
+fn update<E>(
+    state: &AtomicUsize,
+    mut f: impl FnMut(usize) -> Result<usize, E>,
+) -> Result<usize, E> {
     let mut s = state.load(Ordering::Relaxed);
     loop {
         let new = f(s)?;

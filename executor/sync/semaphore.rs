@@ -120,7 +120,10 @@ fn overflow(n: usize, free: usize) -> ! {
 
 /// Runs `f` on the state word until its CAS succeeds; `f` returns the new state or `Err` to stop.
 /// Returns the state the successful CAS replaced.
-fn update<E>(state: &AtomicUsize, mut f: impl FnMut(usize) -> Result<usize, E>) -> Result<usize, E> {
+fn update<E>(
+    state: &AtomicUsize,
+    mut f: impl FnMut(usize) -> Result<usize, E>,
+) -> Result<usize, E> {
     let mut s = state.load(Ordering::Relaxed);
     loop {
         let new = f(s)?;
@@ -244,8 +247,10 @@ impl Semaphore {
     ///     assert_eq!(sem.available_permits(), 1);
     /// });
     /// ```
-    pub async fn acquire(&self) -> Result<SemaphorePermit<'_>, AcquireError> {
-        self.acquire_many(1).await
+    pub fn acquire(&self) -> impl Future<Output = Result<SemaphorePermit<'_>, AcquireError>> {
+        // The future of `acquire_many` itself, not one wrapped around it: one state machine less
+        // on the uncontended path.
+        self.acquire_many(1)
     }
 
     /// Waits for `n` permits at once. Fails only if the semaphore is closed. `n == 0` completes at
@@ -559,7 +564,9 @@ impl Semaphore {
     #[cold]
     fn release_slow(&self, n: usize, saturate: bool) {
         let mut line = lock(&self.line);
-        if let Err(free) = update(&self.state, |s| add(s, n, saturate).map_err(|()| s >> SHIFT)) {
+        if let Err(free) = update(&self.state, |s| {
+            add(s, n, saturate).map_err(|()| s >> SHIFT)
+        }) {
             drop(line);
             overflow(n, free);
         }
