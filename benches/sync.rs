@@ -268,6 +268,13 @@ struct SemLoad {
     yield_held: bool,
 }
 
+/// What a semaphore task does while it holds its permit, besides the busy work.
+async fn while_held(yield_held: bool) {
+    if yield_held {
+        tokio::task::yield_now().await;
+    }
+}
+
 fn sem_run(rt: &tokio::runtime::Runtime, who: Who, load: &SemLoad) -> Contended {
     let &SemLoad {
         tasks,
@@ -283,24 +290,16 @@ fn sem_run(rt: &tokio::runtime::Runtime, who: Who, load: &SemLoad) -> Contended 
             let mut worst = Duration::ZERO;
             for _ in 0..ops {
                 let waited = match who {
-                    Who::Fair | Who::Barging => {
-                        hold!(spins, sems.rondo(who).acquire(), |p| {
-                            if yield_held {
-                                tokio::task::yield_now().await;
-                            }
-                            drop(p.unwrap())
-                        })
-                    }
+                    Who::Fair | Who::Barging => hold!(spins, sems.rondo(who).acquire(), |p| {
+                        while_held(yield_held).await;
+                        drop(p.unwrap())
+                    }),
                     Who::Tokio => hold!(spins, sems.tokio.acquire(), |p| {
-                        if yield_held {
-                            tokio::task::yield_now().await;
-                        }
+                        while_held(yield_held).await;
                         drop(p.unwrap())
                     }),
                     Who::AsyncLock => hold!(spins, sems.async_lock.acquire(), |p| {
-                        if yield_held {
-                            tokio::task::yield_now().await;
-                        }
+                        while_held(yield_held).await;
                         drop(p)
                     }),
                 };

@@ -162,7 +162,17 @@ fn cancelling_a_queued_writer_admits_the_readers_behind_it() {
 
 #[test]
 fn one_writer_release_wakes_every_reader_before_the_next_writer() {
-    let lock = AsyncOneManyLock::new(0u32);
+    readers_before_a_writer_form_one_batch(AsyncOneManyLock::new(0));
+}
+
+/// Phase fairness holds in barging mode too: the release wakes (rather than grants) the same batch.
+#[test]
+fn barging_lock_wakes_every_reader_before_the_next_writer_as_one_batch() {
+    let bound = std::time::Duration::from_secs(3600);
+    readers_before_a_writer_form_one_batch(AsyncOneManyLock::with_barging(0, bound));
+}
+
+fn readers_before_a_writer_form_one_batch(lock: AsyncOneManyLock<u32>) {
     let w0 = lock.try_exclusive().unwrap();
     let mut early: Vec<_> = (0..6).map(|_| Probe::new(lock.shared())).collect();
     for r in &mut early {

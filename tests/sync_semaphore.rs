@@ -26,7 +26,17 @@ fn acquire_and_try_acquire() {
 
 #[test]
 fn n_releases_wake_n_waiters_each_once() {
-    let sem = Semaphore::new(3);
+    releases_wake_as_many_waiters_as_they_free_permits(Semaphore::new(3));
+}
+
+/// In barging mode the releases wake (rather than grant) the same waiters, each once.
+#[test]
+fn barging_releases_wake_n_waiters_each_once() {
+    let bound = std::time::Duration::from_secs(3600);
+    releases_wake_as_many_waiters_as_they_free_permits(Semaphore::with_barging(3, bound));
+}
+
+fn releases_wake_as_many_waiters_as_they_free_permits(sem: Semaphore) {
     let held: Vec<_> = (0..3).map(|_| sem.try_acquire().unwrap()).collect();
     let mut waiters: Vec<_> = (0..5).map(|_| Probe::new(sem.acquire())).collect();
     for w in &mut waiters {

@@ -7,7 +7,7 @@ use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 use std::time::Instant;
 
-use super::waiters::{Status, WaitList, WakeList};
+use super::waiters::{Status, WaitList, WakeList, update};
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
 
 /// Bit 0: a writer holds the lock.
@@ -111,21 +111,6 @@ pub(crate) struct RawOneMany {
 fn may_admit(new: usize) -> bool {
     let readers = new & READERS;
     readers == 0 || (readers == ONE_READER && new & UPGRADABLE != 0)
-}
-
-/// Runs `f` on the state word until its CAS succeeds; `f` returns the new state or `Err` to stop.
-fn update<E>(
-    state: &AtomicUsize,
-    mut f: impl FnMut(usize) -> Result<usize, E>,
-) -> Result<usize, E> {
-    let mut s = state.load(Ordering::Relaxed);
-    loop {
-        let new = f(s)?;
-        match state.compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed) {
-            Ok(_) => return Ok(s),
-            Err(actual) => s = actual,
-        }
-    }
 }
 
 impl RawOneMany {

@@ -8,7 +8,7 @@ use core::time::Duration;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::waiters::{Status, WaitList, WakeList};
+use super::waiters::{Status, WaitList, WakeList, update};
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
 
 /// Bit 0: the semaphore is closed.
@@ -116,22 +116,6 @@ fn overflow(n: usize, free: usize) -> ! {
         "Semaphore::add_permits: adding {n} permits to {free} free ones would exceed Semaphore::MAX_PERMITS ({}); nothing was added",
         Semaphore::MAX_PERMITS
     )
-}
-
-/// Runs `f` on the state word until its CAS succeeds; `f` returns the new state or `Err` to stop.
-/// Returns the state the successful CAS replaced.
-fn update<E>(
-    state: &AtomicUsize,
-    mut f: impl FnMut(usize) -> Result<usize, E>,
-) -> Result<usize, E> {
-    let mut s = state.load(Ordering::Relaxed);
-    loop {
-        let new = f(s)?;
-        match state.compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed) {
-            Ok(_) => return Ok(s),
-            Err(actual) => s = actual,
-        }
-    }
 }
 
 /// `s` with `n` more free permits: clamped at `MAX_PERMITS` with `saturate`, else `Err` if the sum

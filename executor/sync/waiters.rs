@@ -1,4 +1,4 @@
-//! The FIFO line of waiters shared by [`AsyncOneManyLock`](super::AsyncOneManyLock) and
+//! The FIFO line of waiters (and the CAS loop on the state word) shared by [`AsyncOneManyLock`](super::AsyncOneManyLock) and
 //! [`Semaphore`](super::Semaphore).
 //!
 //! The line is a doubly linked list threaded through a [`Slab`], so a waiter can leave from the middle
@@ -12,6 +12,24 @@ use core::task::Waker;
 use core::time::Duration;
 use slab::Slab;
 use std::time::Instant;
+
+use crate::shim::{AtomicUsize, Ordering};
+
+/// Runs `f` on a primitive's state word until its CAS succeeds; `f` returns the new state, or `Err`
+/// to give up. Returns the state the successful CAS replaced.
+pub(crate) fn update<E>(
+    state: &AtomicUsize,
+    mut f: impl FnMut(usize) -> Result<usize, E>,
+) -> Result<usize, E> {
+    let mut s = state.load(Ordering::Relaxed);
+    loop {
+        let new = f(s)?;
+        match state.compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return Ok(s),
+            Err(actual) => s = actual,
+        }
+    }
+}
 
 /// Marks "no node" in the `prev`/`next` links.
 const NIL: usize = usize::MAX;
