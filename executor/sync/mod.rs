@@ -28,10 +28,10 @@
 //! **Two modes of serving the line.** `HANDOFF` decides how a release serves the line, and it stops
 //! every fast-path acquire:
 //!
-//! - *Hand-off* (`HANDOFF` set). The release updates the state under the mutex and runs `dispatch`:
-//!   while the head of the line can be served, it transfers ownership to it *in the state word* (sets
-//!   the writer bit, adds a reader, or subtracts permits), marks its node `Granted` and takes its
-//!   waker. The woken task finds the resource already its own; nobody can take it in between. A fair
+//! - *Hand-off* (`HANDOFF` set). The release updates the state (no newcomer can take what it frees)
+//!   and then runs `dispatch` under the mutex: while the head of the line can be served, it transfers
+//!   ownership to it *in the state word* (sets the writer bit, adds a reader, or subtracts permits),
+//!   marks its node `Granted` and takes its waker. The woken task finds the resource already its own; nobody can take it in between. A fair
 //!   primitive ([`AsyncOneManyLock::new`], [`Semaphore::new`]) sets `HANDOFF` with `QUEUED` and
 //!   always serves this way: strict FIFO, no barging.
 //! - *Bounded barging* (`with_barging(.., bound)`, after Go's `sync.Mutex`). While the head has waited
@@ -44,8 +44,9 @@
 //!   writer, and the semaphore's wakes never promise more permits than are free). Whenever
 //!   `dispatch` or a failed retry finds that the head has waited `bound` or longer, it sets `HANDOFF`:
 //!   from then on releases hand off directly and newcomers queue, until the head is younger than
-//!   `bound` again. The lock is released under the mutex when anyone waits, so a waiter past the
-//!   bound is handed the lock by the very next release, before any newcomer.
+//!   `bound` again. While `HANDOFF` is clear and anyone waits, the release itself happens under the
+//!   mutex, after the head's wait was checked, so a waiter past the bound is handed the resource by
+//!   the very next release, before any newcomer.
 //!
 //! **Phase-fair admission.** The lock serves its head like this: a writer at the head is granted (or
 //! notified) only when the lock is completely free; a reader at the head is granted whenever no writer

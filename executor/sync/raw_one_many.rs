@@ -191,13 +191,19 @@ impl RawOneMany {
         let mut s = guess;
         loop {
             let new = held.undo(s);
-            if s & QUEUED != 0 && (held != Req::Shared || may_admit(new)) {
+            let serve = s & QUEUED != 0 && (held != Req::Shared || may_admit(new));
+            // In barging mode the release itself happens under the mutex, after the head's wait
+            // was checked, so a waiter past the bound gets the lock before any newcomer. In hand-off
+            // mode no newcomer can take the freed lock, so it is released at once and the mutex is
+            // held only to serve the line.
+            if serve && s & HANDOFF == 0 {
                 return self.release_slow(|s| held.undo(s));
             }
             match self
                 .state
                 .compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed)
             {
+                Ok(_) if serve => return self.serve(),
                 Ok(_) => return,
                 Err(actual) => s = actual,
             }
@@ -256,6 +262,15 @@ impl RawOneMany {
         wakers.wake_all();
     }
 
+    /// Passes the lock on after a release that already updated the state.
+    #[cold]
+    fn serve(&self) {
+        let mut line = lock(&self.line);
+        let wakers = self.dispatch(&mut line);
+        drop(line);
+        wakers.wake_all();
+    }
+
     /// Whether the lock must be handed to the head directly rather than the head woken to compete.
     fn handoff_due(&self, line: &Line, head: usize, now: &mut Option<Instant>) -> bool {
         if self.bound.is_zero() || line.waiters.request(head) == Req::Upgrade {
@@ -289,7 +304,10 @@ impl RawOneMany {
             }
             // Hand-off: no newcomer may take the lock from now on, so the state seen here changes
             // only through this mutex's holders and holders' releases (which then run dispatch).
-            let s = self.state.fetch_or(HANDOFF, Ordering::AcqRel) | HANDOFF;
+            let mut s = self.state.load(Ordering::Acquire);
+            if s & HANDOFF == 0 {
+                s = self.state.fetch_or(HANDOFF, Ordering::AcqRel) | HANDOFF;
+            }
             let req = line.waiters.request(head);
             let Some(new) = req.grant(s) else { break };
             if new == usize::MAX {

@@ -521,7 +521,7 @@ impl Semaphore {
 
     /// Returns `n` permits. With `saturate`, the free count is clamped at `MAX_PERMITS` (permit drops
     /// must not panic); otherwise exceeding it panics before anything is published. Without waiters
-    /// this is one CAS; with waiters the permits are added under the mutex and the line is served.
+    /// this is one CAS; with waiters the line is served under the mutex.
     #[inline]
     fn release(&self, n: usize, saturate: bool) {
         if n == 0 {
@@ -529,7 +529,11 @@ impl Semaphore {
         }
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
-            if s & QUEUED != 0 {
+            // In barging mode the permits are published under the mutex, after the head's wait was
+            // checked, so a waiter past the bound gets them before any newcomer. In hand-off mode no
+            // newcomer can take them, so they are published at once and the mutex is held only to
+            // hand them on.
+            if s & (QUEUED | HANDOFF) == QUEUED {
                 return self.release_slow(n, saturate);
             }
             let Ok(new) = add(s, n, saturate) else {
@@ -539,6 +543,7 @@ impl Semaphore {
                 .state
                 .compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed)
             {
+                Ok(_) if s & QUEUED != 0 => return self.serve(),
                 Ok(_) => return,
                 Err(actual) => s = actual,
             }
@@ -554,6 +559,15 @@ impl Semaphore {
             drop(line);
             overflow(n, free);
         }
+        let wakers = self.dispatch(&mut line);
+        drop(line);
+        wakers.wake_all();
+    }
+
+    /// Hands on permits that a release already published.
+    #[cold]
+    fn serve(&self) {
+        let mut line = lock(&self.line);
         let wakers = self.dispatch(&mut line);
         drop(line);
         wakers.wake_all();
@@ -583,7 +597,9 @@ impl Semaphore {
                 self.notify_fitting(line, head, &mut wakers);
                 break;
             }
-            self.state.fetch_or(HANDOFF, Ordering::AcqRel);
+            if self.state.load(Ordering::Relaxed) & HANDOFF == 0 {
+                self.state.fetch_or(HANDOFF, Ordering::AcqRel);
+            }
             let n = line.waiters.request(head);
             // With `HANDOFF` set no fast path takes permits; `forget_permits` still may, hence a
             // checked update rather than a blind subtraction.
