@@ -7,7 +7,7 @@ use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 use std::time::Instant;
 
-use super::waiters::{Status, WaitList, WakeList, update};
+use super::waiters::{Status, WaitList, WakeList, serve_line, update};
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
 
 /// Bit 0: a writer holds the lock.
@@ -255,20 +255,16 @@ impl RawOneMany {
     /// of the line can now have it, and wakes them after unlocking.
     #[cold]
     fn release_slow(&self, change: impl Fn(usize) -> usize) {
-        let mut line = lock(&self.line);
-        let _ = update::<()>(&self.state, |s| Ok(change(s)));
-        let wakers = self.dispatch(&mut line);
-        drop(line);
-        wakers.wake_all();
+        serve_line(&self.line, |line| {
+            let _ = update::<()>(&self.state, |s| Ok(change(s)));
+            self.dispatch(line)
+        });
     }
 
     /// Passes the lock on after a release that already updated the state.
     #[cold]
     fn serve(&self) {
-        let mut line = lock(&self.line);
-        let wakers = self.dispatch(&mut line);
-        drop(line);
-        wakers.wake_all();
+        serve_line(&self.line, |line| self.dispatch(line));
     }
 
     /// Whether the lock must be handed to the head directly rather than the head woken to compete.
@@ -454,23 +450,22 @@ impl RawOneMany {
     /// whoever that unblocks in (e.g. readers queued behind a cancelled writer). A dropped upgrade
     /// also gives back the upgradable hold it was holding.
     fn cancel(&self, key: usize) {
-        let mut line = lock(&self.line);
-        let (status, req) = line.waiters.remove(key);
-        match status {
-            Status::Granted => {
-                let _ = update::<()>(&self.state, |s| Ok(req.undo(s)));
-            }
-            Status::Waiting | Status::Notified => {
-                self.forget_writer(&mut line, req);
-                if req == Req::Upgrade {
-                    let _ = update::<()>(&self.state, |s| Ok(Req::Upgradable.undo(s)));
+        serve_line(&self.line, |line| {
+            let (status, req) = line.waiters.remove(key);
+            match status {
+                Status::Granted => {
+                    let _ = update::<()>(&self.state, |s| Ok(req.undo(s)));
                 }
+                Status::Waiting | Status::Notified => {
+                    self.forget_writer(line, req);
+                    if req == Req::Upgrade {
+                        let _ = update::<()>(&self.state, |s| Ok(Req::Upgradable.undo(s)));
+                    }
+                }
+                Status::Closed | Status::Overflow => {}
             }
-            Status::Closed | Status::Overflow => {}
-        }
-        let wakers = self.dispatch(&mut line);
-        drop(line);
-        wakers.wake_all();
+            self.dispatch(line)
+        });
     }
 }
 

@@ -8,7 +8,7 @@ use core::time::Duration;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::waiters::{Status, WaitList, WakeList, update};
+use super::waiters::{Status, WaitList, WakeList, serve_line, update};
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
 
 /// Bit 0: the semaphore is closed.
@@ -497,14 +497,14 @@ impl Semaphore {
     /// assert!(futures::executor::block_on(sem.acquire()).is_err());
     /// ```
     pub fn close(&self) {
-        let mut line = lock(&self.line);
-        self.state.fetch_or(CLOSED, Ordering::AcqRel);
-        let mut wakers = WakeList::new();
-        line.waiters.close_all(&mut wakers);
-        line.notified = 0;
-        self.state.fetch_and(!(QUEUED | HANDOFF), Ordering::AcqRel);
-        drop(line);
-        wakers.wake_all();
+        serve_line(&self.line, |line| {
+            self.state.fetch_or(CLOSED, Ordering::AcqRel);
+            let mut wakers = WakeList::new();
+            line.waiters.close_all(&mut wakers);
+            line.notified = 0;
+            self.state.fetch_and(!(QUEUED | HANDOFF), Ordering::AcqRel);
+            wakers
+        });
     }
 
     /// Whether [`close`](Self::close) was called.
@@ -567,10 +567,7 @@ impl Semaphore {
     /// Hands on permits that a release already published.
     #[cold]
     fn serve(&self) {
-        let mut line = lock(&self.line);
-        let wakers = self.dispatch(&mut line);
-        drop(line);
-        wakers.wake_all();
+        serve_line(&self.line, |line| self.dispatch(line));
     }
 
     /// Whether permits must be handed to the head directly rather than the head woken to compete.
@@ -705,19 +702,18 @@ impl Semaphore {
     }
 
     fn cancel(&self, key: usize) {
-        let mut line = lock(&self.line);
-        let (status, n) = line.waiters.remove(key);
-        match status {
-            // Permits never exceed MAX_PERMITS in total unless `add_permits` was misused; clamp.
-            Status::Granted => {
-                let _ = update(&self.state, |s| add(s, n, true));
+        serve_line(&self.line, |line| {
+            let (status, n) = line.waiters.remove(key);
+            match status {
+                // Permits never exceed MAX_PERMITS in total unless `add_permits` was misused; clamp.
+                Status::Granted => {
+                    let _ = update(&self.state, |s| add(s, n, true));
+                }
+                Status::Notified => line.notified -= n,
+                _ => {}
             }
-            Status::Notified => line.notified -= n,
-            _ => {}
-        }
-        let wakers = self.dispatch(&mut line);
-        drop(line);
-        wakers.wake_all();
+            self.dispatch(line)
+        });
     }
 }
 

@@ -13,7 +13,16 @@ use core::time::Duration;
 use slab::Slab;
 use std::time::Instant;
 
-use crate::shim::{AtomicUsize, Ordering};
+use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
+
+/// Locks a primitive's line, lets `f` change the state and serve the line (collecting wakers), and
+/// calls the wakers only after unlocking.
+pub(crate) fn serve_line<L>(line: &Mutex<L>, f: impl FnOnce(&mut L) -> WakeList) {
+    let mut guard = lock(line);
+    let wakers = f(&mut guard);
+    drop(guard);
+    wakers.wake_all();
+}
 
 /// Runs `f` on a primitive's state word until its CAS succeeds; `f` returns the new state, or `Err`
 /// to give up. Returns the state the successful CAS replaced.
