@@ -1,16 +1,24 @@
-//! rondo::sync vs tokio::sync and async-lock, printed as one table.
+//! rondo::sync (fair, and bounded-barging with a 1 ms bound) vs tokio::sync and async-lock, printed
+//! as one table.
 //!
 //! * Uncontended acquire + release: the future is created, polled once (it must complete) and the
 //!   guard dropped, in a tight loop on one thread; best of several runs, ns per operation.
-//! * Contended: every contender runs on the same tokio multi-thread runtime with 2 workers (the
-//!   primitives are runtime-agnostic, so the executor is a constant). A reader-writer mix of 10 tasks ×
-//!   1,000 operations with about 1 µs of busy work inside the guard, and a semaphore with 100 tasks ×
-//!   1,000 operations on 10 permits. Throughput is operations per second of wall time (higher is
-//!   better; best of 9 runs); worst wait is the longest time any single acquire waited in a run, in µs
-//!   (lower is better; median of the 9 runs).
+//! * Contended: every contender runs on the same tokio multi-thread runtime (the primitives are
+//!   runtime-agnostic, so the executor is a constant) with `RONDO_BENCH_WORKERS` workers (2 by
+//!   default). Rows:
+//!   - rw 90/10 and 50/50, 10 tasks × 1,000 operations with about 1 µs of busy work in the guard;
+//!   - a semaphore with 100 tasks × 1,000 operations on 10 permits, ~1 µs held;
+//!   - rw 90/10 with 4 tasks per worker × 2,000 operations, about 50 adds under the write guard and
+//!     a plain read under the shared one;
+//!   - a semaphore with one permit per worker and 8 tasks per worker × 1,000 operations, each
+//!     yielding once to the executor while it holds its permit.
 //!
-//! The last column is rondo ÷ best peer: below 1 is better for ns/op and waits, above 1 is better for
-//! throughput.
+//!   Throughput is operations per second of wall time (higher is better; best of 9 runs); worst wait
+//!   is the longest time any single acquire waited in a run, in µs (lower is better; median of the 9
+//!   runs).
+//!
+//! The last columns are each rondo variant ÷ the best peer: below 1 is better for ns/op and waits,
+//! above 1 is better for throughput.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -20,6 +28,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use rondo::sync::{AsyncOneManyLock, Semaphore};
+
+mod common;
 
 const RUNS: usize = 5;
 const UNCONTENDED_ITERS: u32 = 2_000_000;
@@ -69,30 +79,85 @@ fn calibrate_1us() -> u64 {
 
 #[derive(Clone, Copy, PartialEq)]
 enum Who {
-    Rondo,
+    Fair,
+    Barging,
     Tokio,
     AsyncLock,
 }
 
-const WHO: [Who; 3] = [Who::Rondo, Who::Tokio, Who::AsyncLock];
+const WHO: [Who; 4] = [Who::Fair, Who::Barging, Who::Tokio, Who::AsyncLock];
+
+/// The barging bound measured here: `RONDO_BENCH_BARGE_US` microseconds, or 1 ms (Go's
+/// `sync.Mutex` value).
+fn bound() -> Duration {
+    match std::env::var("RONDO_BENCH_BARGE_US") {
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(us) => Duration::from_micros(us),
+            Err(_) => {
+                panic!("RONDO_BENCH_BARGE_US must be a whole number of microseconds (got {v:?})")
+            }
+        },
+        Err(_) => Duration::from_millis(1),
+    }
+}
 
 struct Locks {
-    rondo: AsyncOneManyLock<u64>,
+    fair: AsyncOneManyLock<u64>,
+    barging: AsyncOneManyLock<u64>,
     tokio: tokio::sync::RwLock<u64>,
     async_lock: async_lock::RwLock<u64>,
 }
 
+impl Locks {
+    fn new() -> Arc<Self> {
+        Arc::new(Locks {
+            fair: AsyncOneManyLock::new(0),
+            barging: AsyncOneManyLock::with_barging(0, bound()),
+            tokio: tokio::sync::RwLock::new(0),
+            async_lock: async_lock::RwLock::new(0),
+        })
+    }
+
+    fn rondo(&self, who: Who) -> &AsyncOneManyLock<u64> {
+        if who == Who::Fair {
+            &self.fair
+        } else {
+            &self.barging
+        }
+    }
+}
+
 struct Sems {
-    rondo: Semaphore,
+    fair: Semaphore,
+    barging: Semaphore,
     tokio: tokio::sync::Semaphore,
     async_lock: async_lock::Semaphore,
+}
+
+impl Sems {
+    fn new(permits: usize) -> Arc<Self> {
+        Arc::new(Sems {
+            fair: Semaphore::new(permits),
+            barging: Semaphore::with_barging(permits, bound()),
+            tokio: tokio::sync::Semaphore::new(permits),
+            async_lock: async_lock::Semaphore::new(permits),
+        })
+    }
+
+    fn rondo(&self, who: Who) -> &Semaphore {
+        if who == Who::Fair {
+            &self.fair
+        } else {
+            &self.barging
+        }
+    }
 }
 
 /// Result of one contended run: (ops per second, worst wait in µs).
 type Contended = (f64, f64);
 
-/// Times one acquire of `$acquire`, then holds the guard `$g` for ~1 µs of `busy(spins)` and runs
-/// `$use` on it; evaluates to how long the acquire waited.
+/// Times one acquire of `$acquire`, then holds the guard `$g` for `busy(spins)` and runs `$use` on it
+/// (which may await); evaluates to how long the acquire waited.
 macro_rules! hold {
     ($spins:expr, $acquire:expr, |$g:ident| $use:expr) => {{
         let t0 = Instant::now();
@@ -124,27 +189,68 @@ where
     })
 }
 
-fn rw_run(rt: &tokio::runtime::Runtime, who: Who, write_every: usize, spins: u64) -> Contended {
-    const OPS: usize = 1_000;
-    let locks = Arc::new(Locks {
-        rondo: AsyncOneManyLock::new(0),
-        tokio: tokio::sync::RwLock::new(0),
-        async_lock: async_lock::RwLock::new(0),
-    });
-    contended(rt, 10, OPS, |t| {
+/// What a task does inside the guard.
+#[derive(Clone, Copy)]
+enum Work {
+    /// About 1 µs of busy work (`spins` of the calibrated loop) in either mode.
+    Spin(u64),
+    /// About 50 dependent adds under the write guard; a plain read under the shared one.
+    Adds,
+}
+
+/// About 50 dependent adds, the write guard's work in the `Work::Adds` rows.
+#[inline(never)]
+fn add50(mut x: u64) -> u64 {
+    for i in 0..50 {
+        x = black_box(x.wrapping_add(i));
+    }
+    x
+}
+
+struct RwLoad {
+    tasks: usize,
+    ops: usize,
+    write_every: usize,
+    work: Work,
+}
+
+fn rw_run(rt: &tokio::runtime::Runtime, who: Who, load: &RwLoad) -> Contended {
+    let &RwLoad {
+        tasks,
+        ops,
+        write_every,
+        work,
+    } = load;
+    let spins = match work {
+        Work::Spin(s) => s,
+        Work::Adds => 0,
+    };
+    let write = move |g: &mut u64| match work {
+        Work::Spin(_) => *g += 1,
+        Work::Adds => *g = add50(*g),
+    };
+    let locks = Locks::new();
+    contended(rt, tasks, ops, |t| {
         let locks = locks.clone();
         async move {
             let mut worst = Duration::ZERO;
-            for op in 0..OPS {
-                let waited = match (who, (op + t) % write_every == 0) {
-                    (Who::Rondo, true) => hold!(spins, locks.rondo.exclusive(), |g| *g += 1),
-                    (Who::Rondo, false) => hold!(spins, locks.rondo.shared(), |g| black_box(*g)),
-                    (Who::Tokio, true) => hold!(spins, locks.tokio.write(), |g| *g += 1),
-                    (Who::Tokio, false) => hold!(spins, locks.tokio.read(), |g| black_box(*g)),
-                    (Who::AsyncLock, true) => hold!(spins, locks.async_lock.write(), |g| *g += 1),
-                    (Who::AsyncLock, false) => {
-                        hold!(spins, locks.async_lock.read(), |g| black_box(*g))
+            for op in 0..ops {
+                let writer = (op + t) % write_every == 0;
+                let waited = match who {
+                    Who::Fair | Who::Barging => {
+                        let l = locks.rondo(who);
+                        if writer {
+                            hold!(spins, l.exclusive(), |g| write(&mut g))
+                        } else {
+                            hold!(spins, l.shared(), |g| black_box(*g))
+                        }
                     }
+                    Who::Tokio if writer => hold!(spins, locks.tokio.write(), |g| write(&mut g)),
+                    Who::Tokio => hold!(spins, locks.tokio.read(), |g| black_box(*g)),
+                    Who::AsyncLock if writer => {
+                        hold!(spins, locks.async_lock.write(), |g| write(&mut g))
+                    }
+                    Who::AsyncLock => hold!(spins, locks.async_lock.read(), |g| black_box(*g)),
                 };
                 worst = worst.max(waited);
             }
@@ -153,23 +259,49 @@ fn rw_run(rt: &tokio::runtime::Runtime, who: Who, write_every: usize, spins: u64
     })
 }
 
-fn sem_run(rt: &tokio::runtime::Runtime, who: Who, spins: u64) -> Contended {
-    const OPS: usize = 1_000;
-    const PERMITS: usize = 10;
-    let sems = Arc::new(Sems {
-        rondo: Semaphore::new(PERMITS),
-        tokio: tokio::sync::Semaphore::new(PERMITS),
-        async_lock: async_lock::Semaphore::new(PERMITS),
-    });
-    contended(rt, 100, OPS, |_| {
+struct SemLoad {
+    tasks: usize,
+    ops: usize,
+    permits: usize,
+    spins: u64,
+    /// Yield to the executor once while holding the permit.
+    yield_held: bool,
+}
+
+/// What a semaphore task does while it holds its permit, besides the busy work.
+async fn while_held(yield_held: bool) {
+    if yield_held {
+        tokio::task::yield_now().await;
+    }
+}
+
+fn sem_run(rt: &tokio::runtime::Runtime, who: Who, load: &SemLoad) -> Contended {
+    let &SemLoad {
+        tasks,
+        ops,
+        permits,
+        spins,
+        yield_held,
+    } = load;
+    let sems = Sems::new(permits);
+    contended(rt, tasks, ops, |_| {
         let sems = sems.clone();
         async move {
             let mut worst = Duration::ZERO;
-            for _ in 0..OPS {
+            for _ in 0..ops {
                 let waited = match who {
-                    Who::Rondo => hold!(spins, sems.rondo.acquire(), |p| drop(p.unwrap())),
-                    Who::Tokio => hold!(spins, sems.tokio.acquire(), |p| drop(p.unwrap())),
-                    Who::AsyncLock => hold!(spins, sems.async_lock.acquire(), |p| drop(p)),
+                    Who::Fair | Who::Barging => hold!(spins, sems.rondo(who).acquire(), |p| {
+                        while_held(yield_held).await;
+                        drop(p.unwrap())
+                    }),
+                    Who::Tokio => hold!(spins, sems.tokio.acquire(), |p| {
+                        while_held(yield_held).await;
+                        drop(p.unwrap())
+                    }),
+                    Who::AsyncLock => hold!(spins, sems.async_lock.acquire(), |p| {
+                        while_held(yield_held).await;
+                        drop(p)
+                    }),
                 };
                 worst = worst.max(waited);
             }
@@ -183,9 +315,9 @@ const CONTENDED_RUNS: usize = 9;
 /// Best throughput and *median* worst wait over `CONTENDED_RUNS` runs, contenders interleaved run by
 /// run so that background load hits all of them alike. (The best worst-wait would reward a lucky run
 /// in which the tasks happened not to overlap at all.)
-fn best_of(mut run: impl FnMut(Who) -> Contended) -> [Contended; 3] {
-    let mut tput = [0.0f64; 3];
-    let mut waits: [Vec<f64>; 3] = Default::default();
+fn best_of(mut run: impl FnMut(Who) -> Contended) -> [Contended; 4] {
+    let mut tput = [0.0f64; 4];
+    let mut waits: [Vec<f64>; 4] = Default::default();
     for _ in 0..CONTENDED_RUNS {
         for (i, who) in WHO.into_iter().enumerate() {
             let (t, w) = run(who);
@@ -200,46 +332,67 @@ fn best_of(mut run: impl FnMut(Who) -> Contended) -> [Contended; 3] {
 }
 
 struct Row {
-    name: &'static str,
+    name: String,
     unit: &'static str,
-    values: [f64; 3],
+    values: [f64; 4],
     higher_is_better: bool,
 }
 
+/// The throughput row and the worst-wait row of one contended workload.
+fn push_contended(rows: &mut Vec<Row>, name: &str, best: [Contended; 4]) {
+    rows.push(Row {
+        name: name.to_string(),
+        unit: "ops/s",
+        values: best.map(|b| b.0),
+        higher_is_better: true,
+    });
+    rows.push(Row {
+        name: name.to_string(),
+        unit: "worst wait us",
+        values: best.map(|b| b.1),
+        higher_is_better: false,
+    });
+}
+
 fn main() {
-    // Uncontended.
+    // Uncontended. The barging variants share the fair ones' fast paths; they are measured anyway.
     let rl = AsyncOneManyLock::new(0u64);
+    let rlb = AsyncOneManyLock::with_barging(0u64, bound());
     let tl = tokio::sync::RwLock::new(0u64);
     let al = async_lock::RwLock::new(0u64);
     let rs = Semaphore::new(1);
+    let rsb = Semaphore::with_barging(1, bound());
     let ts = tokio::sync::Semaphore::new(1);
     let als = async_lock::Semaphore::new(1);
     let mut rows = vec![
         Row {
-            name: "uncontended shared acquire+release",
+            name: "uncontended shared acquire+release".into(),
             unit: "ns/op",
             values: [
                 ns_per_op(|| drop(black_box(now(black_box(&rl).shared())))),
+                ns_per_op(|| drop(black_box(now(black_box(&rlb).shared())))),
                 ns_per_op(|| drop(black_box(now(black_box(&tl).read())))),
                 ns_per_op(|| drop(black_box(now(black_box(&al).read())))),
             ],
             higher_is_better: false,
         },
         Row {
-            name: "uncontended exclusive acquire+release",
+            name: "uncontended exclusive acquire+release".into(),
             unit: "ns/op",
             values: [
                 ns_per_op(|| drop(black_box(now(black_box(&rl).exclusive())))),
+                ns_per_op(|| drop(black_box(now(black_box(&rlb).exclusive())))),
                 ns_per_op(|| drop(black_box(now(black_box(&tl).write())))),
                 ns_per_op(|| drop(black_box(now(black_box(&al).write())))),
             ],
             higher_is_better: false,
         },
         Row {
-            name: "uncontended semaphore acquire+release",
+            name: "uncontended semaphore acquire+release".into(),
             unit: "ns/op",
             values: [
                 ns_per_op(|| drop(black_box(now(black_box(&rs).acquire())))),
+                ns_per_op(|| drop(black_box(now(black_box(&rsb).acquire())))),
                 ns_per_op(|| drop(black_box(now(black_box(&ts).acquire())))),
                 ns_per_op(|| drop(black_box(now(black_box(&als).acquire())))),
             ],
@@ -247,56 +400,91 @@ fn main() {
         },
     ];
 
-    // Contended, all on one tokio runtime with 2 workers.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    // `RONDO_BENCH_SYNC=uncontended` stops here (a quick check of the fast paths).
+    let contended_rows = std::env::var("RONDO_BENCH_SYNC").map_or(true, |v| v != "uncontended");
+    let workers = common::workers();
+    if contended_rows {
+        push_contended_rows(&mut rows, workers);
+    }
+    print_rows(workers, rows);
+}
+
+/// Runs every contended workload on one tokio runtime with `workers` workers.
+fn push_contended_rows(rows: &mut Vec<Row>, workers: usize) {
+    let rt = common::tokio_runtime(workers);
     let spins = calibrate_1us();
     for (name, write_every) in [
-        ("rw 90/10, 10 tasks x 1000", 10),
-        ("rw 50/50, 10 tasks x 1000", 2),
+        ("rw 90/10, 10 tasks x 1000, 1us held", 10),
+        ("rw 50/50, 10 tasks x 1000, 1us held", 2),
     ] {
-        let best = best_of(|who| rw_run(&rt, who, write_every, spins));
-        rows.push(Row {
-            name,
-            unit: "ops/s",
-            values: best.map(|b| b.0),
-            higher_is_better: true,
-        });
-        rows.push(Row {
-            name,
-            unit: "worst wait us",
-            values: best.map(|b| b.1),
-            higher_is_better: false,
-        });
+        let load = RwLoad {
+            tasks: 10,
+            ops: 1_000,
+            write_every,
+            work: Work::Spin(spins),
+        };
+        push_contended(rows, name, best_of(|who| rw_run(&rt, who, &load)));
     }
-    let best = best_of(|who| sem_run(&rt, who, spins));
-    let name = "semaphore, 100 tasks x 1000 on 10 permits";
-    rows.push(Row {
-        name,
-        unit: "ops/s",
-        values: best.map(|b| b.0),
-        higher_is_better: true,
-    });
-    rows.push(Row {
-        name,
-        unit: "worst wait us",
-        values: best.map(|b| b.1),
-        higher_is_better: false,
-    });
+    let load = SemLoad {
+        tasks: 100,
+        ops: 1_000,
+        permits: 10,
+        spins,
+        yield_held: false,
+    };
+    push_contended(
+        rows,
+        "semaphore, 100 tasks x 1000 on 10 permits",
+        best_of(|who| sem_run(&rt, who, &load)),
+    );
+    let load = RwLoad {
+        tasks: 4 * workers,
+        ops: 2_000,
+        write_every: 10,
+        work: Work::Adds,
+    };
+    push_contended(
+        rows,
+        "rw 90/10, 4 tasks/worker x 2000, 50 adds",
+        best_of(|who| rw_run(&rt, who, &load)),
+    );
+    let load = SemLoad {
+        tasks: 8 * workers,
+        ops: 1_000,
+        permits: workers,
+        spins: 0,
+        yield_held: true,
+    };
+    push_contended(
+        rows,
+        "semaphore, 8 tasks/worker, 1 permit/worker",
+        best_of(|who| sem_run(&rt, who, &load)),
+    );
+}
 
+fn print_rows(workers: usize, rows: Vec<Row>) {
     println!(
-        "| {:<42} | {:<13} | {:>12} | {:>12} | {:>12} | {:>10} |",
-        "benchmark", "unit", "rondo", "tokio", "async-lock", "rondo/best"
+        "{workers} workers on {} cores, barging bound {:?}",
+        common::cores(),
+        bound()
     );
     println!(
-        "|{:-<44}|{:-<15}|{:->14}|{:->14}|{:->14}|{:->12}|",
-        "", "", "", "", "", ""
+        "| {:<42} | {:<13} | {:>12} | {:>12} | {:>12} | {:>12} | {:>9} | {:>9} |",
+        "benchmark",
+        "unit",
+        "rondo fair",
+        "rondo barge",
+        "tokio",
+        "async-lock",
+        "fair/best",
+        "barge/best"
+    );
+    println!(
+        "|{:-<44}|{:-<15}|{:->14}|{:->14}|{:->14}|{:->14}|{:->11}|{:->11}|",
+        "", "", "", "", "", "", "", ""
     );
     for r in rows {
-        let [rondo, tokio, al] = r.values;
+        let [fair, barging, tokio, al] = r.values;
         let best_peer = if r.higher_is_better {
             tokio.max(al)
         } else {
@@ -310,13 +498,15 @@ fn main() {
             }
         };
         println!(
-            "| {:<42} | {:<13} | {:>12} | {:>12} | {:>12} | {:>10.2} |",
+            "| {:<42} | {:<13} | {:>12} | {:>12} | {:>12} | {:>12} | {:>9.2} | {:>9.2} |",
             r.name,
             r.unit,
-            fmt(rondo),
+            fmt(fair),
+            fmt(barging),
             fmt(tokio),
             fmt(al),
-            rondo / best_peer
+            fair / best_peer,
+            barging / best_peer
         );
     }
 }

@@ -335,3 +335,195 @@ fn semaphore_close_races_waiter() {
         ));
     });
 }
+
+// ---------------------------------------------------------------------------------------------
+// Bounded barging (`with_barging`). `NEVER` keeps a lock in barging mode for the whole model (no
+// waiter gets near an hour); `ALWAYS` (1 ns) puts every waiter past the bound by the time anyone
+// checks, so releases switch to hand-off while newcomers race them through the fast path.
+// ---------------------------------------------------------------------------------------------
+
+use std::time::Duration;
+
+const NEVER: Duration = Duration::from_secs(3600);
+const ALWAYS: Duration = Duration::from_nanos(1);
+
+impl Data {
+    fn barging(bound: Duration) -> Arc<Self> {
+        Arc::new(Data {
+            lock: AsyncOneManyLock::with_barging((), bound),
+            cell: UnsafeCell::new(0),
+        })
+    }
+}
+
+/// A thread that takes the lock exclusively, writes, and leaves.
+fn spawn_writer(d: &Arc<Data>) -> thread::JoinHandle<()> {
+    let d = d.clone();
+    thread::spawn(move || {
+        block_on(async {
+            let _g = d.lock.exclusive().await;
+            d.write();
+        })
+    })
+}
+
+/// A waiting writer is woken (not granted) by the release while a second writer barges through the
+/// fast path: writes stay ordered and the woken one is not lost.
+fn barging_two_writers(bound: Duration) {
+    model(move || {
+        let d = Data::barging(bound);
+        let held = d.lock.try_exclusive().unwrap();
+        let a = spawn_writer(&d);
+        let b = spawn_writer(&d);
+        drop(held);
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(d.read(), 2);
+        assert!(d.lock.try_exclusive().is_some(), "lock leaked");
+    });
+}
+
+#[test]
+fn barging_lock_writer_barges_past_woken_writer() {
+    barging_two_writers(NEVER);
+}
+
+#[test]
+fn barging_lock_switches_to_hand_off_under_a_newcomer() {
+    barging_two_writers(ALWAYS);
+}
+
+/// A reader and a writer race a barging lock's release: woken readers and a barging writer must
+/// never overlap, and nobody waits for ever.
+#[test]
+fn barging_lock_reader_and_writer_race_release() {
+    model(|| {
+        let d = Data::barging(NEVER);
+        let held = d.lock.try_exclusive().unwrap();
+        let w = spawn_writer(&d);
+        let r = spawn_reader(&d);
+        drop(held);
+        w.join().unwrap();
+        r.join().unwrap();
+        assert_eq!(d.read(), 1);
+        assert!(d.lock.try_exclusive().is_some(), "lock leaked");
+    });
+}
+
+/// A woken waiter is dropped in a race with the release that woke it: its wake must pass to the
+/// waiter behind it.
+#[test]
+fn barging_lock_cancelled_woken_waiter_passes_the_wake_on() {
+    model(|| {
+        let d = Data::barging(NEVER);
+        let held = d.lock.try_exclusive().unwrap();
+        let d2 = d.clone();
+        let canceller = thread::spawn(move || poll_twice_then_drop(d2.lock.exclusive()));
+        let waiter = spawn_writer(&d);
+        drop(held);
+        canceller.join().unwrap();
+        waiter.join().unwrap();
+        assert_eq!(d.read(), 1);
+        assert!(d.lock.try_exclusive().is_some(), "lock leaked");
+    });
+}
+
+/// An upgrade waits for a reader to leave while a writer queues: the upgrade's write and the
+/// writer's are ordered, and the reader never sees a write in progress.
+#[test]
+fn upgrade_races_reader_release_and_writer() {
+    model(|| {
+        let d = Data::new();
+        let reader = d.lock.try_shared().unwrap();
+        let d2 = d.clone();
+        let upgrader = thread::spawn(move || {
+            block_on(async {
+                let up = d2.lock.upgradable().await;
+                let seen = d2.read();
+                let _w = up.upgrade().await;
+                assert_eq!(d2.read(), seen, "a writer got in during the upgrade");
+                d2.write();
+            })
+        });
+        let w = spawn_writer(&d);
+        d.read();
+        drop(reader);
+        upgrader.join().unwrap();
+        w.join().unwrap();
+        assert_eq!(d.read(), 2);
+        assert!(d.lock.try_exclusive().is_some(), "lock leaked");
+    });
+}
+
+/// An upgrade is cancelled while the reader it waits for leaves: the lock ends free either way.
+#[test]
+fn upgrade_cancel_races_reader_release() {
+    model(|| {
+        let d = Data::barging(NEVER);
+        let reader = d.lock.try_shared().unwrap();
+        let d2 = d.clone();
+        let canceller = thread::spawn(move || {
+            let up = d2.lock.try_upgradable().unwrap();
+            poll_twice_then_drop(up.upgrade());
+        });
+        drop(reader);
+        canceller.join().unwrap();
+        assert!(d.lock.try_exclusive().is_some(), "lock leaked");
+    });
+}
+
+/// One permit as a mutex on a barging semaphore: a waiter woken by a release races a barging
+/// acquirer; accesses stay ordered and the permit count is exact.
+fn barging_semaphore_mutex(bound: Duration) {
+    model(move || {
+        let s = Arc::new(Sem {
+            sem: Semaphore::with_barging(1, bound),
+            cell: UnsafeCell::new(0),
+        });
+        let held = s.sem.try_acquire().unwrap();
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let s = s.clone();
+                thread::spawn(move || {
+                    block_on(async {
+                        let _p = s.sem.acquire().await.unwrap();
+                        s.bump();
+                    })
+                })
+            })
+            .collect();
+        drop(held);
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(s.value(), 2);
+        assert_eq!(s.sem.available_permits(), 1);
+    });
+}
+
+#[test]
+fn barging_semaphore_waiter_races_barger() {
+    barging_semaphore_mutex(NEVER);
+}
+
+#[test]
+fn barging_semaphore_switches_to_hand_off() {
+    barging_semaphore_mutex(ALWAYS);
+}
+
+/// Two releases from two threads wake two waiters of a barging semaphore, and a woken waiter that is
+/// cancelled passes its wake on.
+#[test]
+fn barging_semaphore_cancel_and_two_releases() {
+    model(|| {
+        let sem = Arc::new(Semaphore::with_barging(0, NEVER));
+        let s2 = sem.clone();
+        let canceller = thread::spawn(move || poll_twice_then_drop(s2.acquire()));
+        let s3 = sem.clone();
+        let waiter = thread::spawn(move || block_on(s3.acquire()).unwrap().forget());
+        sem.add_permits(1);
+        waiter.join().unwrap();
+        canceller.join().unwrap();
+        assert_eq!(sem.available_permits(), 0, "permit lost or duplicated");
+    });
+}

@@ -162,7 +162,17 @@ fn cancelling_a_queued_writer_admits_the_readers_behind_it() {
 
 #[test]
 fn one_writer_release_wakes_every_reader_before_the_next_writer() {
-    let lock = AsyncOneManyLock::new(0u32);
+    readers_before_a_writer_form_one_batch(AsyncOneManyLock::new(0));
+}
+
+/// Phase fairness holds in barging mode too: the release wakes (rather than grants) the same batch.
+#[test]
+fn barging_lock_wakes_every_reader_before_the_next_writer_as_one_batch() {
+    let bound = std::time::Duration::from_secs(3600);
+    readers_before_a_writer_form_one_batch(AsyncOneManyLock::with_barging(0, bound));
+}
+
+fn readers_before_a_writer_form_one_batch(lock: AsyncOneManyLock<u32>) {
     let w0 = lock.try_exclusive().unwrap();
     let mut early: Vec<_> = (0..6).map(|_| Probe::new(lock.shared())).collect();
     for r in &mut early {
@@ -346,4 +356,139 @@ fn threads_never_see_a_reader_during_a_write() {
         t.join().unwrap();
     }
     assert_eq!(lock.try_shared().unwrap().value, 2_000);
+}
+
+#[test]
+fn upgradable_shares_with_readers_and_excludes_writers_and_upgradables() {
+    let lock = AsyncOneManyLock::new(1);
+    let up = futures::executor::block_on(lock.upgradable());
+    let r = lock
+        .try_shared()
+        .expect("readers share with an upgradable hold");
+    assert!(lock.try_upgradable().is_none());
+    assert!(lock.try_exclusive().is_none());
+    let mut second = Probe::new(lock.upgradable());
+    second.pending();
+    assert_eq!(*up + *r, 2);
+    drop(r);
+    drop(up);
+    assert_eq!(second.wakes(), 1);
+    let up2 = second.ready();
+    drop(up2);
+    assert!(lock.try_exclusive().is_some());
+}
+
+#[test]
+fn upgrade_waits_for_readers_and_lets_no_writer_in_between() {
+    let lock = AsyncOneManyLock::new(0);
+    let up = lock.try_upgradable().unwrap();
+    let r = lock.try_shared().unwrap();
+    let mut writer = Probe::new(lock.exclusive());
+    writer.pending();
+    let mut upgrade = Probe::new(up.upgrade());
+    upgrade.pending();
+    // A reader arriving during the upgrade waits (the upgrade goes first).
+    assert!(lock.try_shared().is_none());
+    let mut late_reader = Probe::new(lock.shared());
+    late_reader.pending();
+    drop(r);
+    assert_eq!((upgrade.wakes(), writer.wakes()), (1, 0));
+    let mut w = upgrade.ready();
+    *w = 7;
+    writer.pending();
+    drop(w);
+    assert_eq!(writer.wakes(), 1);
+    let w2 = writer.ready();
+    assert_eq!(
+        *w2, 7,
+        "the queued writer ran after the upgrade, not before"
+    );
+    drop(w2);
+    assert_eq!(*late_reader.ready(), 7);
+}
+
+#[test]
+fn try_upgrade_and_downgrades() {
+    let lock = AsyncOneManyLock::new(String::from("a"));
+    let up = lock.try_upgradable().unwrap();
+    let r = lock.try_shared().unwrap();
+    let up = up.try_upgrade().expect_err("another reader is in");
+    drop(r);
+    let mut w = up.try_upgrade().expect("the only reader upgrades");
+    w.push('b');
+    let up = w.downgrade_to_upgradable();
+    assert!(lock.try_shared().is_some());
+    assert!(lock.try_exclusive().is_none());
+    let r = up.downgrade();
+    assert!(
+        lock.try_upgradable().is_some(),
+        "downgrade frees the upgradable slot"
+    );
+    assert_eq!(*r, "ab");
+    drop(r);
+    assert!(lock.try_exclusive().is_some());
+}
+
+#[test]
+fn a_dropped_upgrade_releases_the_lock() {
+    let lock = AsyncOneManyLock::new(());
+    // Dropped before its first poll.
+    drop(lock.try_upgradable().unwrap().upgrade());
+    assert!(lock.try_exclusive().is_some());
+    // Dropped while queued behind a reader.
+    let up = lock.try_upgradable().unwrap();
+    let r = lock.try_shared().unwrap();
+    let mut upgrade = Probe::new(up.upgrade());
+    upgrade.pending();
+    drop(upgrade);
+    assert!(lock.try_upgradable().is_some());
+    drop(r);
+    assert!(lock.try_exclusive().is_some(), "lock leaked");
+    // Granted, then dropped unpolled.
+    let up = lock.try_upgradable().unwrap();
+    let r = lock.try_shared().unwrap();
+    let mut upgrade = Probe::new(up.upgrade());
+    upgrade.pending();
+    drop(r);
+    assert_eq!(upgrade.wakes(), 1);
+    drop(upgrade);
+    assert!(lock.try_exclusive().is_some(), "granted upgrade leaked");
+}
+
+#[test]
+fn mapped_guards_hold_the_lock_in_their_mode() {
+    use rondo::sync::{ExclusiveGuard, MappedExclusiveGuard, SharedGuard};
+    let lock = AsyncOneManyLock::new((1u8, vec![1u8]));
+    let first = SharedGuard::map(lock.try_shared().unwrap(), |t| &t.0);
+    assert_eq!(*first, 1);
+    assert!(lock.try_exclusive().is_none());
+    assert!(lock.try_shared().is_some());
+    drop(first);
+    let v = ExclusiveGuard::map(lock.try_exclusive().unwrap(), |t| &mut t.1);
+    let mut last = MappedExclusiveGuard::map(v, |v| v.last_mut().unwrap());
+    *last = 9;
+    assert!(lock.try_shared().is_none());
+    drop(last);
+    assert_eq!(*lock.try_shared().unwrap(), (1, vec![9]));
+    assert!(lock.try_exclusive().is_some());
+}
+
+#[test]
+fn arc_futures_are_static_and_try_arc_variants_respect_the_lock() {
+    fn spawnable<F: std::future::Future + Send + 'static>(f: F) -> F {
+        f
+    }
+    let lock = Arc::new(AsyncOneManyLock::new(1));
+    let read = spawnable(lock.shared_arc());
+    let write = spawnable(lock.exclusive_arc());
+    let r = futures::executor::block_on(read);
+    assert!(lock.try_exclusive_arc().is_none());
+    assert!(lock.try_shared_arc().is_some());
+    drop(r);
+    let handle = std::thread::spawn(move || {
+        let mut w = futures::executor::block_on(write);
+        *w += 1;
+    });
+    handle.join().unwrap();
+    assert_eq!(*lock.try_shared_arc().unwrap(), 2);
 }

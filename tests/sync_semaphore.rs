@@ -26,7 +26,17 @@ fn acquire_and_try_acquire() {
 
 #[test]
 fn n_releases_wake_n_waiters_each_once() {
-    let sem = Semaphore::new(3);
+    releases_wake_as_many_waiters_as_they_free_permits(Semaphore::new(3));
+}
+
+/// In barging mode the releases wake (rather than grant) the same waiters, each once.
+#[test]
+fn barging_releases_wake_n_waiters_each_once() {
+    let bound = std::time::Duration::from_secs(3600);
+    releases_wake_as_many_waiters_as_they_free_permits(Semaphore::with_barging(3, bound));
+}
+
+fn releases_wake_as_many_waiters_as_they_free_permits(sem: Semaphore) {
     let held: Vec<_> = (0..3).map(|_| sem.try_acquire().unwrap()).collect();
     let mut waiters: Vec<_> = (0..5).map(|_| Probe::new(sem.acquire())).collect();
     for w in &mut waiters {
@@ -232,4 +242,158 @@ fn arc_permits_cross_threads_and_limit_concurrency() {
         t.join().unwrap();
     }
     assert_eq!(sem.available_permits(), 3);
+}
+
+/// Regression: `add_permits` beyond the maximum must panic *without* publishing the permits first.
+/// Thread A keeps trying to add `MAX_PERMITS` permits to a one-permit semaphore (each call panics);
+/// thread B keeps trying to take `MAX_PERMITS` at once. Only one permit ever legitimately exists, so
+/// B must never succeed and the semaphore must end with exactly one free permit.
+#[test]
+fn add_permits_overflow_never_mints_permits() {
+    const ADDER: &str = "add-permits-overflow";
+    let prev = std::sync::Arc::new(std::panic::take_hook());
+    {
+        let prev = prev.clone();
+        // The adder's expected panics would flood the output; other threads' panics still print.
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() != Some(ADDER) {
+                prev(info)
+            }
+        }));
+    }
+    let sem = Arc::new(Semaphore::new(1));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let adder = {
+        let (sem, stop) = (sem.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name(ADDER.into())
+            .spawn(move || {
+                let mut panics = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        sem.add_permits(Semaphore::MAX_PERMITS)
+                    }));
+                    panics += u64::from(r.is_err());
+                }
+                panics
+            })
+            .unwrap()
+    };
+    let mut minted = 0u64;
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_millis(500) {
+        if let Ok(p) = sem.try_acquire_many(Semaphore::MAX_PERMITS) {
+            minted += 1;
+            p.forget();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let panics = adder.join().unwrap();
+    std::panic::set_hook(Box::new(move |info| prev(info)));
+    assert!(
+        panics > 0,
+        "add_permits(MAX_PERMITS) on a non-empty semaphore must panic"
+    );
+    assert_eq!(minted, 0, "took MAX_PERMITS permits that were never added");
+    assert_eq!(sem.available_permits(), 1);
+}
+
+#[test]
+fn try_acquire_arc_and_static_arc_futures() {
+    fn spawnable<F: std::future::Future + Send + 'static>(f: F) -> F {
+        f
+    }
+    let sem = Arc::new(Semaphore::new(2));
+    let one = spawnable(sem.acquire_arc());
+    let two = spawnable(sem.acquire_many_arc(1));
+    let a = sem.try_acquire_arc().unwrap();
+    let b = std::thread::spawn(move || futures::executor::block_on(one).unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(
+        sem.try_acquire_arc().unwrap_err(),
+        TryAcquireError::NoPermits
+    );
+    assert_eq!(
+        sem.try_acquire_many_arc(1).unwrap_err(),
+        TryAcquireError::NoPermits
+    );
+    drop(a);
+    let c = futures::executor::block_on(two).unwrap();
+    drop((b, c));
+    sem.close();
+    assert_eq!(sem.try_acquire_arc().unwrap_err(), TryAcquireError::Closed);
+}
+
+#[test]
+fn split_and_merge_move_permits_between_handles() {
+    let sem = Semaphore::new(5);
+    let mut p = sem.try_acquire_many(4).unwrap();
+    let q = p.split(3).unwrap();
+    assert_eq!((p.count(), q.count()), (1, 3));
+    assert!(p.split(2).is_none());
+    assert_eq!(p.count(), 1, "a failed split changes nothing");
+    drop(q);
+    assert_eq!(sem.available_permits(), 4);
+    p.merge(sem.try_acquire_many(2).unwrap());
+    assert_eq!(p.count(), 3);
+    assert_eq!(sem.available_permits(), 2);
+    drop(p);
+    assert_eq!(sem.available_permits(), 5);
+
+    let sem = Arc::new(Semaphore::new(3));
+    let mut a = sem.try_acquire_many_arc(3).unwrap();
+    let b = a.split(2).unwrap();
+    assert_eq!((a.count(), b.count()), (1, 2));
+    drop(b);
+    assert_eq!(sem.available_permits(), 2);
+    a.merge(sem.try_acquire_arc().unwrap());
+    assert_eq!(a.count(), 2);
+    drop(a);
+    assert_eq!(sem.available_permits(), 3);
+}
+
+#[test]
+#[should_panic(expected = "same Semaphore")]
+fn merging_permits_of_different_semaphores_panics() {
+    let (s1, s2) = (Semaphore::new(1), Semaphore::new(1));
+    let mut p = s1.try_acquire().unwrap();
+    p.merge(s2.try_acquire().unwrap());
+}
+
+#[test]
+#[should_panic(expected = "same Semaphore")]
+fn merging_arc_permits_of_different_semaphores_panics() {
+    let (s1, s2) = (Arc::new(Semaphore::new(1)), Arc::new(Semaphore::new(1)));
+    let mut p = s1.try_acquire_arc().unwrap();
+    p.merge(s2.try_acquire_arc().unwrap());
+}
+
+#[test]
+fn forget_permits_removes_only_free_ones() {
+    let sem = Semaphore::new(4);
+    let held = sem.try_acquire().unwrap();
+    assert_eq!(sem.forget_permits(2), 2);
+    assert_eq!(sem.available_permits(), 1);
+    assert_eq!(sem.forget_permits(5), 1, "only the free permit can go");
+    assert_eq!(sem.available_permits(), 0);
+    drop(held);
+    assert_eq!(sem.available_permits(), 1);
+    assert_eq!(sem.forget_permits(0), 0);
+}
+
+#[test]
+fn forget_permits_does_not_disturb_the_line() {
+    let sem = Semaphore::new(2);
+    let mut held = sem.try_acquire_many(2).unwrap();
+    let mut big = Probe::new(sem.acquire_many(2));
+    big.pending();
+    drop(held.split(1));
+    // One permit free, the head needs two; forgetting it leaves the head waiting for two releases.
+    assert_eq!(sem.forget_permits(1), 1);
+    drop(held);
+    big.pending();
+    sem.add_permits(1);
+    assert_eq!(big.wakes(), 1);
+    assert_eq!(big.ready().unwrap().count(), 2);
 }

@@ -1,6 +1,8 @@
 //! 1,000 tasks × 1,000 operations on rondo's own runtime, checking invariants only: a writer never
 //! shares the lock with anyone, a semaphore never has more holders than permits, and every final count
-//! is exact. Some waits are cancelled on purpose (by dropping half-polled acquire futures).
+//! is exact. Some waits are cancelled on purpose (by dropping half-polled acquire futures). Run for the
+//! fair primitives and for bounded-barging ones with a bound short enough (20 µs) that they switch
+//! between barging and hand-off all the time.
 #![cfg(not(loom))]
 
 use std::future::Future;
@@ -8,6 +10,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use rondo::sync::{AsyncOneManyLock, Semaphore};
 
@@ -66,6 +69,27 @@ async fn worker(s: Arc<Shared>, task: usize) -> (u64, u64) {
                 drop(p);
                 sem_ops += 1;
             }
+            4 if op % 2 == 0 => {
+                // An upgradable hold reads alongside readers, then becomes the writer.
+                let up = s.lock.upgradable().await;
+                assert_eq!(
+                    s.writers_inside.load(Ordering::SeqCst),
+                    0,
+                    "upgradable during a write"
+                );
+                let before = *up;
+                let mut g = up.upgrade().await;
+                assert_eq!(*g, before, "a writer got in during the upgrade");
+                assert_eq!(
+                    s.writers_inside.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "two writers"
+                );
+                assert_eq!(s.readers_inside.load(Ordering::SeqCst), 0);
+                *g += 1;
+                writes += 1;
+                s.writers_inside.fetch_sub(1, Ordering::SeqCst);
+            }
             2 if op % 3 == 0 => {
                 // Cancel waits part-way: queued, maybe granted, then dropped.
                 poll_once_and_drop(s.lock.exclusive());
@@ -98,11 +122,10 @@ async fn worker(s: Arc<Shared>, task: usize) -> (u64, u64) {
     (writes, sem_ops)
 }
 
-#[test]
-fn thousand_tasks_thousand_ops_on_rondo() {
+fn thousand_tasks_thousand_ops(lock: AsyncOneManyLock<u64>, sem: Semaphore) {
     let s = Arc::new(Shared {
-        lock: AsyncOneManyLock::new(0),
-        sem: Semaphore::new(PERMITS),
+        lock,
+        sem,
         readers_inside: AtomicUsize::new(0),
         writers_inside: AtomicUsize::new(0),
         permit_holders: AtomicUsize::new(0),
@@ -119,14 +142,29 @@ fn thousand_tasks_thousand_ops_on_rondo() {
         }
         (w, n)
     });
-    // Every task does exactly OPS/10 writes and 2*OPS/10 semaphore operations.
-    assert_eq!(writes, (TASKS * OPS / 10) as u64);
+    // Every task does OPS/10 plain writes, OPS/20 upgrades and 2*OPS/10 semaphore operations.
+    assert_eq!(writes, (TASKS * (OPS / 10 + OPS / 20)) as u64);
     assert_eq!(sem_ops, (2 * TASKS * OPS / 10) as u64);
     assert_eq!(*s.lock.try_shared().unwrap(), writes);
     assert_eq!(s.sem.available_permits(), PERMITS);
     assert!(s.lock.try_exclusive().is_some(), "lock leaked");
+    assert!(s.lock.try_upgradable().is_some(), "upgradable hold leaked");
     assert!(matches!(
         pin!(s.lock.exclusive()).poll(&mut Context::from_waker(&futures::task::noop_waker())),
         Poll::Ready(_)
     ));
+}
+
+#[test]
+fn thousand_tasks_thousand_ops_on_rondo() {
+    thousand_tasks_thousand_ops(AsyncOneManyLock::new(0), Semaphore::new(PERMITS));
+}
+
+#[test]
+fn thousand_tasks_thousand_ops_barging() {
+    let bound = Duration::from_micros(20);
+    thousand_tasks_thousand_ops(
+        AsyncOneManyLock::with_barging(0, bound),
+        Semaphore::with_barging(PERMITS, bound),
+    );
 }

@@ -7,41 +7,68 @@
 //! # Design
 //!
 //! **State word.** Each primitive keeps one `AtomicUsize`. For the lock: bit 0 = a writer holds it,
-//! bit 1 = `QUEUED` (the waiter line is non-empty), bits 2.. = the number of readers holding it. For
-//! the semaphore: bit 0 = closed, bit 1 = `QUEUED`, bits 2.. = free permits. An uncontended acquire is
-//! a single compare-and-swap on this word (the lock's first guess is "free", so no load precedes it)
-//! that succeeds only while `QUEUED` is clear; it completes on the future's first poll, allocates
-//! nothing and never touches the line. An uncontended release is one atomic operation.
+//! bit 1 = `QUEUED` (the waiter line is non-empty), bit 2 = `HANDOFF` (see below), bit 3 =
+//! `W_WAITING` (a writer is in the line), bit 4 = an upgradable hold exists, bits 5.. = the number of
+//! shared holds (plain and upgradable). For the semaphore: bit 0 = closed, bit 1 = `QUEUED`, bit 2 =
+//! `HANDOFF`, bits 3.. = free permits. An uncontended acquire is a single compare-and-swap on this
+//! word (the lock's first guess is "free", so no load precedes it); it completes on the future's
+//! first poll, allocates nothing and never touches the line. An uncontended release is one CAS
+//! (the lock's first guess is "I am the only holder").
 //!
 //! **One FIFO line.** Everyone who cannot take the fast path locks the primitive's internal mutex, which
 //! guards a FIFO line of waiters: a doubly linked list threaded through a [`slab`], so a cancelled
 //! waiter leaves from the middle in O(1). Each node holds the request (lock mode or permit count), the
-//! latest waker, and a status (`Waiting`, `Granted`, `Closed`). Under the mutex a newcomer retries the
-//! acquire once, and if it still cannot have the resource, sets `QUEUED` *in the same CAS that checks
-//! the resource is busy* and joins the back of the line. Because `QUEUED` makes every fast-path acquire
-//! fail, newcomers cannot barge past waiters, and because it makes the holder's release take the slow
-//! path (which needs the mutex, so it sees the new node), no wakeup can be missed.
+//! latest waker, a status (`Waiting`, `Notified`, `Granted`, `Closed`) and, for a barging primitive,
+//! when it joined. Under the mutex a newcomer retries the acquire once, and if it still cannot have
+//! the resource, sets `QUEUED` *in the same CAS that checks the resource is busy* and joins the back
+//! of the line. `QUEUED` sends every release through the mutex, where it sees the new node, so no
+//! wakeup can be missed. (A shared release that leaves other readers in place cannot admit anyone
+//! and skips the mutex.)
 //!
-//! **Direct hand-off.** A release that finds `QUEUED` set updates the state under the mutex and then
-//! runs `dispatch`: while the head of the line can be served, it transfers ownership to it *in the state
-//! word* (sets the writer bit, adds a reader, or subtracts permits), marks its node `Granted` and takes
-//! its waker. The woken task finds the resource already its own: it never competes again, and nobody
-//! can take the resource in between. When the line empties, `dispatch` clears `QUEUED` and the fast
-//! paths reopen.
+//! **Two modes of serving the line.** `HANDOFF` decides how a release serves the line, and it stops
+//! every fast-path acquire:
 //!
-//! **Phase-fair admission.** The lock serves its head like this: a writer at the head is granted only
-//! when the lock is completely free; a reader at the head is granted whenever no writer holds the lock,
-//! and `dispatch` keeps going, so every reader up to the next waiting writer is admitted in the same
-//! pass and woken in one batch (not a chain of readers each waking the next). Since any waiter sets
-//! `QUEUED`, readers arriving while a writer waits queue behind it (writers are not starved), and the
-//! readers that queued before a writer are all admitted when the previous writer leaves (readers are
-//! not starved). The semaphore serves its head only when the free permits cover the whole request, so
-//! an `acquire_many(5)` at the head is never overtaken by later `acquire(1)` calls.
+//! - *Hand-off* (`HANDOFF` set). The release updates the state (no newcomer can take what it frees)
+//!   and then runs `dispatch` under the mutex: while the head of the line can be served, it transfers
+//!   ownership to it *in the state word* (sets the writer bit, adds a reader, or subtracts permits),
+//!   marks its node `Granted` and takes its waker. The woken task finds the resource already its own; nobody can take it in between. A fair
+//!   primitive ([`AsyncOneManyLock::new`], [`Semaphore::new`]) sets `HANDOFF` with `QUEUED` and
+//!   always serves this way: strict FIFO, no barging.
+//! - *Bounded barging* (`with_barging(.., bound)`, after Go's `sync.Mutex`). While the head has waited
+//!   less than `bound`, `HANDOFF` stays clear: a release leaves the resource free and `dispatch` only
+//!   *notifies* the waiters that could have it (marks them `Notified`, takes their wakers). A task
+//!   that is already running may take the free resource first, which saves a sleep and a wake per
+//!   hand-off when the same tasks acquire again and again. A notified waiter retries under the mutex
+//!   when polled; if it was overtaken it goes back to `Waiting` *in its old place*, and the next
+//!   release notifies it again (a notified waiter is never notified twice, so one release wakes one
+//!   writer, and the semaphore's wakes never promise more permits than are free). Whenever
+//!   `dispatch` or a failed retry finds that the head has waited `bound` or longer, it sets `HANDOFF`:
+//!   from then on releases hand off directly and newcomers queue, until the head is younger than
+//!   `bound` again. While `HANDOFF` is clear and anyone waits, the release itself happens under the
+//!   mutex, after the head's wait was checked, so a waiter past the bound is handed the resource by
+//!   the very next release, before any newcomer.
+//!
+//! **Phase-fair admission.** The lock serves its head like this: a writer at the head is granted (or
+//! notified) only when the lock is completely free; a reader at the head is granted whenever no writer
+//! holds the lock, and `dispatch` keeps going, so every reader up to the next waiting writer is
+//! admitted (or notified) in the same pass and woken in one batch, not a chain of readers each
+//! waking the next. Readers arriving while a writer waits queue behind it (`HANDOFF` in a fair lock,
+//! `W_WAITING` in a barging one), so writers are not starved; the readers that queued before a writer
+//! are all admitted when the previous writer leaves, so readers are not starved. In barging mode a
+//! newcomer *writer* may take a free lock before readers that were woken for it; the bound caps how
+//! long that can go on. The semaphore serves its head only when the free permits cover the whole
+//! request, so an `acquire_many(5)` at the head is never overtaken by later waiters' `acquire(1)`.
+//!
+//! **Upgradable holds.** An upgradable hold counts as a reader and sets its own bit, which excludes a
+//! second one. [`UpgradableGuard::upgrade`] completes at once if its holder is the only reader;
+//! otherwise it joins the *front* of the line with `HANDOFF` set (so no writer or new reader gets in)
+//! and is granted by the release that leaves it the only reader.
 //!
 //! **Cancellation.** Each waiting future owns its node's key. Dropping it locks the mutex and removes
-//! the node: if it was still `Waiting` it just leaves the line; if it had been `Granted` in a race with
-//! the drop, it gives the grant back through the state word. Either way it then runs `dispatch`, so a
-//! grant is passed on, and readers that were queued behind a cancelled writer are admitted at once.
+//! the node: if it was still `Waiting` it just leaves the line; if it was `Notified` its wake passes
+//! on; if it had been `Granted` in a race with the drop, it gives the grant back through the state
+//! word. Either way it then runs `dispatch`, so a grant or wake is passed on, and readers that were
+//! queued behind a cancelled writer are admitted at once.
 //!
 //! **Wakers outside the lock.** `dispatch` only *collects* wakers (the first inline, the rest in a
 //! `Vec`, so the common single hand-off does not allocate); they are called after the mutex is unlocked.
@@ -50,8 +77,47 @@
 //!
 //! **Limits.** Reader counts above [`AsyncOneManyLock::MAX_READERS`] panic (in the acquiring task, never
 //! corrupting the state); permit counts above [`Semaphore::MAX_PERMITS`] panic in `new`, `add_permits`
-//! and `acquire_many`. A future that is polled once and then neither polled nor dropped while at the
-//! head of a line holds up everyone behind it; this is inherent to direct hand-off.
+//! and `acquire_many`, and `add_permits` checks before it publishes anything. A future that is polled
+//! once and then neither polled nor dropped while at the head of a line holds up everyone behind it
+//! (in hand-off mode); this is inherent to direct hand-off.
+//!
+//! # Compile-time guarantees
+//!
+//! The `_arc` futures own a clone of the `Arc`, so they are `'static` and can be spawned:
+//!
+//! ```
+//! use std::future::Future;
+//! use std::sync::Arc;
+//! use rondo::sync::{AsyncOneManyLock, Semaphore};
+//! fn spawnable<F: Future + Send + 'static>(f: F) -> F {
+//!     f
+//! }
+//! let lock = Arc::new(AsyncOneManyLock::new(0));
+//! let sem = Arc::new(Semaphore::new(1));
+//! let futures = (
+//!     spawnable(lock.shared_arc()),
+//!     spawnable(lock.exclusive_arc()),
+//!     spawnable(sem.acquire_arc()),
+//!     spawnable(sem.acquire_many_arc(1)),
+//! );
+//! drop((lock, sem)); // the futures keep both alive
+//! drop(futures);
+//! ```
+//!
+//! The borrowing futures are not, and must not be:
+//!
+//! ```compile_fail
+//! fn spawnable<F: std::future::Future + 'static>(_: F) {}
+//! let lock = std::sync::Arc::new(rondo::sync::AsyncOneManyLock::new(0));
+//! spawnable(lock.shared());
+//! ```
+//! ```compile_fail
+//! fn spawnable<F: std::future::Future + 'static>(_: F) {}
+//! let sem = std::sync::Arc::new(rondo::sync::Semaphore::new(1));
+//! spawnable(sem.acquire());
+//! ```
+//!
+//! Guard variance is checked on [`AsyncOneManyLock`].
 //!
 //! [`Waker`]: core::task::Waker
 
@@ -61,8 +127,8 @@ mod semaphore;
 mod waiters;
 
 pub use one_many::{
-    AsyncOneManyLock, ExclusiveGuard, ExclusiveGuardArc, OneManyGuard, OneManyMode, SharedGuard,
-    SharedGuardArc,
+    AsyncOneManyLock, ExclusiveGuard, ExclusiveGuardArc, MappedExclusiveGuard, OneManyGuard,
+    OneManyMode, SharedGuard, SharedGuardArc, UpgradableGuard, Upgrade,
 };
 pub use semaphore::{
     AcquireError, Semaphore, SemaphorePermit, SemaphorePermitArc, TryAcquireError,

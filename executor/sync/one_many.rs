@@ -2,11 +2,17 @@
 
 use core::cell::UnsafeCell;
 use core::fmt;
+use core::future::Future;
+use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
 use core::ops::{Deref, DerefMut};
+use core::pin::Pin;
+use core::ptr::NonNull;
+use core::task::{Context, Poll};
+use core::time::Duration;
 use std::sync::Arc;
 
-use super::raw_one_many::{RawOneMany, Wait};
+use super::raw_one_many::{RawOneMany, Req, Wait};
 
 /// Which kind of access [`AsyncOneManyLock::acquire`] asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -18,13 +24,35 @@ pub enum OneManyMode {
 }
 
 /// An async reader-writer lock: many [`shared`](Self::shared) holders or one
-/// [`exclusive`](Self::exclusive) holder, served in strict FIFO order with phase-fair admission.
+/// [`exclusive`](Self::exclusive) holder, with an [`upgradable`](Self::upgradable) shared hold that can
+/// become exclusive.
 ///
 /// * Uncontended acquires complete on their first poll with a single atomic CAS, no allocation.
-/// * Waiters form one FIFO line. While anyone waits, newcomers queue (and `try_*` fails): no barging.
-/// * Once a writer waits, readers arriving later queue behind it; when a writer releases, every reader
-///   queued before the next writer is admitted at once and woken in one batch.
+/// * Waiters form one FIFO line. Once a writer waits, readers arriving later queue behind it; when a
+///   writer releases, every reader queued before the next writer is admitted at once and woken in one
+///   batch (phase-fair).
+/// * [`new`](Self::new) makes a *fair* lock: the lock is handed directly to the head of the line, and
+///   while anyone waits, newcomers queue (and `try_*` fails): no barging.
+/// * [`with_barging`](Self::with_barging) makes a *bounded-barging* lock (Go's `sync.Mutex` scheme): a
+///   release wakes the head of the line without handing it the lock, so a running task may take the
+///   free lock first and no context switch is needed per hand-off. Once the head has waited longer
+///   than the bound, the lock switches to direct hand-off until the line catches up.
 /// * Dropping a pending acquire future never loses a wakeup or leaks the lock.
+///
+/// # Names in other crates
+///
+/// | rondo | tokio::sync::RwLock | async_lock::RwLock |
+/// |---|---|---|
+/// | [`shared`](Self::shared) / [`try_shared`](Self::try_shared) | `read` / `try_read` | `read` / `try_read` |
+/// | [`exclusive`](Self::exclusive) / [`try_exclusive`](Self::try_exclusive) | `write` / `try_write` | `write` / `try_write` |
+/// | [`shared_arc`](Self::shared_arc) / [`exclusive_arc`](Self::exclusive_arc) | `read_owned` / `write_owned` | `read_arc` / `write_arc` |
+/// | [`upgradable`](Self::upgradable) / [`try_upgradable`](Self::try_upgradable) | — | `upgradable_read` / `try_upgradable_read` |
+/// | [`UpgradableGuard::upgrade`] / [`UpgradableGuard::try_upgrade`] | — | `RwLockUpgradableReadGuard::upgrade` / `try_upgrade` |
+/// | [`ExclusiveGuard::downgrade`] | `RwLockWriteGuard::downgrade` | `RwLockWriteGuard::downgrade` |
+/// | [`ExclusiveGuard::downgrade_to_upgradable`] | — | `RwLockWriteGuard::downgrade_to_upgradable` |
+/// | [`SharedGuard::map`] / [`ExclusiveGuard::map`] | `RwLockReadGuard::map` / `RwLockWriteGuard::map` | — |
+/// | [`shared_blocking`](Self::shared_blocking) / [`exclusive_blocking`](Self::exclusive_blocking) | `blocking_read` / `blocking_write` | `read_blocking` / `write_blocking` |
+/// | [`with_barging`](Self::with_barging) | — (always FIFO) | — (always barging, unbounded) |
 ///
 /// A future that is polled once and then never polled or dropped while at the head of the line
 /// blocks everyone behind it: this is inherent to direct hand-off (the lock is already its own).
@@ -58,6 +86,14 @@ pub enum OneManyMode {
 /// fn assert_send<S: Send>() {}
 /// assert_send::<rondo::sync::SharedGuardArc<std::cell::Cell<u8>>>();
 /// ```
+/// ```compile_fail
+/// fn assert_sync<S: Sync>() {}
+/// assert_sync::<rondo::sync::UpgradableGuard<'static, std::cell::Cell<u8>>>();
+/// ```
+/// ```compile_fail
+/// fn assert_send<S: Send>() {}
+/// assert_send::<rondo::sync::MappedExclusiveGuard<'static, std::rc::Rc<u8>>>();
+/// ```
 /// ```
 /// // The positive cases, so the negative ones above fail for the right reason.
 /// fn assert_send_sync<S: Send + Sync>() {}
@@ -66,6 +102,36 @@ pub enum OneManyMode {
 /// assert_send_sync::<rondo::sync::ExclusiveGuard<'static, Vec<u8>>>();
 /// assert_send_sync::<rondo::sync::SharedGuardArc<Vec<u8>>>();
 /// assert_send_sync::<rondo::sync::ExclusiveGuardArc<Vec<u8>>>();
+/// assert_send_sync::<rondo::sync::UpgradableGuard<'static, Vec<u8>>>();
+/// assert_send_sync::<rondo::sync::MappedExclusiveGuard<'static, Vec<u8>>>();
+/// ```
+///
+/// Shared guards are covariant in `T` (they only ever read it), exclusive guards in their lifetime:
+///
+/// ```
+/// use rondo::sync::{ExclusiveGuard, SharedGuard};
+/// fn shorten<'a, 'b: 'a>(g: SharedGuard<'a, &'b str>) -> SharedGuard<'a, &'a str> {
+///     g
+/// }
+/// fn shorter_borrow<'a, 'b: 'a>(g: ExclusiveGuard<'b, u8>) -> ExclusiveGuard<'a, u8> {
+///     g
+/// }
+/// ```
+///
+/// An exclusive or upgradable guard must stay invariant in `T`, or it could store a short-lived
+/// reference in a lock that outlives it:
+///
+/// ```compile_fail
+/// use rondo::sync::ExclusiveGuard;
+/// fn shorten<'a, 'b: 'a>(g: ExclusiveGuard<'a, &'b str>) -> ExclusiveGuard<'a, &'a str> {
+///     g
+/// }
+/// ```
+/// ```compile_fail
+/// use rondo::sync::UpgradableGuard;
+/// fn shorten<'a, 'b: 'a>(g: UpgradableGuard<'a, &'b str>) -> UpgradableGuard<'a, &'a str> {
+///     g
+/// }
 /// ```
 pub struct AsyncOneManyLock<T: ?Sized> {
     raw: RawOneMany,
@@ -80,7 +146,7 @@ unsafe impl<T: ?Sized + Send> Send for AsyncOneManyLock<T> {}
 unsafe impl<T: ?Sized + Send + Sync> Sync for AsyncOneManyLock<T> {}
 
 impl<T> AsyncOneManyLock<T> {
-    /// Creates an unlocked lock holding `value`.
+    /// Creates an unlocked, fair lock holding `value`: strict FIFO hand-off, no barging.
     ///
     /// This is a `const fn`, except when built with `--cfg loom` (loom's atomics and mutexes have no
     /// `const` constructors), where it is an ordinary `fn`.
@@ -92,17 +158,52 @@ impl<T> AsyncOneManyLock<T> {
     /// ```
     #[cfg(not(loom))]
     pub const fn new(value: T) -> Self {
+        Self::with_barging(value, Duration::ZERO)
+    }
+
+    /// Creates an unlocked lock holding `value` that lets running tasks barge past sleeping waiters
+    /// for at most `bound` (Go's `sync.Mutex` uses 1 ms).
+    ///
+    /// A release wakes the head of the line but leaves the lock free, so a task that is already
+    /// running may take it first; this saves a context switch per hand-off under contention. Once the
+    /// head of the line has waited `bound` or longer, each release hands the lock directly to it (and
+    /// newcomers queue) until the head has waited less than `bound` again. `Duration::ZERO` gives the
+    /// fair lock of [`new`](Self::new).
+    ///
+    /// What barging gives up, within the bound: strict FIFO order between waiters and newcomers, and
+    /// phase fairness (a newcomer writer may take a free lock before readers that queued before it).
+    /// Readers never barge past a waiting writer, so neither kind starves the other for longer than
+    /// `bound` plus one round of the line.
+    ///
+    /// Not `const` under `--cfg loom`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rondo::sync::AsyncOneManyLock;
+    /// static COUNTS: AsyncOneManyLock<u64> =
+    ///     AsyncOneManyLock::with_barging(0, Duration::from_millis(1));
+    /// futures::executor::block_on(async { *COUNTS.exclusive().await += 1 });
+    /// assert_eq!(*COUNTS.try_shared().unwrap(), 1);
+    /// ```
+    #[cfg(not(loom))]
+    pub const fn with_barging(value: T, bound: Duration) -> Self {
         AsyncOneManyLock {
-            raw: RawOneMany::new(),
+            raw: RawOneMany::new(bound),
             value: UnsafeCell::new(value),
         }
     }
 
-    /// Creates an unlocked lock holding `value` (not `const` under `--cfg loom`).
+    /// Creates an unlocked, fair lock holding `value` (not `const` under `--cfg loom`).
     #[cfg(loom)]
     pub fn new(value: T) -> Self {
+        Self::with_barging(value, Duration::ZERO)
+    }
+
+    /// Creates a bounded-barging lock (not `const` under `--cfg loom`).
+    #[cfg(loom)]
+    pub fn with_barging(value: T, bound: Duration) -> Self {
         AsyncOneManyLock {
-            raw: RawOneMany::new(),
+            raw: RawOneMany::new(bound),
             value: UnsafeCell::new(value),
         }
     }
@@ -119,6 +220,23 @@ impl<T> AsyncOneManyLock<T> {
 }
 
 impl<T: ?Sized> AsyncOneManyLock<T> {
+    fn value(&self) -> NonNull<T> {
+        // SAFETY: `UnsafeCell::get` never returns null.
+        unsafe { NonNull::new_unchecked(self.value.get()) }
+    }
+
+    fn shared_guard(&self) -> SharedGuard<'_, T> {
+        SharedGuard {
+            raw: &self.raw,
+            value: self.value(),
+            _marker: PhantomData,
+        }
+    }
+
+    fn exclusive_guard(&self) -> ExclusiveGuard<'_, T> {
+        ExclusiveGuard { lock: self }
+    }
+
     /// Waits for shared (read) access.
     ///
     /// Completes on the first poll when no writer holds the lock and nobody waits; otherwise joins the
@@ -141,9 +259,9 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
     /// ```
     pub async fn shared(&self) -> SharedGuard<'_, T> {
         if !self.raw.try_shared() {
-            Wait::new(&self.raw, OneManyMode::Shared).await;
+            Wait::new(&self.raw, Req::Shared).await;
         }
-        SharedGuard { lock: self }
+        self.shared_guard()
     }
 
     /// Waits for exclusive (write) access.
@@ -167,9 +285,38 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
     /// ```
     pub async fn exclusive(&self) -> ExclusiveGuard<'_, T> {
         if !self.raw.try_exclusive() {
-            Wait::new(&self.raw, OneManyMode::Exclusive).await;
+            Wait::new(&self.raw, Req::Exclusive).await;
         }
-        ExclusiveGuard { lock: self }
+        self.exclusive_guard()
+    }
+
+    /// Waits for an upgradable shared hold: it shares the lock with plain readers, excludes writers
+    /// and other upgradable holds, and can later be [upgraded](UpgradableGuard::upgrade) to exclusive
+    /// access atomically (no writer can get in between).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`shared`](Self::shared).
+    ///
+    /// ```
+    /// use rondo::sync::AsyncOneManyLock;
+    /// let lock = AsyncOneManyLock::new(1);
+    /// futures::executor::block_on(async {
+    ///     let up = lock.upgradable().await;
+    ///     let reader = lock.shared().await; // shares with readers
+    ///     assert!(lock.try_upgradable().is_none()); // but not with another upgradable
+    ///     assert_eq!(*up + *reader, 2);
+    ///     drop(reader);
+    ///     let mut w = up.upgrade().await;
+    ///     *w = 5;
+    /// });
+    /// assert_eq!(*lock.try_shared().unwrap(), 5);
+    /// ```
+    pub async fn upgradable(&self) -> UpgradableGuard<'_, T> {
+        if !self.raw.try_upgradable() {
+            Wait::new(&self.raw, Req::Upgradable).await;
+        }
+        UpgradableGuard { lock: self }
     }
 
     /// Waits for access in the given mode.
@@ -197,8 +344,8 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
         }
     }
 
-    /// Takes shared access if that is possible right now without waiting: no writer holds the lock and
-    /// nobody waits in line.
+    /// Takes shared access if that is possible right now without waiting: no writer holds the lock,
+    /// no writer waits, and (in a fair lock) nobody waits at all.
     ///
     /// # Panics
     ///
@@ -213,10 +360,10 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
     /// drop(r);
     /// ```
     pub fn try_shared(&self) -> Option<SharedGuard<'_, T>> {
-        self.raw.try_shared().then(|| SharedGuard { lock: self })
+        self.raw.try_shared().then(|| self.shared_guard())
     }
 
-    /// Takes exclusive access if the lock is free and nobody waits.
+    /// Takes exclusive access if the lock is free and (in a fair lock) nobody waits.
     ///
     /// ```
     /// let lock = rondo::sync::AsyncOneManyLock::new(0);
@@ -227,13 +374,29 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
     /// assert_eq!(*lock.try_shared().unwrap(), 3);
     /// ```
     pub fn try_exclusive(&self) -> Option<ExclusiveGuard<'_, T>> {
-        self.raw
-            .try_exclusive()
-            .then(|| ExclusiveGuard { lock: self })
+        self.raw.try_exclusive().then(|| self.exclusive_guard())
     }
 
-    /// Like [`shared`](Self::shared), returning a guard that owns an `Arc` of the lock (`'static` when
-    /// `T` is).
+    /// Takes an upgradable hold if that is possible right now: no writer holds or waits, no other
+    /// upgradable hold exists, and (in a fair lock) nobody waits.
+    ///
+    /// ```
+    /// let lock = rondo::sync::AsyncOneManyLock::new(0);
+    /// let up = lock.try_upgradable().unwrap();
+    /// assert!(lock.try_upgradable().is_none());
+    /// assert!(lock.try_shared().is_some());
+    /// drop(up);
+    /// ```
+    pub fn try_upgradable(&self) -> Option<UpgradableGuard<'_, T>> {
+        // `then`, not `then_some`: a guard built eagerly would release a hold it never had.
+        self.raw
+            .try_upgradable()
+            .then(|| UpgradableGuard { lock: self })
+    }
+
+    /// Like [`shared`](Self::shared), returning a guard that owns an `Arc` of the lock. The future
+    /// owns a clone of the `Arc` too, so it is `'static` when `T` is: it can be stored, returned or
+    /// spawned.
     ///
     /// # Cancel safety
     ///
@@ -243,19 +406,23 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
     /// use std::sync::Arc;
     /// use rondo::sync::{AsyncOneManyLock, SharedGuardArc};
     /// let lock = Arc::new(AsyncOneManyLock::new(4));
-    /// let guard: SharedGuardArc<i32> = futures::executor::block_on(lock.shared_arc());
+    /// let fut = lock.shared_arc();
+    /// drop(lock); // the future keeps the lock alive
+    /// let guard: SharedGuardArc<i32> = futures::executor::block_on(fut);
     /// let handle = std::thread::spawn(move || *guard * 2);
     /// assert_eq!(handle.join().unwrap(), 8);
     /// ```
-    pub async fn shared_arc(self: &Arc<Self>) -> SharedGuardArc<T> {
-        // The hold moves from the borrowed guard into the owned one.
-        core::mem::forget(self.shared().await);
-        SharedGuardArc {
-            lock: Arc::clone(self),
+    pub fn shared_arc(self: &Arc<Self>) -> impl Future<Output = SharedGuardArc<T>> + use<T> {
+        let lock = Arc::clone(self);
+        async move {
+            // The hold moves from the borrowed guard into the owned one.
+            core::mem::forget(lock.shared().await);
+            SharedGuardArc { lock }
         }
     }
 
-    /// Like [`exclusive`](Self::exclusive), returning a guard that owns an `Arc` of the lock.
+    /// Like [`exclusive`](Self::exclusive), returning a guard that owns an `Arc` of the lock. The
+    /// future owns a clone of the `Arc`, so it is `'static` when `T` is.
     ///
     /// # Cancel safety
     ///
@@ -268,11 +435,42 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
     /// std::thread::spawn(move || *guard += 1).join().unwrap();
     /// assert_eq!(*lock.try_shared().unwrap(), 5);
     /// ```
-    pub async fn exclusive_arc(self: &Arc<Self>) -> ExclusiveGuardArc<T> {
-        core::mem::forget(self.exclusive().await);
-        ExclusiveGuardArc {
-            lock: Arc::clone(self),
+    pub fn exclusive_arc(self: &Arc<Self>) -> impl Future<Output = ExclusiveGuardArc<T>> + use<T> {
+        let lock = Arc::clone(self);
+        async move {
+            core::mem::forget(lock.exclusive().await);
+            ExclusiveGuardArc { lock }
         }
+    }
+
+    /// Like [`try_shared`](Self::try_shared), returning a guard that owns an `Arc` of the lock.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let lock = Arc::new(rondo::sync::AsyncOneManyLock::new(1));
+    /// let g = lock.try_shared_arc().unwrap();
+    /// assert!(lock.try_exclusive_arc().is_none());
+    /// drop(g);
+    /// assert!(lock.try_exclusive_arc().is_some());
+    /// ```
+    pub fn try_shared_arc(self: &Arc<Self>) -> Option<SharedGuardArc<T>> {
+        self.raw.try_shared().then(|| SharedGuardArc {
+            lock: Arc::clone(self),
+        })
+    }
+
+    /// Like [`try_exclusive`](Self::try_exclusive), returning a guard that owns an `Arc` of the lock.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let lock = Arc::new(rondo::sync::AsyncOneManyLock::new(1));
+    /// *lock.try_exclusive_arc().unwrap() += 1;
+    /// assert_eq!(*lock.try_shared().unwrap(), 2);
+    /// ```
+    pub fn try_exclusive_arc(self: &Arc<Self>) -> Option<ExclusiveGuardArc<T>> {
+        self.raw.try_exclusive().then(|| ExclusiveGuardArc {
+            lock: Arc::clone(self),
+        })
     }
 
     /// Blocks the current thread until shared access is granted. For synchronous code; do not call it
@@ -343,10 +541,46 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for AsyncOneManyLock<T> {
     }
 }
 
-/// Shared (read) access to an [`AsyncOneManyLock`]; released on drop.
+/// Shared (read) access to an [`AsyncOneManyLock`], or to a part of its value after
+/// [`map`](Self::map); released on drop. Covariant in `T`.
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct SharedGuard<'a, T: ?Sized> {
-    lock: &'a AsyncOneManyLock<T>,
+    raw: &'a RawOneMany,
+    value: NonNull<T>,
+    _marker: PhantomData<&'a T>,
+}
+
+// SAFETY: the guard gives `&T` access from whichever thread holds it, and its drop releases a shared
+// hold, which any thread may do. Requiring `Send + Sync` (not just `Sync`) is the conservative bound
+// documented on the lock.
+unsafe impl<T: ?Sized + Send + Sync> Send for SharedGuard<'_, T> {}
+// SAFETY: `&SharedGuard` only gives `&T`.
+unsafe impl<T: ?Sized + Send + Sync> Sync for SharedGuard<'_, T> {}
+
+impl<'a, T: ?Sized> SharedGuard<'a, T> {
+    /// Narrows the guard to a part of the value; the lock stays held in shared mode until the new
+    /// guard is dropped. An associated function (`SharedGuard::map(g, ..)`) so it cannot shadow a
+    /// method of `T`.
+    ///
+    /// ```
+    /// use rondo::sync::{AsyncOneManyLock, SharedGuard};
+    /// let lock = AsyncOneManyLock::new((1, String::from("b")));
+    /// let name: SharedGuard<'_, str> = SharedGuard::map(lock.try_shared().unwrap(), |v| v.1.as_str());
+    /// assert_eq!(&*name, "b");
+    /// assert!(lock.try_exclusive().is_none());
+    /// ```
+    pub fn map<U: ?Sized>(this: Self, f: impl FnOnce(&T) -> &U) -> SharedGuard<'a, U> {
+        let this = ManuallyDrop::new(this);
+        // SAFETY: the hold is still ours (the old guard is never dropped), so `&T` is valid; `f` can
+        // only return a reference that lives as long as that borrow, i.e. no longer than the hold,
+        // which moves into the new guard.
+        let value = NonNull::from(f(unsafe { this.value.as_ref() }));
+        SharedGuard {
+            raw: this.raw,
+            value,
+            _marker: PhantomData,
+        }
+    }
 }
 
 impl<T: ?Sized> Deref for SharedGuard<'_, T> {
@@ -354,13 +588,13 @@ impl<T: ?Sized> Deref for SharedGuard<'_, T> {
     fn deref(&self) -> &T {
         // SAFETY: this guard is a shared hold on the lock, so no exclusive hold (the only source of
         // `&mut T`) exists until it is dropped.
-        unsafe { &*self.lock.value.get() }
+        unsafe { self.value.as_ref() }
     }
 }
 
 impl<T: ?Sized> Drop for SharedGuard<'_, T> {
     fn drop(&mut self) {
-        self.lock.raw.release_shared();
+        self.raw.release_shared();
     }
 }
 
@@ -370,13 +604,18 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for SharedGuard<'_, T> {
     }
 }
 
-/// Exclusive (write) access to an [`AsyncOneManyLock`]; released on drop.
+/// Exclusive (write) access to an [`AsyncOneManyLock`]; released on drop. Covariant in its lifetime,
+/// invariant in `T` (like `&mut T`).
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct ExclusiveGuard<'a, T: ?Sized> {
     lock: &'a AsyncOneManyLock<T>,
 }
 
 impl<'a, T: ?Sized> ExclusiveGuard<'a, T> {
+    fn into_lock(self) -> &'a AsyncOneManyLock<T> {
+        ManuallyDrop::new(self).lock
+    }
+
     /// Turns exclusive access into shared access atomically: the lock is never free in between, so no
     /// writer can slip in. Readers waiting at the head of the line are admitted alongside.
     ///
@@ -389,9 +628,52 @@ impl<'a, T: ?Sized> ExclusiveGuard<'a, T> {
     /// assert_eq!(*lock.try_shared().unwrap(), *r);
     /// ```
     pub fn downgrade(self) -> SharedGuard<'a, T> {
-        let this = ManuallyDrop::new(self);
-        this.lock.raw.downgrade();
-        SharedGuard { lock: this.lock }
+        let lock = self.into_lock();
+        lock.raw.downgrade();
+        lock.shared_guard()
+    }
+
+    /// Turns exclusive access into an upgradable hold atomically: readers may join, writers and other
+    /// upgradable holds stay out.
+    ///
+    /// ```
+    /// let lock = rondo::sync::AsyncOneManyLock::new(1);
+    /// let up = lock.try_exclusive().unwrap().downgrade_to_upgradable();
+    /// assert!(lock.try_shared().is_some());
+    /// assert!(lock.try_upgradable().is_none());
+    /// assert_eq!(*up.try_upgrade().unwrap(), 1);
+    /// ```
+    pub fn downgrade_to_upgradable(self) -> UpgradableGuard<'a, T> {
+        let lock = self.into_lock();
+        lock.raw.downgrade_to_upgradable();
+        UpgradableGuard { lock }
+    }
+
+    /// Narrows the guard to a part of the value. The result cannot be downgraded: a part reached
+    /// through `&mut T` (say, the inside of a `Mutex` via `get_mut`) may be unsafe to share with the
+    /// readers a downgrade would admit. An associated function, so it cannot shadow a method of `T`.
+    ///
+    /// ```
+    /// use rondo::sync::{AsyncOneManyLock, ExclusiveGuard};
+    /// let lock = AsyncOneManyLock::new((1, vec![2]));
+    /// let mut v = ExclusiveGuard::map(lock.try_exclusive().unwrap(), |t| &mut t.1);
+    /// v.push(3);
+    /// drop(v);
+    /// assert_eq!(lock.try_shared().unwrap().1, [2, 3]);
+    /// ```
+    pub fn map<U: ?Sized>(
+        this: Self,
+        f: impl FnOnce(&mut T) -> &mut U,
+    ) -> MappedExclusiveGuard<'a, U> {
+        let lock = this.into_lock();
+        // SAFETY: the exclusive hold moves into the new guard, so this is the only access to the
+        // value; `f` can only return a borrow of it (or of something that outlives it).
+        let value = NonNull::from(f(unsafe { &mut *lock.value.get() }));
+        MappedExclusiveGuard {
+            raw: &lock.raw,
+            value,
+            _marker: PhantomData,
+        }
     }
 }
 
@@ -420,6 +702,195 @@ impl<T: ?Sized> Drop for ExclusiveGuard<'_, T> {
 impl<T: ?Sized + fmt::Debug> fmt::Debug for ExclusiveGuard<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&**self, f)
+    }
+}
+
+/// Exclusive access to a part of an [`AsyncOneManyLock`]'s value, from [`ExclusiveGuard::map`];
+/// released on drop. It has no `downgrade` (see [`ExclusiveGuard::map`]).
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct MappedExclusiveGuard<'a, T: ?Sized> {
+    raw: &'a RawOneMany,
+    value: NonNull<T>,
+    _marker: PhantomData<&'a mut T>,
+}
+
+// SAFETY: as `ExclusiveGuard`: `&mut T` across threads needs `T: Send`, `&T` needs `T: Sync`, and the
+// release is thread-agnostic.
+unsafe impl<T: ?Sized + Send + Sync> Send for MappedExclusiveGuard<'_, T> {}
+// SAFETY: `&MappedExclusiveGuard` only gives `&T`.
+unsafe impl<T: ?Sized + Send + Sync> Sync for MappedExclusiveGuard<'_, T> {}
+
+impl<'a, T: ?Sized> MappedExclusiveGuard<'a, T> {
+    /// Narrows the guard further.
+    ///
+    /// ```
+    /// use rondo::sync::{AsyncOneManyLock, ExclusiveGuard, MappedExclusiveGuard};
+    /// let lock = AsyncOneManyLock::new(((0, 1), 2));
+    /// let pair = ExclusiveGuard::map(lock.try_exclusive().unwrap(), |t| &mut t.0);
+    /// *MappedExclusiveGuard::map(pair, |p| &mut p.1) = 7;
+    /// assert_eq!(*lock.try_shared().unwrap(), ((0, 7), 2));
+    /// ```
+    pub fn map<U: ?Sized>(
+        this: Self,
+        f: impl FnOnce(&mut T) -> &mut U,
+    ) -> MappedExclusiveGuard<'a, U> {
+        let mut this = ManuallyDrop::new(this);
+        // SAFETY: the exclusive hold moves into the new guard (the old one is never dropped).
+        let value = NonNull::from(f(unsafe { this.value.as_mut() }));
+        MappedExclusiveGuard {
+            raw: this.raw,
+            value,
+            _marker: PhantomData,
+        }
+    }
+}
+
+impl<T: ?Sized> Deref for MappedExclusiveGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: this guard is the only hold on the lock, and `value` points into (or was reached
+        // from) the locked value.
+        unsafe { self.value.as_ref() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for MappedExclusiveGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as `deref`, and `&mut self` makes this the only borrow through the guard.
+        unsafe { self.value.as_mut() }
+    }
+}
+
+impl<T: ?Sized> Drop for MappedExclusiveGuard<'_, T> {
+    fn drop(&mut self) {
+        self.raw.release_exclusive();
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for MappedExclusiveGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+/// An upgradable shared hold on an [`AsyncOneManyLock`], from
+/// [`upgradable`](AsyncOneManyLock::upgradable): reads alongside plain readers, keeps writers and
+/// other upgradable holds out, and can become exclusive without letting anyone in between. Released on
+/// drop. Invariant in `T`, since an upgrade gives write access.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct UpgradableGuard<'a, T: ?Sized> {
+    lock: &'a AsyncOneManyLock<T>,
+}
+
+impl<'a, T: ?Sized> UpgradableGuard<'a, T> {
+    fn into_lock(self) -> &'a AsyncOneManyLock<T> {
+        ManuallyDrop::new(self).lock
+    }
+
+    /// Waits until the other readers have left, then turns this hold into exclusive access. No
+    /// writer can take the lock in between, and readers arriving meanwhile wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes releases the lock entirely (the upgradable hold moved
+    /// into the future).
+    ///
+    /// ```
+    /// use rondo::sync::AsyncOneManyLock;
+    /// let lock = AsyncOneManyLock::new(1);
+    /// futures::executor::block_on(async {
+    ///     let up = lock.upgradable().await;
+    ///     let mut w = up.upgrade().await;
+    ///     *w += 1;
+    ///     assert!(lock.try_shared().is_none());
+    /// });
+    /// assert_eq!(*lock.try_shared().unwrap(), 2);
+    /// ```
+    pub fn upgrade(self) -> Upgrade<'a, T> {
+        let lock = self.into_lock();
+        Upgrade {
+            lock,
+            wait: Wait::new(&lock.raw, Req::Upgrade),
+        }
+    }
+
+    /// Turns this hold into exclusive access if no other reader holds the lock; otherwise gives the
+    /// guard back unchanged.
+    ///
+    /// ```
+    /// let lock = rondo::sync::AsyncOneManyLock::new(1);
+    /// let up = lock.try_upgradable().unwrap();
+    /// let reader = lock.try_shared().unwrap();
+    /// let up = up.try_upgrade().unwrap_err(); // a reader is still in
+    /// drop(reader);
+    /// assert!(up.try_upgrade().is_ok());
+    /// ```
+    pub fn try_upgrade(self) -> Result<ExclusiveGuard<'a, T>, Self> {
+        if self.lock.raw.try_upgrade() {
+            Ok(ExclusiveGuard {
+                lock: self.into_lock(),
+            })
+        } else {
+            Err(self)
+        }
+    }
+
+    /// Turns this hold into a plain shared one, letting another upgradable hold in.
+    ///
+    /// ```
+    /// let lock = rondo::sync::AsyncOneManyLock::new(1);
+    /// let r = lock.try_upgradable().unwrap().downgrade();
+    /// assert!(lock.try_upgradable().is_some());
+    /// assert_eq!(*r, 1);
+    /// ```
+    pub fn downgrade(self) -> SharedGuard<'a, T> {
+        let lock = self.into_lock();
+        lock.raw.upgradable_to_shared();
+        lock.shared_guard()
+    }
+}
+
+impl<T: ?Sized> Deref for UpgradableGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: an upgradable hold is a shared hold: no `&mut T` exists while it lives.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for UpgradableGuard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.raw.release_upgradable();
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for UpgradableGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+/// The future of [`UpgradableGuard::upgrade`]. It owns the upgradable hold until it completes.
+#[must_use = "futures do nothing unless polled; dropping this one releases the lock"]
+pub struct Upgrade<'a, T: ?Sized> {
+    lock: &'a AsyncOneManyLock<T>,
+    wait: Wait<'a>,
+}
+
+impl<'a, T: ?Sized> Future for Upgrade<'a, T> {
+    type Output = ExclusiveGuard<'a, T>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let lock = self.lock;
+        Pin::new(&mut self.wait)
+            .poll(cx)
+            .map(|()| ExclusiveGuard { lock })
+    }
+}
+
+impl<T: ?Sized> fmt::Debug for Upgrade<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Upgrade").finish_non_exhaustive()
     }
 }
 

@@ -4,23 +4,32 @@
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
+use core::time::Duration;
+use std::time::Instant;
 
-use super::waiters::{Status, WaitList, WakeList};
+use super::waiters::{Status, WaitList, WakeList, serve_line, update};
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
-
-use super::OneManyMode;
 
 /// Bit 0: a writer holds the lock.
 const WRITER: usize = 1;
-/// Bit 1: the FIFO line is non-empty; every acquire must go through the internal mutex.
+/// Bit 1: the FIFO line is non-empty; every release must go through the internal mutex.
 const QUEUED: usize = 2;
-/// Bits 2..: the number of readers holding the lock.
-const ONE_READER: usize = 4;
-const READERS: usize = !(WRITER | QUEUED);
+/// Bit 2: hand-off mode. The lock is passed directly to the head of the line and no newcomer may
+/// take it, even when free. Always set with `QUEUED` in a fair lock; set in a barging lock while the
+/// head has waited past the bound (or is an upgrade).
+const HANDOFF: usize = 4;
+/// Bit 3: a writer waits in line, so newcomers may not take shared holds (they would keep the readers'
+/// count above zero for ever).
+const W_WAITING: usize = 8;
+/// Bit 4: an upgradable shared hold exists (it is also counted as a reader).
+const UPGRADABLE: usize = 16;
+/// Bits 5..: the number of shared holds (plain and upgradable).
+const ONE_READER: usize = 32;
+const READERS: usize = !(ONE_READER - 1);
 
 /// The most readers that may hold the lock at once. Bits above stay clear, so a detected overflow
-/// can never wrap into the flag bits.
-pub(crate) const MAX_READERS: usize = usize::MAX >> 3;
+/// can never wrap.
+pub(crate) const MAX_READERS: usize = usize::MAX >> 6;
 
 /// Key value meaning "this future is not in the line".
 const NOT_QUEUED: usize = usize::MAX;
@@ -33,233 +42,452 @@ fn reader_overflow() -> ! {
     )
 }
 
+/// What a waiter in the line asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Req {
+    Shared,
+    Exclusive,
+    Upgradable,
+    /// The holder of the upgradable hold wants to become the writer; it waits at the front.
+    Upgrade,
+}
+
+impl Req {
+    /// The state after granting this request in `s`, or `None` if `s` does not allow it. Ignores the
+    /// line (`HANDOFF`, `W_WAITING`): callers check those where they apply.
+    fn grant(self, s: usize) -> Option<usize> {
+        let new = match self {
+            Req::Shared => (s & WRITER == 0).then(|| s + ONE_READER)?,
+            Req::Exclusive => (s & (WRITER | READERS) == 0).then_some(s | WRITER)?,
+            Req::Upgradable => {
+                (s & (WRITER | UPGRADABLE) == 0).then(|| (s + ONE_READER) | UPGRADABLE)?
+            }
+            Req::Upgrade => {
+                ((s & READERS) == ONE_READER).then(|| (s - ONE_READER - UPGRADABLE) | WRITER)?
+            }
+        };
+        if matches!(self, Req::Shared | Req::Upgradable) && s >> 5 >= MAX_READERS {
+            return Some(usize::MAX);
+        }
+        Some(new)
+    }
+
+    /// Newcomers that would share with current readers must not pass a waiting writer.
+    fn blocked_by(self) -> usize {
+        match self {
+            Req::Shared | Req::Upgradable => HANDOFF | W_WAITING,
+            Req::Exclusive => HANDOFF,
+            Req::Upgrade => 0,
+        }
+    }
+
+    /// What giving this grant back subtracts from the state.
+    fn undo(self, s: usize) -> usize {
+        match self {
+            Req::Shared => s - ONE_READER,
+            Req::Exclusive | Req::Upgrade => s & !WRITER,
+            Req::Upgradable => (s - ONE_READER) & !UPGRADABLE,
+        }
+    }
+}
+
+/// The line and the count of writers in it (which decides `W_WAITING`).
+struct Line {
+    waiters: WaitList<Req>,
+    writers: usize,
+}
+
 pub(crate) struct RawOneMany {
     state: AtomicUsize,
-    line: Mutex<WaitList<OneManyMode>>,
+    /// How long a waiter may be overtaken by newcomers before the lock switches to hand-off mode;
+    /// zero for a fair lock (always hand-off).
+    bound: Duration,
+    line: Mutex<Line>,
+}
+
+/// Whether a shared release that leaves the state `new` may let a waiter in: a writer needs the
+/// readers gone, an upgrade needs only itself left. Releases that leave other readers in place
+/// cannot admit anyone, so they skip the mutex even with waiters.
+fn may_admit(new: usize) -> bool {
+    let readers = new & READERS;
+    readers == 0 || (readers == ONE_READER && new & UPGRADABLE != 0)
 }
 
 impl RawOneMany {
     #[cfg(not(loom))]
-    pub(crate) const fn new() -> Self {
+    pub(crate) const fn new(bound: Duration) -> Self {
         RawOneMany {
             state: AtomicUsize::new(0),
-            line: Mutex::new(WaitList::new()),
+            bound,
+            line: Mutex::new(Line {
+                waiters: WaitList::new(),
+                writers: 0,
+            }),
         }
     }
 
     #[cfg(loom)]
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(bound: Duration) -> Self {
         RawOneMany {
             state: AtomicUsize::new(0),
-            line: Mutex::new(WaitList::new()),
+            bound,
+            line: Mutex::new(Line {
+                waiters: WaitList::new(),
+                writers: 0,
+            }),
         }
     }
 
     /// Fast path for a shared hold: one CAS when the lock is free (the first guess is "free").
     #[inline]
     pub(crate) fn try_shared(&self) -> bool {
-        let mut s = 0;
-        loop {
-            match self.state.compare_exchange_weak(
-                s,
-                s + ONE_READER,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(actual) => {
-                    if actual & (WRITER | QUEUED) != 0 {
-                        return false;
-                    }
-                    if actual >> 2 >= MAX_READERS {
-                        reader_overflow();
-                    }
-                    s = actual;
-                }
-            }
-        }
+        self.try_fast(Req::Shared, 0)
     }
 
     /// Fast path for an exclusive hold: one CAS from "free".
     #[inline]
     pub(crate) fn try_exclusive(&self) -> bool {
-        self.state
-            .compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+        self.try_fast(Req::Exclusive, 0)
+    }
+
+    #[inline]
+    pub(crate) fn try_upgradable(&self) -> bool {
+        self.try_fast(Req::Upgradable, 0)
+    }
+
+    /// The upgradable holder becomes the writer if it is the only reader.
+    #[inline]
+    pub(crate) fn try_upgrade(&self) -> bool {
+        self.try_fast(Req::Upgrade, ONE_READER | UPGRADABLE)
+    }
+
+    #[inline]
+    fn try_fast(&self, req: Req, guess: usize) -> bool {
+        let mut s = guess;
+        loop {
+            if s & req.blocked_by() != 0 {
+                return false;
+            }
+            let Some(new) = req.grant(s) else {
+                return false;
+            };
+            if new == usize::MAX {
+                reader_overflow();
+            }
+            match self
+                .state
+                .compare_exchange_weak(s, new, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(actual) => s = actual,
+            }
+        }
+    }
+
+    /// Gives back a hold of kind `req`. Without waiters this is one CAS (first guess: the caller is the
+    /// only holder); with waiters the state changes under the mutex and the lock is passed on.
+    #[inline]
+    fn release(&self, held: Req, guess: usize) {
+        let mut s = guess;
+        loop {
+            let new = held.undo(s);
+            let serve = s & QUEUED != 0 && (held != Req::Shared || may_admit(new));
+            // In barging mode the release itself happens under the mutex, after the head's wait
+            // was checked, so a waiter past the bound gets the lock before any newcomer. In hand-off
+            // mode no newcomer can take the freed lock, so it is released at once and the mutex is
+            // held only to serve the line.
+            if serve && s & HANDOFF == 0 {
+                return self.release_slow(|s| held.undo(s));
+            }
+            match self
+                .state
+                .compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) if serve => return self.serve(),
+                Ok(_) => return,
+                Err(actual) => s = actual,
+            }
+        }
     }
 
     #[inline]
     pub(crate) fn release_shared(&self) {
-        // AcqRel: the last reader out must see every other reader's accesses before it hands the lock
-        // to a writer under the mutex.
-        let prev = self.state.fetch_sub(ONE_READER, Ordering::AcqRel);
-        debug_assert!(prev >> 2 >= 1 && prev & WRITER == 0);
-        if prev == ONE_READER | QUEUED {
-            self.release_slow(|_| {});
-        }
+        self.release(Req::Shared, ONE_READER)
     }
 
     #[inline]
     pub(crate) fn release_exclusive(&self) {
-        // One RMW: clear the writer bit. If someone waits (`QUEUED`), the lock now reads "free but
-        // queued", which no fast path can take, and the hand-off runs under the mutex.
-        let prev = self.state.fetch_sub(WRITER, Ordering::AcqRel);
-        debug_assert!(prev & WRITER != 0);
-        if prev != WRITER {
-            self.release_slow(|_| {});
-        }
+        self.release(Req::Exclusive, WRITER)
+    }
+
+    #[inline]
+    pub(crate) fn release_upgradable(&self) {
+        self.release(Req::Upgradable, ONE_READER | UPGRADABLE)
     }
 
     /// Turns the caller's exclusive hold into a shared one without ever letting the lock be free, so
     /// no writer can slip in between.
     pub(crate) fn downgrade(&self) {
+        self.change(WRITER, |s| (s & !WRITER) + ONE_READER);
+    }
+
+    /// Turns the caller's exclusive hold into an upgradable one, never letting the lock be free.
+    pub(crate) fn downgrade_to_upgradable(&self) {
+        self.change(WRITER, |s| ((s & !WRITER) + ONE_READER) | UPGRADABLE);
+    }
+
+    /// Turns the caller's upgradable hold into a plain shared one (another upgradable may now enter).
+    pub(crate) fn upgradable_to_shared(&self) {
+        self.change(ONE_READER | UPGRADABLE, |s| s & !UPGRADABLE);
+    }
+
+    fn change(&self, guess: usize, f: impl Fn(usize) -> usize) {
         if self
             .state
-            .compare_exchange(WRITER, ONE_READER, Ordering::Release, Ordering::Relaxed)
+            .compare_exchange(guess, f(guess), Ordering::Release, Ordering::Relaxed)
             .is_err()
         {
-            self.release_slow(|state| {
-                // WRITER -> ONE_READER in one step.
-                state.fetch_add(ONE_READER - WRITER, Ordering::AcqRel);
-            });
+            self.release_slow(f);
         }
     }
 
-    /// Applies `change` to the state under the mutex, then hands the lock to whoever at the head of
-    /// the line can now have it, and wakes them after unlocking.
+    /// Applies `change` to the state under the mutex, then passes the lock on to whoever at the head
+    /// of the line can now have it, and wakes them after unlocking.
     #[cold]
-    fn release_slow(&self, change: impl FnOnce(&AtomicUsize)) {
-        let mut line = lock(&self.line);
-        change(&self.state);
-        let wakers = self.dispatch(&mut line);
-        drop(line);
-        wakers.wake_all();
+    fn release_slow(&self, change: impl Fn(usize) -> usize) {
+        serve_line(&self.line, |line| {
+            let _ = update::<()>(&self.state, |s| Ok(change(s)));
+            self.dispatch(line)
+        });
     }
 
-    /// Grants the lock to the head of the line for as long as the head can have it: one writer when
-    /// the lock is free, or every reader up to the next waiting writer while no writer holds it.
-    /// Clears `QUEUED` when the line empties. Must be called with the mutex held; returns the wakers to
-    /// call after unlocking.
-    fn dispatch(&self, line: &mut WaitList<OneManyMode>) -> WakeList {
+    /// Passes the lock on after a release that already updated the state.
+    #[cold]
+    fn serve(&self) {
+        serve_line(&self.line, |line| self.dispatch(line));
+    }
+
+    /// Whether the lock must be handed to the head directly rather than the head woken to compete.
+    fn handoff_due(&self, line: &Line, head: usize, now: &mut Option<Instant>) -> bool {
+        if self.bound.is_zero() || line.waiters.request(head) == Req::Upgrade {
+            return true;
+        }
+        let now = *now.get_or_insert_with(Instant::now);
+        line.waiters.waited(head, self.bound, now)
+    }
+
+    /// Serves the line after the state changed. In hand-off mode it grants the lock to the head for
+    /// as long as the head can have it: one writer when the lock is free, or every reader up to the
+    /// next waiting writer while no writer holds it. In barging mode it wakes, without granting, the
+    /// waiters that could have the lock now (the same set), and they compete with newcomers.
+    /// Clears `QUEUED` when the line empties. Must be called with the mutex held; returns the wakers
+    /// to call after unlocking.
+    fn dispatch(&self, line: &mut Line) -> WakeList {
         let mut wakers = WakeList::new();
+        let mut now = None;
         loop {
-            match line.head() {
-                None => {
-                    self.state.fetch_and(!QUEUED, Ordering::AcqRel);
-                    break;
+            let Some(head) = line.waiters.head() else {
+                self.state
+                    .fetch_and(!(QUEUED | HANDOFF | W_WAITING), Ordering::AcqRel);
+                break;
+            };
+            if !self.handoff_due(line, head, &mut now) {
+                if self.state.load(Ordering::Relaxed) & HANDOFF != 0 {
+                    self.state.fetch_and(!HANDOFF, Ordering::AcqRel);
                 }
-                Some(OneManyMode::Exclusive) => {
-                    let s = self.state.load(Ordering::Acquire);
-                    if s & (WRITER | READERS) != 0 {
-                        break;
-                    }
-                    // Nobody holds the lock and `QUEUED` stops every fast path: no one else can
-                    // change the state now.
-                    self.state.fetch_or(WRITER, Ordering::AcqRel);
-                    line.finish_head(Status::Granted, &mut wakers);
-                }
-                Some(OneManyMode::Shared) => {
-                    let s = self.state.load(Ordering::Acquire);
-                    if s & WRITER != 0 {
-                        break;
-                    }
-                    if s >> 2 >= MAX_READERS {
-                        // The waiter's own poll panics; the line moves on.
-                        line.finish_head(Status::Overflow, &mut wakers);
-                        continue;
-                    }
-                    self.state.fetch_add(ONE_READER, Ordering::AcqRel);
-                    line.finish_head(Status::Granted, &mut wakers);
-                }
+                self.notify_compatible(line, head, &mut wakers);
+                break;
             }
+            // Hand-off: no newcomer may take the lock from now on, so the state seen here changes
+            // only through this mutex's holders and holders' releases (which then run dispatch).
+            let mut s = self.state.load(Ordering::Acquire);
+            if s & HANDOFF == 0 {
+                s = self.state.fetch_or(HANDOFF, Ordering::AcqRel) | HANDOFF;
+            }
+            let req = line.waiters.request(head);
+            let Some(new) = req.grant(s) else { break };
+            if new == usize::MAX {
+                // The waiter's own poll panics; the line moves on.
+                self.leave(line, head, Status::Overflow, &mut wakers);
+                continue;
+            }
+            if update(&self.state, |s| req.grant(s).ok_or(())).is_err() {
+                break;
+            }
+            self.leave(line, head, Status::Granted, &mut wakers);
         }
         wakers
     }
 
-    /// First slow-path attempt: acquires under the mutex if the lock is compatible and nobody waits,
-    /// otherwise joins the line. Returns the line key, or `None` if the lock was acquired.
-    fn acquire_or_enqueue(&self, mode: OneManyMode, waker: &Waker) -> Option<usize> {
-        let mut line = lock(&self.line);
-        let mut s = self.state.load(Ordering::Relaxed);
-        loop {
-            if s & QUEUED != 0 {
+    /// Barging mode: wakes the waiters from `head` on that could have the lock in its current state,
+    /// without granting: one writer if the lock is free, or readers up to the next writer while no
+    /// writer holds it. Waiters already woken keep their wake.
+    fn notify_compatible(&self, line: &mut Line, head: usize, wakers: &mut WakeList) {
+        let s = self.state.load(Ordering::Acquire);
+        let mut key = Some(head);
+        while let Some(k) = key {
+            let req = line.waiters.request(k);
+            let exclusive = matches!(req, Req::Exclusive | Req::Upgrade);
+            // A writer behind readers woken here would find them holding the lock.
+            if req.grant(s).is_none() || (exclusive && k != head) {
                 break;
             }
-            let (free, add) = match mode {
-                OneManyMode::Shared => (s & WRITER == 0, ONE_READER),
-                OneManyMode::Exclusive => (s == 0, WRITER),
-            };
-            let result = if free {
-                if mode == OneManyMode::Shared && s >> 2 >= MAX_READERS {
-                    drop(line);
-                    reader_overflow();
-                }
-                self.state
-                    .compare_exchange_weak(s, s + add, Ordering::Acquire, Ordering::Relaxed)
-            } else {
-                // Publishing `QUEUED` while the lock is busy makes its holder's release take the slow
-                // path, which needs this mutex and so sees our node.
-                self.state.compare_exchange_weak(
-                    s,
-                    s | QUEUED,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                )
-            };
-            match result {
-                Ok(_) if free => return None,
-                Ok(_) => break,
-                Err(actual) => s = actual,
+            if line.waiters.status(k) == Status::Waiting {
+                line.waiters.notify(k, wakers);
             }
+            if exclusive {
+                break;
+            }
+            key = line.waiters.next(k);
         }
-        Some(line.push_back(mode, waker.clone()))
     }
 
-    fn poll_waiting(&self, key: usize, waker: &Waker) -> Poll<()> {
-        let mut line = lock(&self.line);
-        match line.poll(key, waker) {
-            Status::Waiting => Poll::Pending,
-            Status::Granted => Poll::Ready(()),
-            Status::Overflow => {
-                drop(line);
-                reader_overflow()
+    /// Takes `key` out of the line with a final status, keeping the writer count and `W_WAITING`.
+    fn leave(&self, line: &mut Line, key: usize, status: Status, wakers: &mut WakeList) {
+        self.forget_writer(line, line.waiters.request(key));
+        line.waiters.finish(key, status, wakers);
+    }
+
+    fn forget_writer(&self, line: &mut Line, req: Req) {
+        if req == Req::Exclusive {
+            line.writers -= 1;
+            if line.writers == 0 {
+                self.state.fetch_and(!W_WAITING, Ordering::AcqRel);
             }
+        }
+    }
+
+    /// First slow-path attempt: acquires under the mutex if a newcomer may, otherwise joins the line
+    /// (an upgrade at the front). Returns the line key, or `None` if the lock was acquired.
+    fn acquire_or_enqueue(&self, req: Req, waker: &Waker) -> Option<usize> {
+        let mut line = lock(&self.line);
+        let queued = if self.bound.is_zero() || req == Req::Upgrade {
+            QUEUED | HANDOFF
+        } else {
+            QUEUED
+        };
+        let writer = if req == Req::Exclusive { W_WAITING } else { 0 };
+        let mut acquired = false;
+        let result = update(&self.state, |s| {
+            acquired = false;
+            if s & req.blocked_by() == 0 {
+                match req.grant(s) {
+                    Some(usize::MAX) => Err(()),
+                    Some(new) => {
+                        acquired = true;
+                        Ok(new)
+                    }
+                    // Publishing `QUEUED` while the lock is busy makes its holder's release take the
+                    // slow path, which needs this mutex and so sees our node.
+                    None => Ok(s | queued | writer),
+                }
+            } else {
+                Ok(s | queued | writer)
+            }
+        });
+        if result.is_err() {
+            drop(line);
+            reader_overflow();
+        }
+        if acquired {
+            return None;
+        }
+        if req == Req::Exclusive {
+            line.writers += 1;
+        }
+        let since = (!self.bound.is_zero()).then(Instant::now);
+        Some(if req == Req::Upgrade {
+            line.waiters.push_front(req, waker.clone(), since)
+        } else {
+            line.waiters.push_back(req, waker.clone(), since)
+        })
+    }
+
+    /// `Ready(false)`: admitting this reader would overflow the reader count (the node is gone).
+    fn poll_waiting(&self, key: usize, waker: &Waker) -> Poll<bool> {
+        let mut line = lock(&self.line);
+        match line.waiters.poll(key, waker) {
+            Status::Waiting => Poll::Pending,
+            Status::Notified => {
+                // Woken to compete: take the lock if it is still compatible, else wait again in the
+                // same place.
+                let req = line.waiters.request(key);
+                let got = update(&self.state, |s| {
+                    if s & HANDOFF != 0 {
+                        return Err(false);
+                    }
+                    match req.grant(s) {
+                        Some(usize::MAX) => Err(true),
+                        Some(new) => Ok(new),
+                        None => Err(false),
+                    }
+                });
+                if got == Err(true) {
+                    line.waiters.take(key);
+                    return Poll::Ready(false);
+                }
+                if got.is_ok() {
+                    self.forget_writer(&mut line, req);
+                    line.waiters.take(key);
+                    return Poll::Ready(true);
+                }
+                // Overtaken. Whoever holds the lock now releases through the slow path (`QUEUED`)
+                // and wakes us again; if we have waited past the bound, that release hands off.
+                if line.waiters.head() == Some(key)
+                    && line.waiters.waited(key, self.bound, Instant::now())
+                {
+                    self.state.fetch_or(HANDOFF, Ordering::AcqRel);
+                }
+                Poll::Pending
+            }
+            Status::Granted => Poll::Ready(true),
+            Status::Overflow => Poll::Ready(false),
             Status::Closed => unreachable!("AsyncOneManyLock is never closed"),
         }
     }
 
     /// A waiting future was dropped: leave the line, give back a grant that raced the drop, and let
-    /// whoever that unblocks in (e.g. readers queued behind a cancelled writer).
+    /// whoever that unblocks in (e.g. readers queued behind a cancelled writer). A dropped upgrade
+    /// also gives back the upgradable hold it was holding.
     fn cancel(&self, key: usize) {
-        let mut line = lock(&self.line);
-        let (status, mode) = line.remove(key);
-        if status == Status::Granted {
-            match mode {
-                OneManyMode::Shared => self.state.fetch_sub(ONE_READER, Ordering::AcqRel),
-                OneManyMode::Exclusive => self.state.fetch_and(!WRITER, Ordering::AcqRel),
-            };
-        }
-        let wakers = self.dispatch(&mut line);
-        drop(line);
-        wakers.wake_all();
+        serve_line(&self.line, |line| {
+            let (status, req) = line.waiters.remove(key);
+            match status {
+                Status::Granted => {
+                    let _ = update::<()>(&self.state, |s| Ok(req.undo(s)));
+                }
+                Status::Waiting | Status::Notified => {
+                    self.forget_writer(line, req);
+                    if req == Req::Upgrade {
+                        let _ = update::<()>(&self.state, |s| Ok(Req::Upgradable.undo(s)));
+                    }
+                }
+                Status::Closed | Status::Overflow => {}
+            }
+            self.dispatch(line)
+        });
     }
 }
 
-/// The slow-path future: waits in the line until the lock is granted in `mode`.
+/// The slow-path future: waits in the line until the lock is granted for `req`.
 ///
-/// Dropping it before completion leaves the line (and passes on a grant that already arrived).
+/// Dropping it before completion leaves the line (and passes on a grant that already arrived). A
+/// `Wait` for an upgrade owns the caller's upgradable hold until it completes: dropped unfinished, it
+/// gives that hold back too.
 pub(crate) struct Wait<'a> {
     raw: &'a RawOneMany,
-    mode: OneManyMode,
+    req: Req,
     key: usize,
+    done: bool,
 }
 
 impl<'a> Wait<'a> {
-    pub(crate) fn new(raw: &'a RawOneMany, mode: OneManyMode) -> Self {
+    pub(crate) fn new(raw: &'a RawOneMany, req: Req) -> Self {
         Wait {
             raw,
-            mode,
+            req,
             key: NOT_QUEUED,
+            done: false,
         }
     }
 }
@@ -268,21 +496,30 @@ impl Future for Wait<'_> {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.key == NOT_QUEUED {
-            match self.raw.acquire_or_enqueue(self.mode, cx.waker()) {
-                None => Poll::Ready(()),
+        assert!(!self.done, "lock future polled after completion");
+        let ready = if self.key == NOT_QUEUED {
+            match self.raw.acquire_or_enqueue(self.req, cx.waker()) {
+                None => true,
                 Some(key) => {
                     self.key = key;
-                    Poll::Pending
+                    return Poll::Pending;
                 }
             }
         } else {
-            let ready = self.raw.poll_waiting(self.key, cx.waker());
-            if ready.is_ready() {
-                self.key = NOT_QUEUED;
+            match self.raw.poll_waiting(self.key, cx.waker()) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(granted) => {
+                    self.key = NOT_QUEUED;
+                    if !granted {
+                        self.done = true;
+                        reader_overflow();
+                    }
+                    true
+                }
             }
-            ready
-        }
+        };
+        self.done = ready;
+        Poll::Ready(())
     }
 }
 
@@ -290,6 +527,8 @@ impl Drop for Wait<'_> {
     fn drop(&mut self) {
         if self.key != NOT_QUEUED {
             self.raw.cancel(self.key);
+        } else if !self.done && self.req == Req::Upgrade {
+            self.raw.release_upgradable();
         }
     }
 }

@@ -4,36 +4,68 @@ use core::fmt;
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
+use core::time::Duration;
 use std::sync::Arc;
+use std::time::Instant;
 
-use super::waiters::{Status, WaitList, WakeList};
+use super::waiters::{Status, WaitList, WakeList, serve_line, update};
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
 
 /// Bit 0: the semaphore is closed.
 const CLOSED: usize = 1;
-/// Bit 1: the FIFO line is non-empty; acquires and releases go through the internal mutex.
+/// Bit 1: the FIFO line is non-empty; releases go through the internal mutex.
 const QUEUED: usize = 2;
-/// Bits 2..: available permits.
-const SHIFT: u32 = 2;
+/// Bit 2: hand-off mode: released permits go to the head of the line and no newcomer may take free
+/// permits. Always set with `QUEUED` in a fair semaphore; in a barging one, while the head has
+/// waited past the bound.
+const HANDOFF: usize = 4;
+/// Bits 3..: available permits.
+const SHIFT: u32 = 3;
 
 const NOT_QUEUED: usize = usize::MAX;
 
 /// An async counting semaphore.
 ///
 /// * Uncontended acquires complete on their first poll with one atomic CAS, no allocation.
-/// * Waiters form one FIFO line and are served strictly in order: an `acquire_many(5)` at the head is
-///   never overtaken by later `acquire(1)` calls, and while anyone waits a newcomer queues (and
-///   `try_acquire` fails) even if permits are free.
-/// * Released permits are handed directly to the waiters they satisfy: N single releases wake N
-///   waiters, each exactly once.
+/// * Waiters form one FIFO line and are served in order: an `acquire_many(5)` at the head is never
+///   overtaken by later waiters' `acquire(1)`.
+/// * [`new`](Self::new) makes a *fair* semaphore: released permits are handed directly to the waiters
+///   they satisfy (N single releases wake N waiters, each exactly once), and while anyone waits a
+///   newcomer queues (and `try_acquire` fails) even if permits are free.
+/// * [`with_barging`](Self::with_barging) makes a *bounded-barging* one: a release wakes the waiters
+///   the free permits could serve without handing the permits over, so a running task may take them
+///   first; once the head has waited past the bound, permits are handed off as in the fair one.
 /// * [`close`](Self::close) fails every waiting and future acquire with [`AcquireError`].
 /// * Dropping a pending acquire future never loses permits or a wakeup.
 ///
 /// A future polled once and then neither polled nor dropped while at the head of the line blocks
 /// everyone behind it: inherent to direct hand-off.
+///
+/// # Names in other crates
+///
+/// | rondo | tokio::sync::Semaphore | async_lock::Semaphore |
+/// |---|---|---|
+/// | [`acquire`](Self::acquire) / [`try_acquire`](Self::try_acquire) | `acquire` / `try_acquire` | `acquire` / `try_acquire` |
+/// | [`acquire_many`](Self::acquire_many) / [`try_acquire_many`](Self::try_acquire_many) | `acquire_many` / `try_acquire_many` | — |
+/// | [`acquire_arc`](Self::acquire_arc) / [`try_acquire_arc`](Self::try_acquire_arc) | `acquire_owned` / `try_acquire_owned` | `acquire_arc` / `try_acquire_arc` |
+/// | [`acquire_many_arc`](Self::acquire_many_arc) / [`try_acquire_many_arc`](Self::try_acquire_many_arc) | `acquire_many_owned` / `try_acquire_many_owned` | — |
+/// | [`acquire_blocking`](Self::acquire_blocking) | — | `acquire_blocking` |
+/// | [`add_permits`](Self::add_permits) / [`forget_permits`](Self::forget_permits) | `add_permits` / `forget_permits` | — |
+/// | [`close`](Self::close) / [`is_closed`](Self::is_closed) | `close` / `is_closed` | — |
+/// | [`SemaphorePermit::forget`] / [`split`](SemaphorePermit::split) / [`merge`](SemaphorePermit::merge) | `forget` / `split` / `merge` | — |
+/// | [`with_barging`](Self::with_barging) | — (always FIFO) | — (always barging, unbounded) |
 pub struct Semaphore {
     state: AtomicUsize,
-    line: Mutex<WaitList<usize>>,
+    /// How long a waiter may be overtaken before permits are handed off; zero for a fair semaphore.
+    bound: Duration,
+    line: Mutex<Line>,
+}
+
+/// The waiters and the permits promised to those woken to retry (barging mode), so one release does
+/// not wake more waiters than its permits can serve and two releases wake two.
+struct Line {
+    waiters: WaitList<usize>,
+    notified: usize,
 }
 
 /// Error from [`Semaphore::acquire`] and friends: the semaphore was closed.
@@ -77,11 +109,32 @@ fn too_many(what: &str, n: usize) -> ! {
     )
 }
 
+#[cold]
+#[inline(never)]
+fn overflow(n: usize, free: usize) -> ! {
+    panic!(
+        "Semaphore::add_permits: adding {n} permits to {free} free ones would exceed Semaphore::MAX_PERMITS ({}); nothing was added",
+        Semaphore::MAX_PERMITS
+    )
+}
+
+/// `s` with `n` more free permits: clamped at `MAX_PERMITS` with `saturate`, else `Err` if the sum
+/// would exceed it. Checked before anything is published.
+fn add(s: usize, n: usize, saturate: bool) -> Result<usize, ()> {
+    let free = s >> SHIFT;
+    let total = match free.checked_add(n) {
+        Some(t) if t <= Semaphore::MAX_PERMITS => t,
+        _ if saturate => Semaphore::MAX_PERMITS,
+        _ => return Err(()),
+    };
+    Ok((total << SHIFT) | (s & (CLOSED | QUEUED | HANDOFF)))
+}
+
 impl Semaphore {
     /// The most permits a semaphore can hold (`usize::MAX >> 3`).
-    pub const MAX_PERMITS: usize = usize::MAX >> 3;
+    pub const MAX_PERMITS: usize = usize::MAX >> SHIFT;
 
-    /// Creates a semaphore with `permits` permits.
+    /// Creates a fair semaphore with `permits` permits: strict FIFO hand-off, no barging.
     ///
     /// This is a `const fn`, except under `--cfg loom`, where it is an ordinary `fn`.
     ///
@@ -96,26 +149,69 @@ impl Semaphore {
     /// ```
     #[cfg(not(loom))]
     pub const fn new(permits: usize) -> Self {
+        Self::with_barging(permits, Duration::ZERO)
+    }
+
+    /// Creates a semaphore with `permits` permits that lets running tasks take free permits ahead
+    /// of sleeping waiters for at most `bound` (Go's `sync.Mutex` uses 1 ms).
+    ///
+    /// A release wakes as many waiters, from the head, as the free permits can serve, without handing
+    /// the permits over; a running task may take them first, which saves a context switch per
+    /// hand-off under contention. Once the head of the line has waited `bound` or longer, released
+    /// permits are handed directly to the line (and newcomers queue) until the head has waited less
+    /// than `bound` again. Waiters are still served among themselves in FIFO order. `Duration::ZERO`
+    /// gives the fair semaphore of [`new`](Self::new).
+    ///
+    /// Not `const` under `--cfg loom`.
+    ///
+    /// # Panics
+    ///
+    /// If `permits > Semaphore::MAX_PERMITS`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rondo::sync::Semaphore;
+    /// static LIMIT: Semaphore = Semaphore::with_barging(2, Duration::from_millis(1));
+    /// let p = LIMIT.try_acquire().unwrap();
+    /// assert_eq!(LIMIT.available_permits(), 1);
+    /// drop(p);
+    /// ```
+    #[cfg(not(loom))]
+    pub const fn with_barging(permits: usize, bound: Duration) -> Self {
         assert!(
             permits <= Self::MAX_PERMITS,
             "Semaphore::new: more than Semaphore::MAX_PERMITS permits"
         );
         Semaphore {
             state: AtomicUsize::new(permits << SHIFT),
-            line: Mutex::new(WaitList::new()),
+            bound,
+            line: Mutex::new(Line {
+                waiters: WaitList::new(),
+                notified: 0,
+            }),
         }
     }
 
-    /// Creates a semaphore with `permits` permits (not `const` under `--cfg loom`).
+    /// Creates a fair semaphore with `permits` permits (not `const` under `--cfg loom`).
     #[cfg(loom)]
     pub fn new(permits: usize) -> Self {
+        Self::with_barging(permits, Duration::ZERO)
+    }
+
+    /// Creates a bounded-barging semaphore (not `const` under `--cfg loom`).
+    #[cfg(loom)]
+    pub fn with_barging(permits: usize, bound: Duration) -> Self {
         assert!(
             permits <= Self::MAX_PERMITS,
             "Semaphore::new: more than Semaphore::MAX_PERMITS permits"
         );
         Semaphore {
             state: AtomicUsize::new(permits << SHIFT),
-            line: Mutex::new(WaitList::new()),
+            bound,
+            line: Mutex::new(Line {
+                waiters: WaitList::new(),
+                notified: 0,
+            }),
         }
     }
 
@@ -135,21 +231,16 @@ impl Semaphore {
     ///     assert_eq!(sem.available_permits(), 1);
     /// });
     /// ```
-    pub async fn acquire(&self) -> Result<SemaphorePermit<'_>, AcquireError> {
-        match self.try_acquire_many(1) {
-            Ok(permit) => Ok(permit),
-            Err(TryAcquireError::Closed) => Err(AcquireError(())),
-            Err(TryAcquireError::NoPermits) => {
-                SemWait::new(self, 1).await?;
-                Ok(SemaphorePermit { sem: self, n: 1 })
-            }
-        }
+    pub fn acquire(&self) -> impl Future<Output = Result<SemaphorePermit<'_>, AcquireError>> {
+        // The future of `acquire_many` itself, not one wrapped around it: one state machine less
+        // on the uncontended path.
+        self.acquire_many(1)
     }
 
     /// Waits for `n` permits at once. Fails only if the semaphore is closed. `n == 0` completes at
     /// once (unless closed).
     ///
-    /// The request waits in the FIFO line as one unit: while it is at the head, no later request takes
+    /// The request waits in the FIFO line as one unit: while it is at the head, no later waiter takes
     /// permits ahead of it, however small.
     ///
     /// # Panics
@@ -180,7 +271,7 @@ impl Semaphore {
         }
     }
 
-    /// Takes one permit if one is free and nobody waits.
+    /// Takes one permit if one is free and (in a fair semaphore) nobody waits.
     ///
     /// ```
     /// use rondo::sync::{Semaphore, TryAcquireError};
@@ -191,11 +282,12 @@ impl Semaphore {
     /// sem.close();
     /// assert_eq!(sem.try_acquire().unwrap_err(), TryAcquireError::Closed);
     /// ```
+    #[inline]
     pub fn try_acquire(&self) -> Result<SemaphorePermit<'_>, TryAcquireError> {
         self.try_acquire_many(1)
     }
 
-    /// Takes `n` permits if they are free and nobody waits.
+    /// Takes `n` permits if they are free and (in a fair semaphore) nobody waits.
     ///
     /// # Panics
     ///
@@ -209,6 +301,12 @@ impl Semaphore {
     /// ```
     #[inline]
     pub fn try_acquire_many(&self, n: usize) -> Result<SemaphorePermit<'_>, TryAcquireError> {
+        self.take(n).map(|()| SemaphorePermit { sem: self, n })
+    }
+
+    /// The fast path: one CAS when `n` permits are free and no hand-off is under way.
+    #[inline]
+    fn take(&self, n: usize) -> Result<(), TryAcquireError> {
         if n > Self::MAX_PERMITS {
             too_many("acquire_many", n);
         }
@@ -219,7 +317,7 @@ impl Semaphore {
                 return Err(TryAcquireError::Closed);
             }
             // `n == 0` takes nothing from anyone, so it need not wait its turn.
-            if (s & QUEUED != 0 && n != 0) || s < take {
+            if (s & HANDOFF != 0 && n != 0) || s < take {
                 return Err(TryAcquireError::NoPermits);
             }
             match self.state.compare_exchange_weak(
@@ -228,13 +326,52 @@ impl Semaphore {
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Ok(SemaphorePermit { sem: self, n }),
+                Ok(_) => return Ok(()),
                 Err(actual) => s = actual,
             }
         }
     }
 
-    /// Like [`acquire`](Self::acquire), returning a permit that owns an `Arc` of the semaphore.
+    /// Like [`try_acquire`](Self::try_acquire), returning a permit that owns an `Arc` of the
+    /// semaphore.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(rondo::sync::Semaphore::new(1));
+    /// let p = sem.try_acquire_arc().unwrap();
+    /// assert!(sem.try_acquire_arc().is_err());
+    /// drop(p);
+    /// assert_eq!(sem.available_permits(), 1);
+    /// ```
+    pub fn try_acquire_arc(self: &Arc<Self>) -> Result<SemaphorePermitArc, TryAcquireError> {
+        self.try_acquire_many_arc(1)
+    }
+
+    /// Like [`try_acquire_many`](Self::try_acquire_many), returning a permit that owns an `Arc` of
+    /// the semaphore.
+    ///
+    /// # Panics
+    ///
+    /// If `n > Semaphore::MAX_PERMITS`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(rondo::sync::Semaphore::new(3));
+    /// let p = sem.try_acquire_many_arc(2).unwrap();
+    /// assert_eq!((p.count(), sem.available_permits()), (2, 1));
+    /// ```
+    pub fn try_acquire_many_arc(
+        self: &Arc<Self>,
+        n: usize,
+    ) -> Result<SemaphorePermitArc, TryAcquireError> {
+        self.take(n).map(|()| SemaphorePermitArc {
+            sem: Arc::clone(self),
+            n,
+        })
+    }
+
+    /// Like [`acquire`](Self::acquire), returning a permit that owns an `Arc` of the semaphore. The
+    /// future owns a clone of the `Arc`, so it is `'static`: it can be stored, returned or spawned.
     ///
     /// # Cancel safety
     ///
@@ -247,12 +384,14 @@ impl Semaphore {
     /// std::thread::spawn(move || drop(permit)).join().unwrap();
     /// assert_eq!(sem.available_permits(), 1);
     /// ```
-    pub async fn acquire_arc(self: &Arc<Self>) -> Result<SemaphorePermitArc, AcquireError> {
-        self.acquire_many_arc(1).await
+    pub fn acquire_arc(
+        self: &Arc<Self>,
+    ) -> impl Future<Output = Result<SemaphorePermitArc, AcquireError>> + use<> {
+        self.acquire_many_arc(1)
     }
 
     /// Like [`acquire_many`](Self::acquire_many), returning a permit that owns an `Arc` of the
-    /// semaphore.
+    /// semaphore. The future owns a clone of the `Arc`, so it is `'static`.
     ///
     /// # Panics
     ///
@@ -265,20 +404,20 @@ impl Semaphore {
     /// ```
     /// use std::sync::Arc;
     /// let sem = Arc::new(rondo::sync::Semaphore::new(3));
-    /// let permit = futures::executor::block_on(sem.acquire_many_arc(2)).unwrap();
+    /// let fut = sem.acquire_many_arc(2);
+    /// let permit = futures::executor::block_on(fut).unwrap();
     /// assert_eq!((permit.count(), sem.available_permits()), (2, 1));
     /// ```
-    pub async fn acquire_many_arc(
+    pub fn acquire_many_arc(
         self: &Arc<Self>,
         n: usize,
-    ) -> Result<SemaphorePermitArc, AcquireError> {
-        let permit = self.acquire_many(n).await?;
-        let n = permit.count();
-        core::mem::forget(permit);
-        Ok(SemaphorePermitArc {
-            sem: Arc::clone(self),
-            n,
-        })
+    ) -> impl Future<Output = Result<SemaphorePermitArc, AcquireError>> + use<> {
+        let sem = Arc::clone(self);
+        async move {
+            let permit = sem.acquire_many(n).await?;
+            core::mem::forget(permit);
+            Ok(SemaphorePermitArc { sem, n })
+        }
     }
 
     /// Blocks the current thread until a permit is free. For synchronous code; do not call it on an
@@ -301,7 +440,7 @@ impl Semaphore {
     ///
     /// # Panics
     ///
-    /// If the free permits would exceed `Semaphore::MAX_PERMITS`.
+    /// If the free permits would exceed `Semaphore::MAX_PERMITS`; nothing is added then.
     ///
     /// ```
     /// let sem = rondo::sync::Semaphore::new(0);
@@ -309,7 +448,30 @@ impl Semaphore {
     /// assert_eq!(sem.available_permits(), 2);
     /// ```
     pub fn add_permits(&self, n: usize) {
+        if n > Self::MAX_PERMITS {
+            too_many("add_permits", n);
+        }
         self.release(n, false);
+    }
+
+    /// Removes up to `n` free permits for good and returns how many were removed (fewer than `n` if
+    /// fewer are free). Permits held by others are not affected.
+    ///
+    /// ```
+    /// let sem = rondo::sync::Semaphore::new(5);
+    /// let held = sem.try_acquire_many(2).unwrap();
+    /// assert_eq!(sem.forget_permits(4), 3);
+    /// assert_eq!(sem.available_permits(), 0);
+    /// drop(held);
+    /// assert_eq!(sem.available_permits(), 2);
+    /// ```
+    pub fn forget_permits(&self, n: usize) -> usize {
+        let prev = update::<()>(&self.state, |s| {
+            let k = n.min(s >> SHIFT);
+            Ok(s - (k << SHIFT))
+        });
+        let free = prev.map_or(0, |s| s >> SHIFT);
+        n.min(free)
     }
 
     /// The number of permits free right now.
@@ -335,13 +497,14 @@ impl Semaphore {
     /// assert!(futures::executor::block_on(sem.acquire()).is_err());
     /// ```
     pub fn close(&self) {
-        let mut line = lock(&self.line);
-        self.state.fetch_or(CLOSED, Ordering::AcqRel);
-        let mut wakers = WakeList::new();
-        line.close_all(&mut wakers);
-        self.state.fetch_and(!QUEUED, Ordering::AcqRel);
-        drop(line);
-        wakers.wake_all();
+        serve_line(&self.line, |line| {
+            self.state.fetch_or(CLOSED, Ordering::AcqRel);
+            let mut wakers = WakeList::new();
+            line.waiters.close_all(&mut wakers);
+            line.notified = 0;
+            self.state.fetch_and(!(QUEUED | HANDOFF), Ordering::AcqRel);
+            wakers
+        });
     }
 
     /// Whether [`close`](Self::close) was called.
@@ -356,116 +519,182 @@ impl Semaphore {
         self.state.load(Ordering::Acquire) & CLOSED != 0
     }
 
-    /// Returns `n` permits with one atomic add. With `saturate`, the free count is clamped at
-    /// `MAX_PERMITS` (permit drops must not panic); otherwise exceeding it panics.
-    ///
-    /// The add happens even while waiters queue: the permits then sit in the state word until the
-    /// slow path, under the mutex, hands them to the head of the line. No fast path can take them
-    /// meanwhile, because `QUEUED` is set.
+    /// Returns `n` permits. With `saturate`, the free count is clamped at `MAX_PERMITS` (permit drops
+    /// must not panic); otherwise exceeding it panics before anything is published. Without waiters
+    /// this is one CAS; with waiters the line is served under the mutex.
     #[inline]
     fn release(&self, n: usize, saturate: bool) {
         if n == 0 {
             return;
         }
-        if n > Self::MAX_PERMITS {
-            too_many("add_permits", n);
-        }
-        // No wrap-around: free <= MAX_PERMITS and n <= MAX_PERMITS, and the field holds 2 * MAX_PERMITS.
-        let prev = self.state.fetch_add(n << SHIFT, Ordering::AcqRel);
-        if (prev >> SHIFT) + n > Self::MAX_PERMITS {
-            self.clamp(n, saturate);
-        }
-        if prev & QUEUED != 0 {
-            self.release_slow();
-        }
-    }
-
-    /// Brings the free count back to at most `MAX_PERMITS` after an add overshot it.
-    #[cold]
-    fn clamp(&self, n: usize, saturate: bool) {
-        if !saturate {
-            self.state.fetch_sub(n << SHIFT, Ordering::AcqRel);
-            too_many("add_permits", n);
-        }
         let mut s = self.state.load(Ordering::Relaxed);
-        while s >> SHIFT > Self::MAX_PERMITS {
-            let new = (Self::MAX_PERMITS << SHIFT) | (s & (CLOSED | QUEUED));
+        loop {
+            // In barging mode the permits are published under the mutex, after the head's wait was
+            // checked, so a waiter past the bound gets them before any newcomer. In hand-off mode no
+            // newcomer can take them, so they are published at once and the mutex is held only to
+            // hand them on.
+            if s & (QUEUED | HANDOFF) == QUEUED {
+                return self.release_slow(n, saturate);
+            }
+            let Ok(new) = add(s, n, saturate) else {
+                overflow(n, s >> SHIFT)
+            };
             match self
                 .state
-                .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed)
             {
-                Ok(_) => break,
+                Ok(_) if s & QUEUED != 0 => return self.serve(),
+                Ok(_) => return,
                 Err(actual) => s = actual,
             }
         }
     }
 
-    /// `s` with `n` more free permits, clamped at `MAX_PERMITS`.
-    fn add_saturating(s: usize, n: usize) -> usize {
-        let total = (s >> SHIFT).saturating_add(n).min(Self::MAX_PERMITS);
-        (total << SHIFT) | (s & (CLOSED | QUEUED))
-    }
-
     #[cold]
-    fn release_slow(&self) {
+    fn release_slow(&self, n: usize, saturate: bool) {
         let mut line = lock(&self.line);
+        if let Err(free) = update(&self.state, |s| {
+            add(s, n, saturate).map_err(|()| s >> SHIFT)
+        }) {
+            drop(line);
+            overflow(n, free);
+        }
         let wakers = self.dispatch(&mut line);
         drop(line);
         wakers.wake_all();
     }
 
-    /// Hands free permits to the head of the line for as long as they cover its request; clears
-    /// `QUEUED` when the line empties. Mutex held; returns the wakers to call after unlocking.
-    fn dispatch(&self, line: &mut WaitList<usize>) -> WakeList {
+    /// Hands on permits that a release already published.
+    #[cold]
+    fn serve(&self) {
+        serve_line(&self.line, |line| self.dispatch(line));
+    }
+
+    /// Whether permits must be handed to the head directly rather than the head woken to compete.
+    fn handoff_due(&self, line: &Line, head: usize) -> bool {
+        self.bound.is_zero() || line.waiters.waited(head, self.bound, Instant::now())
+    }
+
+    /// Serves the line after permits were returned. In hand-off mode it hands free permits to the
+    /// head for as long as they cover its request; in barging mode it wakes, without handing
+    /// anything over, as many waiters from the head as the free permits not yet promised to woken
+    /// waiters can serve. Clears `QUEUED` when the line empties. Mutex held; returns the wakers to
+    /// call after unlocking.
+    fn dispatch(&self, line: &mut Line) -> WakeList {
         let mut wakers = WakeList::new();
         loop {
-            let Some(n) = line.head() else {
-                self.state.fetch_and(!QUEUED, Ordering::AcqRel);
+            let Some(head) = line.waiters.head() else {
+                self.state.fetch_and(!(QUEUED | HANDOFF), Ordering::AcqRel);
                 break;
             };
-            // With `QUEUED` set every acquire runs under the mutex we hold; releases outside it only
-            // add permits, so the permits seen here are still there for the subtraction.
-            let s = self.state.load(Ordering::Acquire);
-            if s >> SHIFT < n {
+            if !self.handoff_due(line, head) {
+                if self.state.load(Ordering::Relaxed) & HANDOFF != 0 {
+                    self.state.fetch_and(!HANDOFF, Ordering::AcqRel);
+                }
+                self.notify_fitting(line, head, &mut wakers);
                 break;
             }
-            self.state.fetch_sub(n << SHIFT, Ordering::AcqRel);
-            line.finish_head(Status::Granted, &mut wakers);
+            if self.state.load(Ordering::Relaxed) & HANDOFF == 0 {
+                self.state.fetch_or(HANDOFF, Ordering::AcqRel);
+            }
+            let n = line.waiters.request(head);
+            // With `HANDOFF` set no fast path takes permits; `forget_permits` still may, hence a
+            // checked update rather than a blind subtraction.
+            let taken = update(&self.state, |s| {
+                if s >> SHIFT >= n {
+                    Ok(s - (n << SHIFT))
+                } else {
+                    Err(())
+                }
+            });
+            if taken.is_err() {
+                break;
+            }
+            if line.waiters.status(head) == Status::Notified {
+                line.notified -= n;
+            }
+            line.waiters.finish(head, Status::Granted, &mut wakers);
         }
         wakers
     }
 
-    /// First slow-path attempt: takes the permits under the mutex if nobody waits and they are free,
-    /// otherwise joins the line. `Ok(None)`: acquired; `Ok(Some(key))`: queued.
+    /// Barging mode: wakes waiters from `head` on, in order, while the free permits cover them on top
+    /// of what earlier woken waiters may take.
+    fn notify_fitting(&self, line: &mut Line, head: usize, wakers: &mut WakeList) {
+        let free = self.state.load(Ordering::Acquire) >> SHIFT;
+        let mut budget = free.saturating_sub(line.notified);
+        let mut key = Some(head);
+        while let Some(k) = key {
+            if line.waiters.status(k) == Status::Waiting {
+                let n = line.waiters.request(k);
+                if n > budget {
+                    break;
+                }
+                budget -= n;
+                line.notified += n;
+                line.waiters.notify(k, wakers);
+            }
+            key = line.waiters.next(k);
+        }
+    }
+
+    /// First slow-path attempt: takes the permits under the mutex if a newcomer may, otherwise joins
+    /// the line. `Ok(None)`: acquired; `Ok(Some(key))`: queued.
     fn acquire_or_enqueue(&self, n: usize, waker: &Waker) -> Result<Option<usize>, AcquireError> {
         let mut line = lock(&self.line);
         let take = n << SHIFT;
-        let mut s = self.state.load(Ordering::Relaxed);
-        loop {
+        let queued = if self.bound.is_zero() {
+            QUEUED | HANDOFF
+        } else {
+            QUEUED
+        };
+        let mut acquired = false;
+        update(&self.state, |s| {
             if s & CLOSED != 0 {
                 return Err(AcquireError(()));
             }
-            if s & QUEUED != 0 {
-                break;
-            }
-            let free = s >= take;
-            let new = if free { s - take } else { s | QUEUED };
-            match self
-                .state
-                .compare_exchange_weak(s, new, Ordering::Acquire, Ordering::Relaxed)
-            {
-                Ok(_) if free => return Ok(None),
-                Ok(_) => break,
-                Err(actual) => s = actual,
-            }
+            acquired = s & HANDOFF == 0 && s >= take;
+            // Publishing `QUEUED` makes every release take the slow path, which needs this mutex
+            // and so sees our node.
+            Ok(if acquired { s - take } else { s | queued })
+        })?;
+        if acquired {
+            return Ok(None);
         }
-        Ok(Some(line.push_back(n, waker.clone())))
+        let since = (!self.bound.is_zero()).then(Instant::now);
+        Ok(Some(line.waiters.push_back(n, waker.clone(), since)))
     }
 
     fn poll_waiting(&self, key: usize, waker: &Waker) -> Poll<Result<(), AcquireError>> {
         let mut line = lock(&self.line);
-        match line.poll(key, waker) {
+        match line.waiters.poll(key, waker) {
             Status::Waiting => Poll::Pending,
+            Status::Notified => {
+                // Woken to compete: take the permits if they are still free, else wait again in the
+                // same place.
+                let n = line.waiters.request(key);
+                line.notified -= n;
+                let take = n << SHIFT;
+                let got = update(&self.state, |s| {
+                    if s & (HANDOFF | CLOSED) == 0 && s >= take {
+                        Ok(s - take)
+                    } else {
+                        Err(())
+                    }
+                });
+                if got.is_ok() {
+                    line.waiters.take(key);
+                    return Poll::Ready(Ok(()));
+                }
+                // Overtaken: the permits' new holders release through the slow path (`QUEUED`) and
+                // wake us again; if we have waited past the bound, that release hands off.
+                if line.waiters.head() == Some(key)
+                    && line.waiters.waited(key, self.bound, Instant::now())
+                {
+                    self.state.fetch_or(HANDOFF, Ordering::AcqRel);
+                }
+                Poll::Pending
+            }
             Status::Granted => Poll::Ready(Ok(())),
             Status::Closed => Poll::Ready(Err(AcquireError(()))),
             Status::Overflow => unreachable!("semaphore waiters never overflow"),
@@ -473,25 +702,18 @@ impl Semaphore {
     }
 
     fn cancel(&self, key: usize) {
-        let mut line = lock(&self.line);
-        let (status, n) = line.remove(key);
-        if status == Status::Granted {
-            // Permits never exceed MAX_PERMITS in total unless `add_permits` was misused; clamp.
-            let mut s = self.state.load(Ordering::Relaxed);
-            loop {
-                let new = Self::add_saturating(s, n);
-                match self
-                    .state
-                    .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed)
-                {
-                    Ok(_) => break,
-                    Err(actual) => s = actual,
+        serve_line(&self.line, |line| {
+            let (status, n) = line.waiters.remove(key);
+            match status {
+                // Permits never exceed MAX_PERMITS in total unless `add_permits` was misused; clamp.
+                Status::Granted => {
+                    let _ = update(&self.state, |s| add(s, n, true));
                 }
+                Status::Notified => line.notified -= n,
+                _ => {}
             }
-        }
-        let wakers = self.dispatch(&mut line);
-        drop(line);
-        wakers.wake_all();
+            self.dispatch(line)
+        });
     }
 }
 
@@ -552,6 +774,12 @@ impl Drop for SemWait<'_> {
     }
 }
 
+#[cold]
+#[inline(never)]
+fn merge_foreign() -> ! {
+    panic!("merge: both permits must come from the same Semaphore")
+}
+
 /// Permits taken from a [`Semaphore`]; returned on drop.
 #[must_use = "the permits are returned as soon as the permit is dropped"]
 pub struct SemaphorePermit<'a> {
@@ -559,7 +787,7 @@ pub struct SemaphorePermit<'a> {
     n: usize,
 }
 
-impl SemaphorePermit<'_> {
+impl<'a> SemaphorePermit<'a> {
     /// Keeps the permits out of the semaphore for good: its capacity shrinks by [`count`](Self::count).
     ///
     /// ```
@@ -579,6 +807,42 @@ impl SemaphorePermit<'_> {
     /// ```
     pub fn count(&self) -> usize {
         self.n
+    }
+
+    /// Moves `n` of this permit's permits into a new permit, or returns `None` (changing nothing) if
+    /// it holds fewer than `n`.
+    ///
+    /// ```
+    /// let sem = rondo::sync::Semaphore::new(3);
+    /// let mut p = sem.try_acquire_many(3).unwrap();
+    /// let q = p.split(1).unwrap();
+    /// assert_eq!((p.count(), q.count()), (2, 1));
+    /// assert!(p.split(5).is_none());
+    /// drop(q);
+    /// assert_eq!(sem.available_permits(), 1);
+    /// ```
+    pub fn split(&mut self, n: usize) -> Option<Self> {
+        self.n = self.n.checked_sub(n)?;
+        Some(SemaphorePermit { sem: self.sem, n })
+    }
+
+    /// Moves `other`'s permits into this one.
+    ///
+    /// # Panics
+    ///
+    /// If the two permits come from different semaphores.
+    ///
+    /// ```
+    /// let sem = rondo::sync::Semaphore::new(3);
+    /// let mut p = sem.try_acquire().unwrap();
+    /// p.merge(sem.try_acquire_many(2).unwrap());
+    /// assert_eq!(p.count(), 3);
+    /// ```
+    pub fn merge(&mut self, mut other: Self) {
+        if !core::ptr::eq(self.sem, other.sem) {
+            merge_foreign();
+        }
+        self.n += core::mem::take(&mut other.n);
     }
 }
 
@@ -625,6 +889,44 @@ impl SemaphorePermitArc {
     /// ```
     pub fn count(&self) -> usize {
         self.n
+    }
+
+    /// Moves `n` of this permit's permits into a new permit (sharing the `Arc`), or returns `None` if
+    /// it holds fewer than `n`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(rondo::sync::Semaphore::new(2));
+    /// let mut p = sem.try_acquire_many_arc(2).unwrap();
+    /// let q = p.split(1).unwrap();
+    /// assert_eq!((p.count(), q.count()), (1, 1));
+    /// ```
+    pub fn split(&mut self, n: usize) -> Option<Self> {
+        self.n = self.n.checked_sub(n)?;
+        Some(SemaphorePermitArc {
+            sem: Arc::clone(&self.sem),
+            n,
+        })
+    }
+
+    /// Moves `other`'s permits into this one.
+    ///
+    /// # Panics
+    ///
+    /// If the two permits come from different semaphores.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(rondo::sync::Semaphore::new(2));
+    /// let mut p = sem.try_acquire_arc().unwrap();
+    /// p.merge(sem.try_acquire_arc().unwrap());
+    /// assert_eq!(p.count(), 2);
+    /// ```
+    pub fn merge(&mut self, mut other: Self) {
+        if !Arc::ptr_eq(&self.sem, &other.sem) {
+            merge_foreign();
+        }
+        self.n += core::mem::take(&mut other.n);
     }
 }
 

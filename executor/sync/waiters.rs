@@ -1,14 +1,44 @@
-//! The FIFO line of waiters shared by [`AsyncOneManyLock`](super::AsyncOneManyLock) and
+//! The FIFO line of waiters (and the CAS loop on the state word) shared by [`AsyncOneManyLock`](super::AsyncOneManyLock) and
 //! [`Semaphore`](super::Semaphore).
 //!
 //! The line is a doubly linked list threaded through a [`Slab`], so a waiter can leave from the middle
 //! in O(1) when its future is dropped. A node stays in the slab after it is granted (it is only
 //! unlinked from the line) until the future that owns its key removes it; keys are therefore never
-//! reused while a future still refers to them. All of this lives inside the primitive's internal
-//! mutex: nothing here is atomic.
+//! reused while a future still refers to them. A *notified* node (bounded-barging mode) stays linked
+//! in its place: it was woken to retry, and keeps its turn if the retry fails. All of this lives
+//! inside the primitive's internal mutex: nothing here is atomic.
 
 use core::task::Waker;
+use core::time::Duration;
 use slab::Slab;
+use std::time::Instant;
+
+use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
+
+/// Locks a primitive's line, lets `f` change the state and serve the line (collecting wakers), and
+/// calls the wakers only after unlocking.
+pub(crate) fn serve_line<L>(line: &Mutex<L>, f: impl FnOnce(&mut L) -> WakeList) {
+    let mut guard = lock(line);
+    let wakers = f(&mut guard);
+    drop(guard);
+    wakers.wake_all();
+}
+
+/// Runs `f` on a primitive's state word until its CAS succeeds; `f` returns the new state, or `Err`
+/// to give up. Returns the state the successful CAS replaced.
+pub(crate) fn update<E>(
+    state: &AtomicUsize,
+    mut f: impl FnMut(usize) -> Result<usize, E>,
+) -> Result<usize, E> {
+    let mut s = state.load(Ordering::Relaxed);
+    loop {
+        let new = f(s)?;
+        match state.compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return Ok(s),
+            Err(actual) => s = actual,
+        }
+    }
+}
 
 /// Marks "no node" in the `prev`/`next` links.
 const NIL: usize = usize::MAX;
@@ -18,6 +48,9 @@ const NIL: usize = usize::MAX;
 pub(crate) enum Status {
     /// In the line, not yet served.
     Waiting,
+    /// Still in the line, woken to retry the acquire itself (bounded-barging mode): nothing was
+    /// handed to it, and a newcomer may take the resource first.
+    Notified,
     /// Served: ownership (a shared or exclusive hold, or permits) was handed to this waiter. Whoever
     /// owns the key must either use the grant or give it back.
     Granted,
@@ -32,6 +65,8 @@ struct Node<R> {
     request: R,
     waker: Option<Waker>,
     status: Status,
+    /// When the waiter joined the line; only recorded when the primitive has a barging bound.
+    since: Option<Instant>,
     prev: usize,
     next: usize,
 }
@@ -88,15 +123,21 @@ impl<R: Copy> WaitList<R> {
         }
     }
 
-    /// Joins the back of the line; returns the key that identifies this waiter.
-    pub(crate) fn push_back(&mut self, request: R, waker: Waker) -> usize {
-        let key = self.nodes.insert(Node {
+    fn insert(&mut self, request: R, waker: Waker, since: Option<Instant>) -> usize {
+        self.nodes.insert(Node {
             request,
             waker: Some(waker),
             status: Status::Waiting,
-            prev: self.tail,
+            since,
+            prev: NIL,
             next: NIL,
-        });
+        })
+    }
+
+    /// Joins the back of the line; returns the key that identifies this waiter.
+    pub(crate) fn push_back(&mut self, request: R, waker: Waker, since: Option<Instant>) -> usize {
+        let key = self.insert(request, waker, since);
+        self.nodes[key].prev = self.tail;
         if self.tail == NIL {
             self.head = key;
         } else {
@@ -106,9 +147,43 @@ impl<R: Copy> WaitList<R> {
         key
     }
 
-    /// The request of the waiter at the head of the line.
-    pub(crate) fn head(&self) -> Option<R> {
-        (self.head != NIL).then(|| self.nodes[self.head].request)
+    /// Joins the front of the line (an upgrade, which already holds part of the lock, goes first).
+    pub(crate) fn push_front(&mut self, request: R, waker: Waker, since: Option<Instant>) -> usize {
+        let key = self.insert(request, waker, since);
+        self.nodes[key].next = self.head;
+        if self.head == NIL {
+            self.tail = key;
+        } else {
+            self.nodes[self.head].prev = key;
+        }
+        self.head = key;
+        key
+    }
+
+    /// The key of the waiter at the head of the line.
+    pub(crate) fn head(&self) -> Option<usize> {
+        (self.head != NIL).then_some(self.head)
+    }
+
+    /// The key of the waiter behind `key` in the line.
+    pub(crate) fn next(&self, key: usize) -> Option<usize> {
+        let next = self.nodes[key].next;
+        (next != NIL).then_some(next)
+    }
+
+    pub(crate) fn request(&self, key: usize) -> R {
+        self.nodes[key].request
+    }
+
+    pub(crate) fn status(&self, key: usize) -> Status {
+        self.nodes[key].status
+    }
+
+    /// Whether the waiter `key` joined the line at least `bound` before `now`.
+    pub(crate) fn waited(&self, key: usize, bound: Duration, now: Instant) -> bool {
+        self.nodes[key]
+            .since
+            .is_some_and(|since| now.saturating_duration_since(since) >= bound)
     }
 
     fn unlink(&mut self, key: usize) {
@@ -131,10 +206,9 @@ impl<R: Copy> WaitList<R> {
         n.next = NIL;
     }
 
-    /// Takes the head out of the line with the given final status and queues its waker.
-    pub(crate) fn finish_head(&mut self, status: Status, wakers: &mut WakeList) {
-        let key = self.head;
-        debug_assert_ne!(key, NIL);
+    /// Takes a waiter (waiting or notified) out of the line with the given final status and queues
+    /// its waker, if it still has one.
+    pub(crate) fn finish(&mut self, key: usize, status: Status, wakers: &mut WakeList) {
         self.unlink(key);
         let node = &mut self.nodes[key];
         node.status = status;
@@ -143,24 +217,37 @@ impl<R: Copy> WaitList<R> {
         }
     }
 
-    /// Closes every waiter in line (semaphore `close`).
-    pub(crate) fn close_all(&mut self, wakers: &mut WakeList) {
-        while self.head != NIL {
-            self.finish_head(Status::Closed, wakers);
+    /// Wakes a waiting node to retry its acquire, leaving it in its place in line.
+    pub(crate) fn notify(&mut self, key: usize, wakers: &mut WakeList) {
+        let node = &mut self.nodes[key];
+        debug_assert_eq!(node.status, Status::Waiting);
+        node.status = Status::Notified;
+        if let Some(w) = node.waker.take() {
+            wakers.push(w);
         }
     }
 
-    /// Checks on a waiter from its future's `poll`. If it is still waiting, its waker is refreshed and
-    /// `Status::Waiting` returned; otherwise the node is removed and its final status returned.
+    /// Closes every waiter in line (semaphore `close`).
+    pub(crate) fn close_all(&mut self, wakers: &mut WakeList) {
+        while self.head != NIL {
+            self.finish(self.head, Status::Closed, wakers);
+        }
+    }
+
+    /// Checks on a waiter from its future's `poll`. A waiting or notified node keeps its place and
+    /// gets `waker` stored (a notified one is set back to waiting: its caller either completes and
+    /// calls [`take`](Self::take), or waits again). A finished node is removed. Returns the status
+    /// found.
     pub(crate) fn poll(&mut self, key: usize, waker: &Waker) -> Status {
         let node = &mut self.nodes[key];
         match node.status {
-            Status::Waiting => {
+            status @ (Status::Waiting | Status::Notified) => {
+                node.status = Status::Waiting;
                 match &mut node.waker {
                     Some(w) if w.will_wake(waker) => {}
                     slot => *slot = Some(waker.clone()),
                 }
-                Status::Waiting
+                status
             }
             status => {
                 self.nodes.remove(key);
@@ -169,10 +256,17 @@ impl<R: Copy> WaitList<R> {
         }
     }
 
+    /// Removes a waiter that acquired by itself after being notified.
+    pub(crate) fn take(&mut self, key: usize) {
+        self.unlink(key);
+        self.nodes.remove(key);
+    }
+
     /// Removes a waiter whose future is being dropped; returns its status at that moment and its
-    /// request. A `Granted` result means the caller must give the grant back.
+    /// request. A `Granted` result means the caller must give the grant back; a `Waiting` or
+    /// `Notified` one means the node has just left the line.
     pub(crate) fn remove(&mut self, key: usize) -> (Status, R) {
-        if self.nodes[key].status == Status::Waiting {
+        if matches!(self.nodes[key].status, Status::Waiting | Status::Notified) {
             self.unlink(key);
         }
         let node = self.nodes.remove(key);
