@@ -332,12 +332,10 @@ misuse_case! {
 }
 
 /// A future that keeps 1 MiB of state across a suspension point.
-fn big_future() -> impl Future<Output = u64> + Send + 'static {
-    async {
-        let buf = [1u8; 1 << 20];
-        rondo::yield_now().await;
-        buf.iter().map(|&b| u64::from(b)).sum::<u64>()
-    }
+async fn big_future() -> u64 {
+    let buf = [1u8; 1 << 20];
+    rondo::yield_now().await;
+    buf.iter().map(|&b| u64::from(b)).sum::<u64>()
 }
 
 misuse_case! {
