@@ -38,12 +38,12 @@ fn limit() -> u64 {
     if full() { 1800 } else { 300 }
 }
 
-/// `quick` in the normal suite (a tenth of that under Miri), `full` when asked for.
+/// `quick` in the normal suite (a hundredth of that under Miri), `full` when asked for.
 fn size(quick: usize, full_size: usize) -> usize {
     if full() {
         full_size
     } else if cfg!(miri) {
-        (quick / 10).max(2)
+        (quick / 100).max(2)
     } else {
         quick
     }
