@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use common::eventually;
+use common::{eventually, rt};
 use futures::channel::oneshot;
 
 const CASE_VAR: &str = "RONDO_MISUSE_CASE";
@@ -96,13 +96,6 @@ macro_rules! misuse_case {
     };
 }
 
-fn runtime(workers: usize) -> rondo::Runtime {
-    rondo::Runtime::builder()
-        .worker_threads(workers)
-        .build()
-        .unwrap()
-}
-
 /// A runtime whose panic hook counts reports.
 fn counting_runtime(workers: usize) -> (rondo::Runtime, Arc<AtomicUsize>) {
     let reported = Arc::new(AtomicUsize::new(0));
@@ -130,7 +123,7 @@ impl Drop for PanicsOnDrop {
 
 /// Task A blocks on a message from B, then answers; B sends to A, then blocks on A's answer.
 fn block_on_inversion(workers: usize) {
-    let rt = runtime(workers);
+    let rt = rt(workers);
     let (to_a, rx_a) = oneshot::channel::<u32>();
     let (to_b, rx_b) = oneshot::channel::<u32>();
     let a = rt.spawn(async move {
@@ -172,7 +165,7 @@ fn recurse(depth: u32) -> u32 {
 
 /// Sixteen tasks, each recursing 50 levels deep through nested `block_on`s.
 fn recursive_block_on(workers: usize) {
-    let rt = runtime(workers);
+    let rt = rt(workers);
     let hs: Vec<_> = (0..16).map(|_| rt.spawn(async { recurse(50) })).collect();
     for h in hs {
         assert_eq!(rt.block_on(h).unwrap(), 50);
@@ -194,7 +187,7 @@ misuse_case! {
 misuse_case! {
     fn dropping_the_runtime_while_a_nested_block_on_waits_outside() {
         let drops = common::DropCount::new();
-        let rt = runtime(1);
+        let rt = rt(1);
         let (outside_tx, outside_rx) = oneshot::channel::<u32>();
         let (started_tx, started_rx) = oneshot::channel::<()>();
         let g = drops.guard();
@@ -247,7 +240,7 @@ misuse_case! {
     // Today: panics in the caller.
     #[ignore = "defect 5 of issue 8, fixed in the core rewrite"]
     fn a_join_handle_dropped_after_completion_does_not_raise_the_outputs_drop_panic() {
-        let rt = runtime(1);
+        let rt = rt(1);
         let h = rt.spawn(async { PanicsOnDrop });
         assert!(eventually(10, || h.is_finished()));
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(h)));
@@ -290,7 +283,7 @@ misuse_case! {
     #[ignore = "defect 4 of issue 8, fixed in the core rewrite"]
     fn waking_and_spawning_from_a_thread_local_destructor() {
         use futures::StreamExt;
-        let rt = runtime(2);
+        let rt = rt(2);
         let (waker_tx, waker_rx) = std::sync::mpsc::channel();
         let woken = Arc::new(AtomicUsize::new(0));
         let w = woken.clone();
@@ -342,7 +335,7 @@ misuse_case! {
     // Today: aborts: stack overflow.
     #[ignore = "defect 8 of issue 8, fixed in the core rewrite"]
     fn a_1_mib_future_spawned_from_a_task() {
-        let rt = runtime(2);
+        let rt = rt(2);
         let h = rt.spawn(async { rondo::spawn(big_future()).await.unwrap() });
         assert_eq!(rt.block_on(h).unwrap(), 1 << 20);
     }
@@ -352,7 +345,7 @@ misuse_case! {
     // Today: aborts: stack overflow.
     #[ignore = "defect 8 of issue 8, fixed in the core rewrite"]
     fn a_1_mib_future_spawned_from_block_on() {
-        let rt = runtime(2);
+        let rt = rt(2);
         let v = rt.block_on(async { rondo::spawn(big_future()).await.unwrap() });
         assert_eq!(v, 1 << 20);
     }
@@ -362,7 +355,7 @@ misuse_case! {
     // Today: returns Err(cancelled).
     #[ignore = "defect 6 of issue 8, fixed in the core rewrite"]
     fn a_join_handle_polled_again_after_ready_panics_clearly() {
-        let rt = runtime(1);
+        let rt = rt(1);
         let mut h = rt.spawn(async { 3 });
         assert!(eventually(10, || h.is_finished()));
         let waker = futures::task::noop_waker();
@@ -391,7 +384,7 @@ misuse_case! {
     // Today: wakes the other task.
     #[ignore = "defect 7 of issue 8, fixed in the core rewrite"]
     fn abort_after_completion_does_not_wake_an_unrelated_task() {
-        let rt = runtime(1);
+        let rt = rt(1);
         let g = rt.group().name("slots").build().unwrap();
         // A completed task whose handle is kept: its registry slot is free for the next task.
         // It waits once, so it takes a registry slot, and frees it when it completes.

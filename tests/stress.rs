@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 
-use common::{eventually, watchdog};
+use common::{eventually, rt, watchdog};
 use futures::channel::oneshot;
 
 const WORKERS: [usize; 4] = [1, 2, 4, 8];
@@ -38,12 +38,13 @@ fn limit() -> u64 {
     if full() { 1800 } else { 300 }
 }
 
-/// `quick` in the normal suite (a hundredth of that under Miri), `full` when asked for.
-fn size(quick: usize, full_size: usize) -> usize {
+/// `quick` in the normal suite, `miri` under Miri (which runs about a thousand times slower),
+/// `full` when asked for.
+fn size(miri: usize, quick: usize, full_size: usize) -> usize {
     if full() {
         full_size
     } else if cfg!(miri) {
-        (quick / 100).max(2)
+        miri
     } else {
         quick
     }
@@ -68,13 +69,6 @@ impl Rng {
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
-}
-
-fn runtime(workers: usize) -> rondo::Runtime {
-    rondo::Runtime::builder()
-        .worker_threads(workers)
-        .build()
-        .unwrap()
 }
 
 /// Counts one drop of task `id`'s future.
@@ -235,7 +229,7 @@ fn check_outcome(acc: &Accounting, id: usize, r: Result<u64, rondo::JoinError>) 
 }
 
 fn exact_accounting(workers: usize, capacity: usize, seed: u64) {
-    let rt = runtime(workers);
+    let rt = rt(workers);
     let groups: Vec<rondo::Group> = (0..GROUPS)
         .map(|i| rt.group().name(format!("g{i}")).build().unwrap())
         .collect();
@@ -340,7 +334,7 @@ fn exact_accounting(workers: usize, capacity: usize, seed: u64) {
 #[test]
 fn every_future_dropped_once_and_every_handle_resolved_once() {
     let _serial = serial();
-    let capacity = size(50_000, 1_000_000);
+    let capacity = size(60, 50_000, 1_000_000);
     for (i, &w) in WORKERS.iter().enumerate() {
         watchdog(limit(), move || {
             exact_accounting(w, capacity, 0xACC0 + i as u64)
@@ -383,7 +377,7 @@ fn shutdown_mid_flood(workers: usize, runtimes: usize, per_runtime: usize) {
         let capacity = per_runtime * 2;
         let drops = counters(capacity);
         let next = Arc::new(AtomicUsize::new(0));
-        let rt = runtime(workers);
+        let rt = rt(workers);
         let group = rt.group().name("flood").build().unwrap();
         let handle = rt.handle().clone();
         // A second thread floods the runtime through its handle while this one drops it.
@@ -427,8 +421,8 @@ fn shutdown_mid_flood(workers: usize, runtimes: usize, per_runtime: usize) {
 #[test]
 fn shutdown_while_busy_drops_every_future_exactly_once() {
     let _serial = serial();
-    let runtimes = size(10, 200);
-    let per_runtime = size(2_000, 5_000);
+    let runtimes = size(2, 10, 200);
+    let per_runtime = size(20, 2_000, 5_000);
     for &w in &WORKERS {
         watchdog(limit(), move || {
             shutdown_mid_flood(w, runtimes, per_runtime)
@@ -497,7 +491,7 @@ fn panics_and_service(workers: usize, panicking: usize) {
 #[test]
 fn panicking_tasks_do_not_stop_other_groups() {
     let _serial = serial();
-    let panicking = size(1_000, 10_000);
+    let panicking = size(20, 1_000, 10_000);
     // The default hook would print 10,000 lines.
     let prev = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -576,7 +570,7 @@ fn create_drop_cycles(workers: usize, cycles: usize, tasks: usize, pending: usiz
 #[test]
 fn create_and_drop_cycles_leak_no_thread_and_no_state() {
     let _serial = serial();
-    let cycles = size(100, 1_000);
+    let cycles = size(2, 100, 1_000);
     for &w in &WORKERS {
         watchdog(limit(), move || create_drop_cycles(w, cycles, 10, 0));
     }
@@ -586,7 +580,7 @@ fn create_and_drop_cycles_leak_no_thread_and_no_state() {
 #[ignore = "defect 2 of issue 8, fixed in the core rewrite"]
 fn create_and_drop_cycles_with_pending_tasks_leak_no_state() {
     let _serial = serial();
-    let cycles = size(20, 200);
+    let cycles = size(2, 20, 200);
     for &w in &WORKERS {
         watchdog(limit(), move || create_drop_cycles(w, cycles, 10, 5));
     }
