@@ -212,6 +212,35 @@ misuse_case! {
 }
 
 misuse_case! {
+    fn shutdown_timeout_while_a_nested_block_on_waits_outside() {
+        let drops = common::DropCount::new();
+        let rt = rt(2);
+        let (outside_tx, outside_rx) = oneshot::channel::<u32>();
+        let (started_tx, started_rx) = oneshot::channel::<()>();
+        let g = drops.guard();
+        let h = rt.spawn(async move {
+            let _g = g;
+            started_tx.send(()).unwrap();
+            rondo::block_on(outside_rx).unwrap()
+        });
+        rt.block_on(started_rx).unwrap();
+        // The outside event has not fired: shutdown_timeout must still return.
+        rt.shutdown_timeout(Duration::from_millis(200));
+        let _ = outside_tx.send(7);
+        assert!(
+            eventually(10, || drops.get() == 1),
+            "the task's future must be dropped exactly once, dropped {} times",
+            drops.get()
+        );
+        match futures::executor::block_on(h) {
+            Ok(v) => assert_eq!(v, 7),
+            Err(e) => assert!(e.is_cancelled(), "{e:?}"),
+        }
+        assert_eq!(drops.get(), 1);
+    }
+}
+
+misuse_case! {
     // Today: aborts.
     #[ignore = "defect 5 of issue 8, fixed in the core rewrite"]
     fn a_detached_tasks_output_whose_drop_panics() {

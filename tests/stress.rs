@@ -512,10 +512,17 @@ fn panicking_tasks_do_not_stop_other_groups() {
 // 4. Create and drop cycles: no thread and no memory left behind.
 // ---------------------------------------------------------------------------------------------
 
-/// The number of threads of this process.
-fn thread_count() -> usize {
+/// The name prefix of the worker threads of the create/drop cycles' runtimes.
+const CYCLE_THREADS: &str = "rondo-cycle";
+
+/// The number of threads of this process (entries of `/proc/self/task`) whose name starts with
+/// `prefix`. Counting by name keeps the test harness's own threads, which come and go as tests
+/// start and end, out of the count.
+fn threads_named(prefix: &str) -> usize {
     std::fs::read_dir("/proc/self/task")
         .expect("/proc/self/task is needed to count threads")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with(prefix))
         .count()
 }
 
@@ -524,16 +531,29 @@ fn thread_count() -> usize {
 /// With `pending`, each runtime is dropped with that many tasks still waiting.
 fn create_drop_cycles(workers: usize, cycles: usize, tasks: usize, pending: usize) {
     let captured = Arc::new(());
-    let before = thread_count();
+    assert_eq!(
+        threads_named(CYCLE_THREADS),
+        0,
+        "another test left cycle threads"
+    );
     for cycle in 0..cycles {
         let c = captured.clone();
         let rt = rondo::Runtime::builder()
             .worker_threads(workers)
+            .thread_name(CYCLE_THREADS)
             .on_task_panic(move |_| {
                 let _ = &c;
             })
             .build()
             .unwrap();
+        if cycle == 0 {
+            // The count sees the workers while they live (so a leaked one would be seen).
+            assert!(
+                eventually(10, || threads_named(CYCLE_THREADS) == workers),
+                "expected {workers} worker threads, counted {}",
+                threads_named(CYCLE_THREADS)
+            );
+        }
         let g = rt.group().name("cycle").build().unwrap();
         let hs: Vec<_> = (0..tasks)
             .map(|i| {
@@ -559,11 +579,11 @@ fn create_drop_cycles(workers: usize, cycles: usize, tasks: usize, pending: usiz
         );
     }
     // Worker threads are joined by the drop; allow a moment for the OS to reap them.
-    let settled = eventually(10, || thread_count() <= before);
+    let settled = eventually(10, || threads_named(CYCLE_THREADS) == 0);
     assert!(
         settled,
-        "thread leak: {before} threads before, {} after {cycles} runtimes",
-        thread_count()
+        "thread leak: {} worker threads left after {cycles} runtimes were dropped",
+        threads_named(CYCLE_THREADS)
     );
 }
 
