@@ -184,20 +184,29 @@ misuse_case! {
     }
 }
 
+/// Spawns a task that waits in a nested `block_on` on a channel no task of `rt` will ever send
+/// on; returns once the task waits, with its handle and the channel's sender.
+fn wait_outside(
+    rt: &rondo::Runtime,
+    drops: &common::DropCount,
+) -> (rondo::JoinHandle<u32>, oneshot::Sender<u32>) {
+    let (outside_tx, outside_rx) = oneshot::channel::<u32>();
+    let (started_tx, started_rx) = oneshot::channel::<()>();
+    let g = drops.guard();
+    let h = rt.spawn(async move {
+        let _g = g;
+        started_tx.send(()).unwrap();
+        rondo::block_on(outside_rx).unwrap()
+    });
+    rt.block_on(started_rx).unwrap();
+    (h, outside_tx)
+}
+
 misuse_case! {
     fn dropping_the_runtime_while_a_nested_block_on_waits_outside() {
         let drops = common::DropCount::new();
         let rt = rt(1);
-        let (outside_tx, outside_rx) = oneshot::channel::<u32>();
-        let (started_tx, started_rx) = oneshot::channel::<()>();
-        let g = drops.guard();
-        let h = rt.spawn(async move {
-            let _g = g;
-            started_tx.send(()).unwrap();
-            // Waits on something no task of the runtime will ever complete.
-            rondo::block_on(outside_rx).unwrap()
-        });
-        rt.block_on(started_rx).unwrap();
+        let (h, outside_tx) = wait_outside(&rt, &drops);
         // Drop on another thread; the outside event fires while the drop is under way.
         let dropper = std::thread::spawn(move || drop(rt));
         std::thread::sleep(Duration::from_millis(200));
@@ -215,15 +224,7 @@ misuse_case! {
     fn shutdown_timeout_while_a_nested_block_on_waits_outside() {
         let drops = common::DropCount::new();
         let rt = rt(2);
-        let (outside_tx, outside_rx) = oneshot::channel::<u32>();
-        let (started_tx, started_rx) = oneshot::channel::<()>();
-        let g = drops.guard();
-        let h = rt.spawn(async move {
-            let _g = g;
-            started_tx.send(()).unwrap();
-            rondo::block_on(outside_rx).unwrap()
-        });
-        rt.block_on(started_rx).unwrap();
+        let (h, outside_tx) = wait_outside(&rt, &drops);
         // The outside event has not fired: shutdown_timeout must still return.
         rt.shutdown_timeout(Duration::from_millis(200));
         let _ = outside_tx.send(7);
