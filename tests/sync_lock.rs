@@ -286,12 +286,13 @@ fn acquire_by_mode_and_arc_guards() {
 
 #[test]
 fn blocking_methods_wait_for_other_threads() {
+    let n: u64 = if cfg!(miri) { 20 } else { 2_000 };
     let lock = Arc::new(AsyncOneManyLock::new(0u64));
     let threads: Vec<_> = (0..4)
         .map(|_| {
             let lock = lock.clone();
             std::thread::spawn(move || {
-                for _ in 0..2_000 {
+                for _ in 0..n {
                     *lock.exclusive_blocking() += 1;
                     let r = lock.shared_blocking();
                     assert!(*r >= 1);
@@ -302,7 +303,7 @@ fn blocking_methods_wait_for_other_threads() {
     for t in threads {
         t.join().unwrap();
     }
-    assert_eq!(*lock.shared_blocking(), 8_000);
+    assert_eq!(*lock.shared_blocking(), 4 * n);
 }
 
 #[test]
@@ -327,13 +328,15 @@ fn threads_never_see_a_reader_during_a_write() {
         writing: AtomicUsize::new(0),
     }));
     let readers_inside = Arc::new(AtomicUsize::new(0));
+    // A multiple of 4: each thread writes n / 4 times.
+    let n: u64 = if cfg!(miri) { 20 } else { 2_000 };
     let threads: Vec<_> = (0..4)
         .map(|t| {
             let lock = lock.clone();
             let readers_inside = readers_inside.clone();
             std::thread::spawn(move || {
                 futures::executor::block_on(async {
-                    for i in 0..2_000u64 {
+                    for i in 0..n {
                         if (i + t) % 4 == 0 {
                             let mut g = lock.exclusive().await;
                             assert_eq!(readers_inside.load(Ordering::SeqCst), 0);
@@ -355,7 +358,7 @@ fn threads_never_see_a_reader_during_a_write() {
     for t in threads {
         t.join().unwrap();
     }
-    assert_eq!(lock.try_shared().unwrap().value, 2_000);
+    assert_eq!(lock.try_shared().unwrap().value, n);
 }
 
 #[test]
