@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::blocking::Pool;
 use crate::group::PanicHook;
 use crate::task::TaskPanic;
 use crate::worker::Config;
@@ -18,6 +19,11 @@ pub const MIN_QUANTUM: Duration = Duration::from_micros(50);
 pub const MAX_QUANTUM: Duration = Duration::from_millis(100);
 /// The default scheduling quantum: the longest a worker serves one group while others wait.
 pub const DEFAULT_QUANTUM: Duration = Duration::from_micros(500);
+
+/// The default of [`Builder::max_blocking_threads`].
+pub const DEFAULT_MAX_BLOCKING_THREADS: usize = 512;
+/// The default of [`Builder::blocking_keep_alive`].
+pub const DEFAULT_BLOCKING_KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// Threads a runtime may start beyond its workers, for the cores that nested `block_on` calls hand
 /// over (each waiting `block_on` keeps its thread, mostly idle stack).
@@ -41,6 +47,8 @@ pub struct Builder {
     thread_name: String,
     quantum: Duration,
     on_task_panic: Option<PanicHook>,
+    max_blocking_threads: usize,
+    blocking_keep_alive: Duration,
 }
 
 impl Default for Builder {
@@ -56,13 +64,16 @@ impl fmt::Debug for Builder {
             .field("thread_name", &self.thread_name)
             .field("quantum", &self.quantum)
             .field("on_task_panic", &self.on_task_panic.is_some())
+            .field("max_blocking_threads", &self.max_blocking_threads)
+            .field("blocking_keep_alive", &self.blocking_keep_alive)
             .finish()
     }
 }
 
 impl Builder {
     /// A builder with the defaults: one worker per available core, threads named `rondo-worker-N`,
-    /// a 500 µs scheduling quantum and no panic hook.
+    /// a 500 µs scheduling quantum, no panic hook, and a blocking pool of up to 512 threads that
+    /// exit after 10 s idle.
     ///
     /// ```
     /// let rt = rondo::Builder::new().build().unwrap();
@@ -74,6 +85,8 @@ impl Builder {
             thread_name: "rondo-worker".to_string(),
             quantum: DEFAULT_QUANTUM,
             on_task_panic: None,
+            max_blocking_threads: DEFAULT_MAX_BLOCKING_THREADS,
+            blocking_keep_alive: DEFAULT_BLOCKING_KEEP_ALIVE,
         }
     }
 
@@ -142,6 +155,40 @@ impl Builder {
         self
     }
 
+    /// The most blocking-pool threads (see [`Handle::spawn_blocking`](crate::Handle::spawn_blocking))
+    /// that may run at once; closures beyond that wait for a thread. At least 1; default
+    /// [`DEFAULT_MAX_BLOCKING_THREADS`] (512). Pool threads are started on demand and are not
+    /// workers.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().max_blocking_threads(4).build().unwrap();
+    /// assert_eq!(rt.block_on(rt.spawn_blocking(|| 1)).unwrap(), 1);
+    /// let err = rondo::Runtime::builder().max_blocking_threads(0).build().unwrap_err();
+    /// assert!(err.to_string().contains("max_blocking_threads"));
+    /// ```
+    pub fn max_blocking_threads(mut self, n: usize) -> Self {
+        self.max_blocking_threads = n;
+        self
+    }
+
+    /// How long a blocking-pool thread waits for a closure before it exits. Must be more than zero;
+    /// default [`DEFAULT_BLOCKING_KEEP_ALIVE`] (10 s).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = rondo::Runtime::builder()
+    ///     .blocking_keep_alive(Duration::from_millis(100))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(rt.block_on(rt.spawn_blocking(|| 2)).unwrap(), 2);
+    /// let err = rondo::Runtime::builder().blocking_keep_alive(Duration::ZERO).build().unwrap_err();
+    /// assert!(err.to_string().contains("blocking_keep_alive"));
+    /// ```
+    pub fn blocking_keep_alive(mut self, keep_alive: Duration) -> Self {
+        self.blocking_keep_alive = keep_alive;
+        self
+    }
+
     /// Validates the settings and starts the worker threads.
     ///
     /// # Errors
@@ -184,14 +231,32 @@ impl Builder {
                 self.quantum
             )));
         }
-        Runtime::start(Config {
-            workers,
-            thread_name: self.thread_name,
-            quantum: self.quantum,
-            on_task_panic: self.on_task_panic,
-            max_threads: workers + MAX_EXTRA_THREADS,
-            spare_keep_alive: SPARE_KEEP_ALIVE,
-        })
+        if self.max_blocking_threads == 0 {
+            return Err(BuildError::new(
+                "max_blocking_threads must be at least 1 (got 0)".to_string(),
+            ));
+        }
+        if self.blocking_keep_alive.is_zero() {
+            return Err(BuildError::new(
+                "blocking_keep_alive must be more than zero (got 0 s)".to_string(),
+            ));
+        }
+        let pool = Pool::new(
+            self.max_blocking_threads,
+            self.blocking_keep_alive,
+            self.thread_name.clone(),
+        );
+        Runtime::start(
+            Config {
+                workers,
+                thread_name: self.thread_name,
+                quantum: self.quantum,
+                on_task_panic: self.on_task_panic,
+                max_threads: workers + MAX_EXTRA_THREADS,
+                spare_keep_alive: SPARE_KEEP_ALIVE,
+            },
+            pool,
+        )
     }
 }
 

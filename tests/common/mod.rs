@@ -35,16 +35,18 @@ pub fn watchdog<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'st
 /// `RONDO_TEST_WORKERS` of them instead when that is set (CI runs the suites again with 4 and 8, so
 /// the cores are oversubscribed); a single-worker runtime stays single.
 pub fn rt(workers: usize) -> rondo::Runtime {
+    builder(workers).build().unwrap()
+}
+
+/// A builder for a runtime with `workers` workers, counted as [`rt`] counts them.
+pub fn builder(workers: usize) -> rondo::Builder {
     let workers = match std::env::var("RONDO_TEST_WORKERS") {
         Ok(n) if workers > 1 => n
             .parse()
             .expect("RONDO_TEST_WORKERS must be a whole number of workers"),
         _ => workers,
     };
-    rondo::Runtime::builder()
-        .worker_threads(workers)
-        .build()
-        .unwrap()
+    rondo::Runtime::builder().worker_threads(workers)
 }
 
 /// Busy-waits for `d` (simulates CPU work without sleeping).
