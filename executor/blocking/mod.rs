@@ -32,8 +32,7 @@ where
     R: Send + 'static,
 {
     if std::mem::size_of::<F>() > BOX_FUTURES_ABOVE {
-        let f = Box::new(f);
-        return spawn_sized(pool, group, move || f());
+        return spawn_sized(pool, group, Box::new(f));
     }
     spawn_sized(pool, group, f)
 }
