@@ -6,7 +6,10 @@
 // The layers, bottom to top, each importing only layers below it: `task` (a spawned future), `group`
 // (sets of tasks and their queues), `fair` (which group is served, what it is charged), `worker`
 // (cores, threads, the worker loop) and `runtime` (what users build and enter). `sync` stands
-// beside them and needs none; `shim` is the std-or-loom facade they all use.
+// beside them and needs none; `blocking` (the blocking pool) stands beside `worker`: it uses `task`
+// and `group`, `runtime` uses it, and `worker` does not. `shim` is the std-or-loom facade they all
+// use.
+mod blocking;
 mod fair;
 pub mod group;
 pub mod runtime;
@@ -83,6 +86,58 @@ where
         Some(h) => group::spawn_in(&h.default_group, future),
         None => group::spawn_in(&runtime::global().default_group, future),
     }
+}
+
+/// Runs `f` on the current runtime's blocking pool (see [`Handle::spawn_blocking`]): the pool of
+/// the runtime polling the calling task, or of the innermost `block_on` or `enter`, or of the
+/// global runtime otherwise. Use it for code that blocks (file I/O, a synchronous library, a long
+/// computation), so it never holds a worker.
+///
+/// ```
+/// rondo::block_on(async {
+///     let h = rondo::spawn_blocking(|| std::fs::read_to_string("Cargo.toml").map(|s| s.len()));
+///     assert!(h.await.unwrap().unwrap() > 0);
+/// });
+/// ```
+pub fn spawn_blocking<F, R>(f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    match runtime::context::current_handle() {
+        Some(h) => h.spawn_blocking(f),
+        None => runtime::global().spawn_blocking(f),
+    }
+}
+
+/// Runs blocking code inside a task without stalling its worker: this worker's run queues (its
+/// next-task slot included) are handed to another thread first, so the worker's other tasks keep
+/// running; then `f` runs on this thread, and afterwards the thread takes its queues back if no
+/// other thread took them yet. Outside a task on a worker (anywhere else, or a second call in the
+/// same poll once the queues are gone) it just runs `f`.
+///
+/// The task's group stays the current group, and its metrics count the task as usual. The time
+/// `f` runs is charged to no group: it is not worker time, since the worker serves other tasks
+/// meanwhile. A panic in `f` propagates to the caller (inside a task, the task panics).
+///
+/// Prefer [`spawn_blocking`] where the code can move to another thread; `block_in_place` suits
+/// blocking code that borrows from the task.
+///
+/// ```
+/// rondo::block_on(async {
+///     let h = rondo::spawn(async {
+///         let data = vec![1u64, 2, 3];
+///         // Borrows `data` from the task: a closure `spawn_blocking` could not take.
+///         rondo::block_in_place(|| {
+///             std::thread::sleep(std::time::Duration::from_millis(1));
+///             data.iter().sum::<u64>()
+///         })
+///     });
+///     assert_eq!(h.await.unwrap(), 6);
+/// });
+/// ```
+pub fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
+    worker::block_in_place(f)
 }
 
 /// The README's examples, compiled and run as doctests.

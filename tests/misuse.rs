@@ -141,7 +141,6 @@ fn block_on_inversion(workers: usize) {
 
 misuse_case! {
     // Today: hangs.
-    #[ignore = "defect 1 of issue 8, fixed in the core rewrite"]
     fn nested_block_on_inversion_with_1_worker() {
         block_on_inversion(1);
     }
@@ -149,7 +148,6 @@ misuse_case! {
 
 misuse_case! {
     // Today: hangs.
-    #[ignore = "defect 1 of issue 8, fixed in the core rewrite"]
     fn nested_block_on_inversion_with_2_workers() {
         block_on_inversion(2);
     }
@@ -243,7 +241,6 @@ misuse_case! {
 
 misuse_case! {
     // Today: aborts.
-    #[ignore = "defect 5 of issue 8, fixed in the core rewrite"]
     fn a_detached_tasks_output_whose_drop_panics() {
         let (rt, reported) = counting_runtime(1);
         drop(rt.spawn(async { PanicsOnDrop }));
@@ -257,7 +254,6 @@ misuse_case! {
 
 misuse_case! {
     // Today: aborts.
-    #[ignore = "defect 5 of issue 8, fixed in the core rewrite"]
     fn a_panic_payload_whose_drop_panics() {
         let (rt, reported) = counting_runtime(1);
         drop(rt.spawn(async { std::panic::panic_any(PanicsOnDrop) }));
@@ -268,7 +264,6 @@ misuse_case! {
 
 misuse_case! {
     // Today: panics in the caller.
-    #[ignore = "defect 5 of issue 8, fixed in the core rewrite"]
     fn a_join_handle_dropped_after_completion_does_not_raise_the_outputs_drop_panic() {
         let rt = rt(1);
         let h = rt.spawn(async { PanicsOnDrop });
@@ -310,7 +305,6 @@ thread_local! {
 
 misuse_case! {
     // Today: aborts.
-    #[ignore = "defect 4 of issue 8, fixed in the core rewrite"]
     fn waking_and_spawning_from_a_thread_local_destructor() {
         use futures::StreamExt;
         let rt = rt(2);
@@ -363,7 +357,6 @@ async fn big_future() -> u64 {
 
 misuse_case! {
     // Today: aborts: stack overflow.
-    #[ignore = "defect 8 of issue 8, fixed in the core rewrite"]
     fn a_1_mib_future_spawned_from_a_task() {
         let rt = rt(2);
         let h = rt.spawn(async { rondo::spawn(big_future()).await.unwrap() });
@@ -373,7 +366,6 @@ misuse_case! {
 
 misuse_case! {
     // Today: aborts: stack overflow.
-    #[ignore = "defect 8 of issue 8, fixed in the core rewrite"]
     fn a_1_mib_future_spawned_from_block_on() {
         let rt = rt(2);
         let v = rt.block_on(async { rondo::spawn(big_future()).await.unwrap() });
@@ -383,7 +375,6 @@ misuse_case! {
 
 misuse_case! {
     // Today: returns Err(cancelled).
-    #[ignore = "defect 6 of issue 8, fixed in the core rewrite"]
     fn a_join_handle_polled_again_after_ready_panics_clearly() {
         let rt = rt(1);
         let mut h = rt.spawn(async { 3 });
@@ -412,7 +403,6 @@ misuse_case! {
 
 misuse_case! {
     // Today: wakes the other task.
-    #[ignore = "defect 7 of issue 8, fixed in the core rewrite"]
     fn abort_after_completion_does_not_wake_an_unrelated_task() {
         let rt = rt(1);
         let g = rt.group().name("slots").build().unwrap();

@@ -597,7 +597,6 @@ fn create_and_drop_cycles_leak_no_thread_and_no_state() {
 }
 
 #[test]
-#[ignore = "defect 2 of issue 8, fixed in the core rewrite"]
 fn create_and_drop_cycles_with_pending_tasks_leak_no_state() {
     let _serial = serial();
     let cycles = size(2, 20, 200);

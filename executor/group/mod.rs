@@ -39,7 +39,7 @@ use crate::task::JoinHandle;
 pub use current::current_group;
 pub(crate) use current::{GroupScope, with_current};
 pub(crate) use inner::{GroupInner, Host, HostBinding, HostOf, Hosts, PanicHook};
-pub(crate) use spawn::spawn_in;
+pub(crate) use spawn::{spawn_in, spawn_with};
 
 /// The largest weight a group may have.
 pub const MAX_WEIGHT: u32 = 10_000;

@@ -29,8 +29,25 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    spawn_with(group, future, <HostOf as Host>::schedule)
+}
+
+/// Creates a task in `group` whose wakes go to `schedule` (the runtime's run queues for a task, the
+/// blocking pool for a blocking closure) and schedules it, or drops it unpolled as [`spawn_in`]
+/// does.
+#[inline(always)]
+pub(crate) fn spawn_with<F, S>(
+    group: &Arc<GroupInner>,
+    future: F,
+    schedule: S,
+) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Fn(crate::task::Runnable, async_task::ScheduleInfo) + Send + Sync + 'static,
+{
     let meta = TaskMeta::new(group.clone());
-    let (runnable, handle) = task::create(meta, future, <HostOf as Host>::schedule);
+    let (runnable, handle) = task::create(meta, future, schedule);
     // Counted even when refused: its drop below counts it as cancelled.
     group.registry.spawned();
     if !group.cancelled.load(Ordering::Acquire) && !group.host.is_shutdown() {

@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::blocking::Pool;
 use crate::group::PanicHook;
 use crate::task::TaskPanic;
 use crate::worker::{Config, ThreadHook};
@@ -18,6 +19,11 @@ pub const MIN_QUANTUM: Duration = Duration::from_micros(50);
 pub const MAX_QUANTUM: Duration = Duration::from_millis(100);
 /// The default scheduling quantum: the longest a worker serves one group while others wait.
 pub const DEFAULT_QUANTUM: Duration = Duration::from_micros(500);
+
+/// The default of [`Builder::max_blocking_threads`].
+pub const DEFAULT_MAX_BLOCKING_THREADS: usize = 512;
+/// The default of [`Builder::blocking_keep_alive`].
+pub const DEFAULT_BLOCKING_KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// Threads a runtime may start beyond its workers, for the cores that nested `block_on` calls hand
 /// over (each waiting `block_on` keeps its thread, mostly idle stack).
@@ -44,6 +50,8 @@ pub struct Builder {
     on_thread_start: Option<ThreadHook>,
     on_thread_stop: Option<ThreadHook>,
     thread_stack_size: Option<usize>,
+    max_blocking_threads: usize,
+    blocking_keep_alive: Duration,
 }
 
 /// The smallest stack [`Builder::thread_stack_size`] accepts: less cannot run the worker loop and
@@ -66,13 +74,16 @@ impl fmt::Debug for Builder {
             .field("on_thread_start", &self.on_thread_start.is_some())
             .field("on_thread_stop", &self.on_thread_stop.is_some())
             .field("thread_stack_size", &self.thread_stack_size)
+            .field("max_blocking_threads", &self.max_blocking_threads)
+            .field("blocking_keep_alive", &self.blocking_keep_alive)
             .finish()
     }
 }
 
 impl Builder {
     /// A builder with the defaults: one worker per available core, threads named `rondo-worker-N`,
-    /// a 500 µs scheduling quantum and no panic hook.
+    /// a 500 µs scheduling quantum, no panic hook, and a blocking pool of up to 512 threads that
+    /// exit after 10 s idle.
     ///
     /// ```
     /// let rt = rondo::Builder::new().build().unwrap();
@@ -87,6 +98,8 @@ impl Builder {
             on_thread_start: None,
             on_thread_stop: None,
             thread_stack_size: None,
+            max_blocking_threads: DEFAULT_MAX_BLOCKING_THREADS,
+            blocking_keep_alive: DEFAULT_BLOCKING_KEEP_ALIVE,
         }
     }
 
@@ -214,6 +227,40 @@ impl Builder {
         self
     }
 
+    /// The most blocking-pool threads (see [`Handle::spawn_blocking`](crate::Handle::spawn_blocking))
+    /// that may run at once; closures beyond that wait for a thread. At least 1; default
+    /// [`DEFAULT_MAX_BLOCKING_THREADS`] (512). Pool threads are started on demand and are not
+    /// workers.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().max_blocking_threads(4).build().unwrap();
+    /// assert_eq!(rt.block_on(rt.spawn_blocking(|| 1)).unwrap(), 1);
+    /// let err = rondo::Runtime::builder().max_blocking_threads(0).build().unwrap_err();
+    /// assert!(err.to_string().contains("max_blocking_threads"));
+    /// ```
+    pub fn max_blocking_threads(mut self, n: usize) -> Self {
+        self.max_blocking_threads = n;
+        self
+    }
+
+    /// How long a blocking-pool thread waits for a closure before it exits. Must be more than zero;
+    /// default [`DEFAULT_BLOCKING_KEEP_ALIVE`] (10 s).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = rondo::Runtime::builder()
+    ///     .blocking_keep_alive(Duration::from_millis(100))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(rt.block_on(rt.spawn_blocking(|| 2)).unwrap(), 2);
+    /// let err = rondo::Runtime::builder().blocking_keep_alive(Duration::ZERO).build().unwrap_err();
+    /// assert!(err.to_string().contains("blocking_keep_alive"));
+    /// ```
+    pub fn blocking_keep_alive(mut self, keep_alive: Duration) -> Self {
+        self.blocking_keep_alive = keep_alive;
+        self
+    }
+
     /// Validates the settings and starts the worker threads.
     ///
     /// # Errors
@@ -256,22 +303,40 @@ impl Builder {
                 self.quantum
             )));
         }
+        if self.max_blocking_threads == 0 {
+            return Err(BuildError::new(
+                "max_blocking_threads must be at least 1 (got 0)".to_string(),
+            ));
+        }
+        if self.blocking_keep_alive.is_zero() {
+            return Err(BuildError::new(
+                "blocking_keep_alive must be more than zero (got 0 s)".to_string(),
+            ));
+        }
         if let Some(n) = self.thread_stack_size.filter(|&n| n < MIN_THREAD_STACK) {
             return Err(BuildError::new(format!(
                 "thread_stack_size must be at least {MIN_THREAD_STACK} bytes (got {n})"
             )));
         }
-        Runtime::start(Config {
-            workers,
-            thread_name: self.thread_name,
-            quantum: self.quantum,
-            on_task_panic: self.on_task_panic,
-            max_threads: workers + MAX_EXTRA_THREADS,
-            spare_keep_alive: SPARE_KEEP_ALIVE,
-            on_thread_start: self.on_thread_start,
-            on_thread_stop: self.on_thread_stop,
-            thread_stack_size: self.thread_stack_size,
-        })
+        let pool = Pool::new(
+            self.max_blocking_threads,
+            self.blocking_keep_alive,
+            self.thread_name.clone(),
+        );
+        Runtime::start(
+            Config {
+                workers,
+                thread_name: self.thread_name,
+                quantum: self.quantum,
+                on_task_panic: self.on_task_panic,
+                max_threads: workers + MAX_EXTRA_THREADS,
+                spare_keep_alive: SPARE_KEEP_ALIVE,
+                on_thread_start: self.on_thread_start,
+                on_thread_stop: self.on_thread_stop,
+                thread_stack_size: self.thread_stack_size,
+            },
+            pool,
+        )
     }
 }
 

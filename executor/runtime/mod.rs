@@ -7,7 +7,9 @@
 //!
 //! 1. Set the `shutdown` flag (SeqCst). From now on no worker starts a new poll, every registry
 //!    refuses new tasks (spawns return handles that resolve cancelled), and a group created from
-//!    now on is born closed.
+//!    now on is born closed. Close the blocking pool: blocking closures no pool thread has taken
+//!    yet are dropped unrun (their handles resolve cancelled), later ones are refused, and idle
+//!    pool threads exit.
 //! 2. Wake every parked core and every spare thread. Each checks the flag under its parker's (or
 //!    the spares') lock before it waits, so none can miss it.
 //! 3. Close every group's registry and wake every unfinished task, outside any lock. Woken tasks
@@ -20,8 +22,11 @@
 //!    drop every runnable in the group queues, limiter lines and local queues, on this thread.
 //!    The wake is repeated because a worker may have taken a task just before step 3 (absorbing
 //!    that wake) and polled it to `Pending` before it stopped.
-//! 6. Join every runtime thread, except this one and those blocked in user code (a nested
-//!    `block_on` whose future may never finish), at most until the timeout.
+//! 6. Wait for the blocking closures still running and join the pool's threads, at most until the
+//!    timeout (forever for `Drop`, as tokio does: a closure may hold resources the caller expects
+//!    released once the runtime is gone). Then join every runtime thread, except this one and
+//!    those blocked in user code (a nested `block_on` or `block_in_place` whose code may never
+//!    finish), at most until the timeout.
 //! 7. Empty the scheduler's rotation and inbox: they hold the groups, which hold the runtime's
 //!    shared state, so leaving them would keep the whole runtime alive.
 //!
@@ -39,13 +44,19 @@ use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::blocking::{self, Pool};
 use crate::group::{GroupBuilder, GroupInner, GroupScope, HostOf, spawn_in, with_current};
 use crate::task::JoinHandle;
 use crate::worker::threads::Threads;
-use crate::worker::{Config, Shared};
+use crate::worker::{Blocking, BlockingBinding, Config, Shared};
+
+impl BlockingBinding for Blocking {
+    type Pool = Pool;
+}
 
 pub use builder::{
-    BuildError, Builder, DEFAULT_QUANTUM, MAX_QUANTUM, MAX_WORKERS, MIN_QUANTUM, MIN_THREAD_STACK,
+    BuildError, Builder, DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_MAX_BLOCKING_THREADS,
+    DEFAULT_QUANTUM, MAX_QUANTUM, MAX_WORKERS, MIN_QUANTUM, MIN_THREAD_STACK,
 };
 pub use context::EnterGuard;
 pub use metrics::{RuntimeMetrics, WorkerMetrics};
@@ -133,6 +144,55 @@ impl Handle {
             Some(g) if std::ptr::eq(g.host_addr(), own) => spawn_in(g, future),
             _ => spawn_in(&self.default_group, future),
         })
+    }
+
+    /// Runs `f` on the runtime's blocking pool and returns a handle to its result. Called from a
+    /// task of this runtime, the closure counts as a task of the caller's group; otherwise of the
+    /// runtime's default group.
+    ///
+    /// Pool threads are started on demand, up to
+    /// [`Builder::max_blocking_threads`]; beyond that, closures wait in a queue for a thread. A
+    /// thread idle for [`Builder::blocking_keep_alive`] exits. The handle resolves with the
+    /// closure's value, with a panic [`JoinError`](crate::JoinError) if it panicked (the panic
+    /// also reaches [`Builder::on_task_panic`]), or cancelled if it was aborted, or its group
+    /// cancelled, before a pool thread took it, or the runtime shut down first. Dropping the
+    /// handle does not stop the closure.
+    ///
+    /// The closure runs with this runtime entered ([`Handle::current`] works inside) and its
+    /// group current. Its time is not worker time: it is charged to no group's share, and a
+    /// group's `max_concurrency` does not count it.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let h = rt.handle().spawn_blocking(|| {
+    ///     std::thread::sleep(std::time::Duration::from_millis(1));
+    ///     "slept"
+    /// });
+    /// assert_eq!(rt.block_on(h).unwrap(), "slept");
+    /// ```
+    pub fn spawn_blocking<F, R>(&self, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let own = Arc::as_ptr(&self.shared) as *const HostOf;
+        let pool = &self.shared.blocking;
+        with_current(|g| match g {
+            Some(g) if std::ptr::eq(g.host_addr(), own) => blocking::spawn_blocking(pool, g, f),
+            _ => blocking::spawn_blocking(pool, &self.default_group, f),
+        })
+    }
+
+    /// The number of blocking-pool threads started and not yet exited.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// assert_eq!(rt.handle().blocking_threads(), 0);
+    /// rt.block_on(rt.spawn_blocking(|| ())).unwrap();
+    /// assert_eq!(rt.handle().blocking_threads(), 1);
+    /// ```
+    pub fn blocking_threads(&self) -> usize {
+        self.shared.blocking.threads()
     }
 
     /// Runs `future` to completion on this thread, with this runtime as the current one. A panic
@@ -267,8 +327,8 @@ impl Runtime {
         Builder::new()
     }
 
-    pub(crate) fn start(config: Config) -> Result<Runtime, BuildError> {
-        let shared = Shared::new(config);
+    pub(crate) fn start(config: Config, pool: Pool) -> Result<Runtime, BuildError> {
+        let shared = Shared::new(config, Arc::new(pool));
         let default_group = GroupInner::new(&shared, None, 1, None);
         let rt = Runtime {
             handle: Handle {
@@ -277,6 +337,13 @@ impl Runtime {
             },
             shut_down: false,
         };
+        // Pool threads run with the runtime entered. The pool holds this handle until shutdown
+        // closes it.
+        let handle = rt.handle.clone();
+        shared.blocking.set_enter(Arc::new(move |body| {
+            let _enter = handle.enter();
+            body();
+        }));
         // On failure `rt` drops here and shuts down the threads already started.
         Threads::start(&shared, &default_group).map_err(BuildError::new)?;
         Ok(rt)
@@ -291,6 +358,21 @@ impl Runtime {
     /// ```
     pub fn handle(&self) -> &Handle {
         &self.handle
+    }
+
+    /// Runs `f` on the blocking pool; see [`Handle::spawn_blocking`].
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let h = rt.spawn_blocking(|| 6 * 7);
+    /// assert_eq!(rt.block_on(h).unwrap(), 42);
+    /// ```
+    pub fn spawn_blocking<F, R>(&self, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.handle.spawn_blocking(f)
     }
 
     /// Spawns a task; see [`Handle::spawn`].
@@ -354,8 +436,11 @@ impl Runtime {
     }
 
     /// Shuts the runtime down (see the module docs), waiting at most `timeout` for the workers to
-    /// finish their current polls. Tasks still running after the timeout (blocked in a poll) are
-    /// left to their threads, which exit when the poll returns.
+    /// finish their current polls and for running blocking closures. Tasks still running after
+    /// the timeout (blocked in a poll) are left to their threads, which exit when the poll returns;
+    /// so are blocking closures. Blocking closures not started yet are dropped unrun and their
+    /// handles resolve cancelled. Dropping the runtime does the same without a timeout: it waits
+    /// for running blocking closures however long they take.
     ///
     /// ```
     /// use std::time::Duration;
@@ -376,6 +461,7 @@ impl Runtime {
         let deadline = timeout.map(|t| Instant::now() + t);
         // 1 and 2.
         shared.begin_shutdown();
+        shared.blocking.close();
         // 3.
         for g in shared.groups.snapshot() {
             g.registry.wake_all(true);
@@ -393,6 +479,7 @@ impl Runtime {
         // 5.
         while shared.drain_once() > 0 {}
         // 6.
+        shared.blocking.join(deadline);
         shared.threads.join(deadline);
         // 7.
         shared.scheduler.clear();

@@ -20,12 +20,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 
+use crate::group::with_current;
 use crate::shim::{AtomicBool, Ordering};
 use crate::task::coop::PollBudget;
 use crate::task::{BOX_FUTURES_ABOVE, end_probe, start_probe};
 
 use super::context;
-use super::core::take_flag;
+use super::core::{Core, take_flag};
+use super::shared::Shared;
 
 /// Wakes a thread blocked in `block_on`.
 struct BlockOnWaker {
@@ -116,27 +118,71 @@ fn block_on_pinned<F: Future + ?Sized>(mut future: Pin<&mut F>) -> F::Output {
         };
         state.woken.store(true, Ordering::Release);
     }
-    let idx = core.idx;
-    let shared = core.shared.clone();
-    let blocked = set_blocked(true);
-    if let Err(core) = shared.threads.hand_off(core) {
-        set_blocked(false);
-        let limit = core.shared.config.max_threads;
-        context::install(core);
-        panic!(
-            "rondo: a block_on nested in a task cannot hand its worker over: the runtime already \
-             runs {limit} threads, most of them waiting in nested block_on calls. Await the future \
-             instead of blocking on it, or nest fewer block_on calls"
-        );
-    }
-    let v = park_loop(future, &state, &mut cx);
-    if let Some(core) = shared.threads.reclaim(idx) {
-        if let Some(b) = blocked {
-            b.store(false, Ordering::SeqCst);
+    let handed = match HandedOff::hand_off(core) {
+        Ok(h) => h,
+        Err(core) => {
+            let limit = core.shared.config.max_threads;
+            context::install(core);
+            panic!(
+                "rondo: a block_on nested in a task cannot hand its worker over: the runtime \
+                 already runs {limit} threads, most of them waiting in nested block_on calls. \
+                 Await the future instead of blocking on it, or nest fewer block_on calls"
+            );
         }
-        context::install(core);
-    }
+    };
+    let v = park_loop(future, &state, &mut cx);
+    handed.reclaim();
     v
+}
+
+/// A core this thread handed to another thread in the middle of a poll, until it takes it back
+/// (steps 2, 3 and 6 of the hand-off protocol in `threads`).
+pub(crate) struct HandedOff {
+    idx: usize,
+    shared: Arc<Shared>,
+    blocked: Option<Arc<AtomicBool>>,
+}
+
+impl HandedOff {
+    /// Marks this thread blocked and hands `core` over. Gives it back, unmarked, if no thread can
+    /// take it (the runtime runs its thread limit and no spare is idle).
+    pub(crate) fn hand_off(core: Box<Core>) -> Result<HandedOff, Box<Core>> {
+        let idx = core.idx;
+        let shared = core.shared.clone();
+        let blocked = set_blocked(true);
+        match shared.threads.hand_off(core) {
+            Ok(()) => Ok(HandedOff {
+                idx,
+                shared,
+                blocked,
+            }),
+            Err(core) => {
+                set_blocked(false);
+                Err(core)
+            }
+        }
+    }
+
+    /// Takes the core back into this thread's cell if no thread took it yet; the rest of the poll
+    /// is then a new service segment of the polled task's group, which counts the poll when it
+    /// returns. Otherwise the poll continues without a core (and the thread becomes a spare when it
+    /// returns), so the poll is counted to the task's group here.
+    pub(crate) fn reclaim(self) {
+        match self.shared.threads.reclaim(self.idx) {
+            Some(mut core) => {
+                if let Some(b) = &self.blocked {
+                    b.store(false, Ordering::SeqCst);
+                }
+                core.resume_segment();
+                context::install(core);
+            }
+            None => with_current(|g| {
+                if let Some(g) = g {
+                    g.polls.fetch_add(1, Ordering::Relaxed);
+                }
+            }),
+        }
+    }
 }
 
 /// Marks this runtime thread as blocked in user code without a core (or not); returns the mark.

@@ -33,12 +33,13 @@
 //! Tasks of a group with `max_concurrency` always go through the group's limiter and global queue,
 //! never the LIFO slot, so their order is FIFO.
 
+use std::ptr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::fair::{Service, Verdict};
 use crate::group::Host;
-use crate::group::{GroupInner, GroupScope};
+use crate::group::{GroupInner, GroupScope, with_current};
 use crate::shim::{Ordering, fence};
 use crate::task::coop::PollBudget;
 use crate::task::future::take_deferred_panic;
@@ -482,6 +483,16 @@ impl Core {
         self.lifo_streak = 0;
         fence(Ordering::SeqCst);
         self.shared.notify_work();
+    }
+
+    /// After a hand-off is undone in the middle of a poll (`HandedOff::reclaim`): the rest of the
+    /// poll is served to the polled task's group, if it is one of this runtime's.
+    pub(crate) fn resume_segment(&mut self) {
+        let host = Arc::as_ptr(&self.shared);
+        let g = with_current(|g| g.filter(|g| ptr::eq(g.host_addr(), host)).cloned());
+        if let Some(g) = g {
+            self.begin_segment(g, Instant::now());
+        }
     }
 
     /// Shutdown: drops what only this core can reach. Dropping a future may wake another task into

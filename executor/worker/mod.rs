@@ -8,11 +8,13 @@
 //! - `local`: a core's local run queue; `idle`: parking and waking cores; `parker`: where a core's
 //!   thread sleeps.
 //! - `block_on`: running a future on the calling thread, handing the core away when nested.
+//! - `block_in_place`: running blocking code in a task's poll, with the core handed away first.
 //! - `context`: what a runtime thread knows about itself (its runtime, the core it polls with).
 //! - `metrics`: what each core counts for `Runtime::metrics`.
 //!
 //! This layer builds on `fair` (which group to serve, what to charge), `group` and `task`.
 
+pub(crate) mod block_in_place;
 pub(crate) mod block_on;
 pub(crate) mod context;
 pub(crate) mod core;
@@ -24,5 +26,6 @@ mod schedule;
 pub(crate) mod shared;
 pub(crate) mod threads;
 
+pub(crate) use block_in_place::block_in_place;
 pub(crate) use block_on::block_on;
-pub(crate) use shared::{Config, Shared, ThreadHook};
+pub(crate) use shared::{Blocking, BlockingBinding, Config, Shared, ThreadHook};

@@ -23,6 +23,19 @@ impl HostBinding for Hosts {
     type Host = Shared;
 }
 
+/// Names the blocking pool's type, so that `Shared` owns the pool without this layer importing
+/// it: workers never use the pool, only the runtime layer does, which implements this once, for
+/// [`Blocking`].
+pub(crate) trait BlockingBinding {
+    type Pool: Send + Sync;
+}
+
+/// The carrier of [`BlockingBinding`].
+pub(crate) struct Blocking;
+
+/// The blocking pool's type.
+pub(crate) type PoolOf = <Blocking as BlockingBinding>::Pool;
+
 /// The validated settings a runtime runs with.
 pub(crate) struct Config {
     pub(crate) workers: usize,
@@ -85,6 +98,8 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) groups: GroupList<GroupInner>,
     pub(crate) threads: Threads,
+    /// The runtime's blocking pool (see [`BlockingBinding`]).
+    pub(crate) blocking: Arc<PoolOf>,
 }
 
 impl Host for Shared {
@@ -117,7 +132,7 @@ impl Host for Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(config: Config) -> Arc<Shared> {
+    pub(crate) fn new(config: Config, blocking: Arc<PoolOf>) -> Arc<Shared> {
         let n = config.workers;
         Arc::new(Shared {
             cores: (0..n).map(|_| Remote::new()).collect(),
@@ -127,6 +142,7 @@ impl Shared {
             config,
             groups: GroupList::new(),
             threads: Threads::new(),
+            blocking,
         })
     }
 

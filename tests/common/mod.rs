@@ -41,6 +41,15 @@ pub fn rt(workers: usize) -> rondo::Runtime {
 /// Like [`rt`], but never fewer than `min` workers (for tests that need one worker stuck and
 /// another free).
 pub fn rt_at_least(workers: usize, min: usize) -> rondo::Runtime {
+    builder_at_least(workers, min).build().unwrap()
+}
+
+/// A builder for a runtime with `workers` workers, counted as [`rt`] counts them.
+pub fn builder(workers: usize) -> rondo::Builder {
+    builder_at_least(workers, 1)
+}
+
+fn builder_at_least(workers: usize, min: usize) -> rondo::Builder {
     let workers = match std::env::var("RONDO_TEST_WORKERS") {
         Ok(n) if workers > 1 => n
             .parse()
@@ -48,10 +57,7 @@ pub fn rt_at_least(workers: usize, min: usize) -> rondo::Runtime {
         _ => workers,
     }
     .max(min);
-    rondo::Runtime::builder()
-        .worker_threads(workers)
-        .build()
-        .unwrap()
+    rondo::Runtime::builder().worker_threads(workers)
 }
 
 /// Busy-waits for `d` (simulates CPU work without sleeping).

@@ -1,0 +1,524 @@
+//! The blocking pool and `block_in_place` (issue 9, blocking part): results and panics, the thread
+//! limit, the keep-alive, concurrent spawners, cancellation, shutdown, and a worker that blocks in
+//! place without stalling the runtime or leaving its group.
+//!
+//! Multi-worker tests follow `RONDO_TEST_WORKERS` (see `common::rt`).
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, mpsc};
+use std::time::{Duration, Instant};
+
+use common::{builder, eventually, rt, watchdog};
+
+/// Threads of this process whose name starts with `prefix` (Linux truncates names to 15 bytes).
+fn threads_named(prefix: &str) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    dir.filter_map(|e| e.ok())
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.starts_with(prefix))
+        })
+        .count()
+}
+
+/// Keeps the largest value `now` ever reached.
+fn record_max(max: &AtomicUsize, now: usize) {
+    max.fetch_max(now, Ordering::SeqCst);
+}
+
+#[test]
+fn spawn_blocking_returns_its_value_everywhere() {
+    watchdog(30, || {
+        let rt = builder(2).thread_name("sbv").build().unwrap();
+        // From a task: the closure runs on a pool thread, not a worker.
+        let name = rt.block_on(async {
+            rondo::spawn(async {
+                rondo::spawn_blocking(|| std::thread::current().name().unwrap().to_string())
+                    .await
+                    .unwrap()
+            })
+            .await
+            .unwrap()
+        });
+        assert_eq!(name, "sbv-blocking");
+        // Inside block_on, from the runtime, from a handle on a foreign thread.
+        assert_eq!(
+            rt.block_on(async { rondo::spawn_blocking(|| 1).await.unwrap() }),
+            1
+        );
+        assert_eq!(rt.block_on(rt.spawn_blocking(|| 2)).unwrap(), 2);
+        let h = rt.handle().clone();
+        let v = std::thread::spawn(move || h.block_on(h.spawn_blocking(|| 3)).unwrap())
+            .join()
+            .unwrap();
+        assert_eq!(v, 3);
+        // Outside any runtime: the global runtime's pool.
+        let h = rondo::spawn_blocking(|| std::thread::current().name().unwrap().to_string());
+        assert_eq!(rondo::block_on(h).unwrap(), "rondo-global-blocking");
+    });
+}
+
+#[test]
+fn a_blocking_closure_runs_with_its_runtime_and_group_current() {
+    watchdog(30, || {
+        let rt = rt(2);
+        let g = rt.group().name("files").build().unwrap();
+        let (name, inner) = rt
+            .block_on(g.spawn(async {
+                rondo::spawn_blocking(|| {
+                    let name = rondo::current_group().map(|g| g.name().to_string());
+                    // The runtime is entered: a task spawned here joins the group, and the closure
+                    // may block on it.
+                    let h = rondo::Handle::current();
+                    let inner = h.block_on(rondo::spawn(async {
+                        rondo::current_group().map(|g| g.name().to_string())
+                    }));
+                    (name, inner.unwrap())
+                })
+                .await
+                .unwrap()
+            }))
+            .unwrap();
+        assert_eq!(name.as_deref(), Some("files"));
+        assert_eq!(inner.as_deref(), Some("files"));
+        let m = g.metrics();
+        // The task, its blocking closure and the task spawned inside it.
+        assert_eq!((m.spawned, m.completed, m.unfinished), (3, 3, 0));
+    });
+}
+
+#[test]
+fn a_panicking_closure_resolves_as_a_panic_and_reaches_the_hook() {
+    watchdog(30, || {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let s = seen.clone();
+        let rt = builder(2)
+            .max_blocking_threads(1)
+            .on_task_panic(move |p| {
+                assert_eq!(p.message(), Some("blocking boom"));
+                s.fetch_add(1, Ordering::SeqCst);
+            })
+            .build()
+            .unwrap();
+        let err = rt
+            .block_on(rt.spawn_blocking(|| -> u8 { panic!("blocking boom") }))
+            .unwrap_err();
+        assert!(err.is_panic());
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
+        // The pool's only thread survived the panic.
+        assert_eq!(rt.block_on(rt.spawn_blocking(|| 5)).unwrap(), 5);
+        assert_eq!(rt.handle().blocking_threads(), 1);
+    });
+}
+
+#[test]
+fn at_most_max_blocking_threads_closures_run_at_once() {
+    watchdog(60, || {
+        let rt = builder(2).max_blocking_threads(2).build().unwrap();
+        let running = Arc::new(AtomicUsize::new(0));
+        let max = Arc::new(AtomicUsize::new(0));
+        let handles: Vec<_> = (0..10)
+            .map(|i| {
+                let (running, max) = (running.clone(), max.clone());
+                rt.spawn_blocking(move || {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    record_max(&max, now);
+                    std::thread::sleep(Duration::from_millis(20));
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    i
+                })
+            })
+            .collect();
+        let sum: i32 = rt.block_on(async {
+            let mut sum = 0;
+            for h in handles {
+                sum += h.await.unwrap();
+            }
+            sum
+        });
+        assert_eq!(sum, 45);
+        assert!(max.load(Ordering::SeqCst) <= 2, "{max:?} ran at once");
+        assert!(rt.handle().blocking_threads() <= 2);
+    });
+}
+
+#[test]
+fn idle_blocking_threads_exit_after_the_keep_alive() {
+    watchdog(60, || {
+        let rt = builder(2)
+            .thread_name("keepalv")
+            .blocking_keep_alive(Duration::from_millis(100))
+            .build()
+            .unwrap();
+        // Eight closures that wait for one another need eight threads.
+        let barrier = Arc::new(Barrier::new(8));
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let b = barrier.clone();
+                rt.spawn_blocking(move || {
+                    b.wait();
+                })
+            })
+            .collect();
+        for h in handles {
+            rt.block_on(h).unwrap();
+        }
+        assert_eq!(threads_named("keepalv-blockin"), 8);
+        assert_eq!(rt.handle().blocking_threads(), 8);
+        assert!(eventually(10, || threads_named("keepalv-blockin") == 0));
+        assert_eq!(rt.handle().blocking_threads(), 0);
+        // The pool starts threads again on demand.
+        assert_eq!(rt.block_on(rt.spawn_blocking(|| 9)).unwrap(), 9);
+    });
+}
+
+#[test]
+fn a_thread_reused_within_the_keep_alive_stays() {
+    watchdog(60, || {
+        let rt = builder(1)
+            .blocking_keep_alive(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        for i in 0..200 {
+            assert_eq!(rt.block_on(rt.spawn_blocking(move || i)).unwrap(), i);
+        }
+        // One closure at a time: the thread that ran the last one counts as searching before the
+        // awaiting task is woken, so the next spawn finds it instead of starting a thread.
+        assert_eq!(rt.handle().blocking_threads(), 1);
+    });
+}
+
+#[test]
+fn sixteen_threads_spawn_blocking_concurrently() {
+    watchdog(120, || {
+        let rt = builder(2).max_blocking_threads(8).build().unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let start = Arc::new(Barrier::new(16));
+        let spawners: Vec<_> = (0..16)
+            .map(|_| {
+                let (h, ran, start) = (rt.handle().clone(), ran.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    let handles: Vec<_> = (0..2_000)
+                        .map(|i| {
+                            let ran = ran.clone();
+                            h.spawn_blocking(move || {
+                                ran.fetch_add(1, Ordering::Relaxed);
+                                i
+                            })
+                        })
+                        .collect();
+                    let mut sum = 0u64;
+                    for j in handles {
+                        sum += h.block_on(j).unwrap();
+                    }
+                    sum
+                })
+            })
+            .collect();
+        for s in spawners {
+            assert_eq!(s.join().unwrap(), (0..2_000).sum::<u64>());
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), 32_000);
+        assert!(rt.handle().blocking_threads() <= 8);
+    });
+}
+
+#[test]
+fn abort_before_a_thread_takes_it_skips_the_closure() {
+    watchdog(30, || {
+        let rt = builder(2).max_blocking_threads(1).build().unwrap();
+        let (release, wait) = mpsc::channel::<()>();
+        let (started_tx, started) = mpsc::channel::<()>();
+        let first = rt.spawn_blocking(move || {
+            started_tx.send(()).unwrap();
+            wait.recv().unwrap();
+        });
+        started.recv().unwrap();
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        let second = rt.spawn_blocking(move || r.store(true, Ordering::SeqCst));
+        second.abort();
+        release.send(()).unwrap();
+        rt.block_on(first).unwrap();
+        assert!(rt.block_on(second).unwrap_err().is_cancelled());
+        // The pool's thread has moved past the aborted closure.
+        rt.block_on(rt.spawn_blocking(|| ())).unwrap();
+        assert!(!ran.load(Ordering::SeqCst));
+    });
+}
+
+#[test]
+fn drop_waits_for_running_closures_and_cancels_queued_ones() {
+    watchdog(30, || {
+        let rt = builder(2)
+            .thread_name("dropwait")
+            .max_blocking_threads(1)
+            .build()
+            .unwrap();
+        let finished = Arc::new(AtomicBool::new(false));
+        let queued_ran = Arc::new(AtomicBool::new(false));
+        let (started_tx, started) = mpsc::channel::<()>();
+        let f = finished.clone();
+        let running = rt.spawn_blocking(move || {
+            started_tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+            f.store(true, Ordering::SeqCst);
+            7
+        });
+        started.recv().unwrap();
+        let q = queued_ran.clone();
+        let queued = rt.spawn_blocking(move || q.store(true, Ordering::SeqCst));
+        drop(rt);
+        assert!(
+            finished.load(Ordering::SeqCst),
+            "drop returned before the closure ended"
+        );
+        assert!(!queued_ran.load(Ordering::SeqCst));
+        assert_eq!(futures::executor::block_on(running).unwrap(), 7);
+        assert!(
+            futures::executor::block_on(queued)
+                .unwrap_err()
+                .is_cancelled()
+        );
+        // Every pool thread was joined.
+        assert_eq!(threads_named("dropwait-blocki"), 0);
+    });
+}
+
+#[test]
+fn shutdown_timeout_leaves_a_long_closure_to_its_thread() {
+    watchdog(30, || {
+        let rt = builder(2).thread_name("shuttime").build().unwrap();
+        let (started_tx, started) = mpsc::channel::<()>();
+        let h = rt.spawn_blocking(move || {
+            started_tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(1_500));
+        });
+        started.recv().unwrap();
+        let t = Instant::now();
+        rt.shutdown_timeout(Duration::from_millis(50));
+        assert!(
+            t.elapsed() < Duration::from_millis(1_000),
+            "{:?}",
+            t.elapsed()
+        );
+        // The closure finishes on its own, and its thread exits.
+        futures::executor::block_on(h).unwrap();
+        assert!(eventually(10, || threads_named("shuttime-blocki") == 0));
+        assert!(eventually(10, || threads_named("shuttime") == 0));
+    });
+}
+
+#[test]
+fn spawning_after_shutdown_is_cancelled() {
+    watchdog(30, || {
+        let rt = rt(2);
+        let h = rt.handle().clone();
+        drop(rt);
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        let j = h.spawn_blocking(move || r.store(true, Ordering::SeqCst));
+        assert!(futures::executor::block_on(j).unwrap_err().is_cancelled());
+        assert!(!ran.load(Ordering::SeqCst));
+    });
+}
+
+#[test]
+fn no_pool_thread_outlives_the_runtime() {
+    watchdog(60, || {
+        let rt = builder(2).thread_name("noleak").build().unwrap();
+        let barrier = Arc::new(Barrier::new(6));
+        let handles: Vec<_> = (0..6)
+            .map(|_| {
+                let b = barrier.clone();
+                rt.spawn_blocking(move || {
+                    b.wait();
+                })
+            })
+            .collect();
+        for h in handles {
+            rt.block_on(h).unwrap();
+        }
+        assert_eq!(threads_named("noleak-blocking"), 6);
+        drop(rt);
+        assert_eq!(threads_named("noleak"), 0);
+    });
+}
+
+#[test]
+fn block_in_place_keeps_the_group_and_is_not_charged() {
+    watchdog(30, || {
+        let rt = rt(2);
+        let g = rt.group().name("tenant").build().unwrap();
+        let (before, inside, after, same_thread) = rt
+            .block_on(g.spawn(async {
+                let name = || rondo::current_group().map(|g| g.name().to_string());
+                let before = name();
+                let me = std::thread::current().id();
+                let (inside, there) = rondo::block_in_place(|| {
+                    std::thread::sleep(Duration::from_millis(150));
+                    (name(), std::thread::current().id())
+                });
+                (before, inside, name(), me == there)
+            }))
+            .unwrap();
+        assert_eq!(before.as_deref(), Some("tenant"));
+        assert_eq!(inside, before);
+        assert_eq!(after, before);
+        assert!(
+            same_thread,
+            "block_in_place runs its closure on the calling thread"
+        );
+        // Metrics are flushed at segment ends; give the worker a moment to park.
+        assert!(eventually(5, || g.metrics().polls >= 1));
+        let m = g.metrics();
+        assert_eq!((m.spawned, m.completed, m.unfinished), (1, 1, 0));
+        // The 150 ms the closure slept are charged to no group (see `rondo::block_in_place`).
+        assert!(m.busy < Duration::from_millis(100), "busy {:?}", m.busy);
+    });
+}
+
+#[test]
+fn block_in_place_twice_in_one_poll_and_outside_a_task() {
+    watchdog(30, || {
+        assert_eq!(rondo::block_in_place(|| 1), 1);
+        let rt = rt(2);
+        let v = rt.block_on(async {
+            // Inside block_on but not a task: no core to hand over.
+            let a = rondo::block_in_place(|| 10);
+            let b = rondo::spawn(async {
+                let x = rondo::block_in_place(|| {
+                    std::thread::sleep(Duration::from_millis(5));
+                    1
+                });
+                let y = rondo::block_in_place(|| 2);
+                rondo::yield_now().await;
+                x + y + rondo::block_in_place(|| 3)
+            })
+            .await
+            .unwrap();
+            a + b
+        });
+        assert_eq!(v, 16);
+    });
+}
+
+#[test]
+fn a_panic_in_block_in_place_fails_only_its_task() {
+    watchdog(30, || {
+        let rt = rt(2);
+        let err = rt
+            .block_on(rondo::spawn(async {
+                rondo::block_in_place(|| -> u8 { panic!("in place") })
+            }))
+            .unwrap_err();
+        assert!(err.is_panic());
+        // Every worker still runs tasks.
+        let n = rt.handle().worker_count() * 4;
+        let hs: Vec<_> = (0..n).map(|i| rt.spawn(async move { i })).collect();
+        let sum: usize = rt.block_on(async {
+            let mut s = 0;
+            for h in hs {
+                s += h.await.unwrap();
+            }
+            s
+        });
+        assert_eq!(sum, (0..n).sum());
+    });
+}
+
+#[test]
+fn every_worker_blocking_in_place_does_not_stall_other_tasks() {
+    watchdog(60, || {
+        let rt = rt(2);
+        let workers = rt.handle().worker_count();
+        let blocking = Arc::new(AtomicUsize::new(0));
+        let slept = Arc::new(AtomicUsize::new(0));
+        let sleepers: Vec<_> = (0..workers)
+            .map(|_| {
+                let (blocking, slept) = (blocking.clone(), slept.clone());
+                rt.spawn(async move {
+                    rondo::block_in_place(|| {
+                        blocking.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(200));
+                        slept.fetch_add(1, Ordering::SeqCst);
+                    })
+                })
+            })
+            .collect();
+        // Each worker's task got its own thread: all of them sleep at once.
+        assert!(eventually(10, || blocking.load(Ordering::SeqCst) == workers));
+        let t = Instant::now();
+        let small: Vec<_> = (0..1_000u64).map(|i| rt.spawn(async move { i })).collect();
+        let sum: u64 = rt.block_on(async {
+            let mut s = 0;
+            for h in small {
+                s += h.await.unwrap();
+            }
+            s
+        });
+        let took = t.elapsed();
+        let done_sleeping = slept.load(Ordering::SeqCst);
+        assert_eq!(sum, (0..1_000).sum::<u64>());
+        assert_eq!(
+            done_sleeping, 0,
+            "the small tasks waited for the blocked workers ({took:?})"
+        );
+        for h in sleepers {
+            rt.block_on(h).unwrap();
+        }
+    });
+}
+
+#[test]
+fn shutdown_does_not_wait_for_a_task_blocked_in_place_past_its_timeout() {
+    watchdog(30, || {
+        let rt = rt(2);
+        let (started_tx, started) = mpsc::channel::<()>();
+        let _h = rt.spawn(async move {
+            rondo::block_in_place(|| {
+                started_tx.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(1_500));
+            })
+        });
+        started.recv().unwrap();
+        let t = Instant::now();
+        rt.shutdown_timeout(Duration::from_millis(50));
+        assert!(
+            t.elapsed() < Duration::from_millis(1_000),
+            "{:?}",
+            t.elapsed()
+        );
+    });
+}
+
+#[test]
+fn zero_blocking_settings_are_rejected() {
+    let err = rondo::Runtime::builder()
+        .max_blocking_threads(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "max_blocking_threads must be at least 1 (got 0)"
+    );
+    let err = rondo::Runtime::builder()
+        .blocking_keep_alive(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "blocking_keep_alive must be more than zero (got 0 s)"
+    );
+    // The smallest allowed values work.
+    let rt = rondo::Runtime::builder()
+        .max_blocking_threads(1)
+        .blocking_keep_alive(Duration::from_nanos(1))
+        .build()
+        .unwrap();
+    assert_eq!(rt.block_on(rt.spawn_blocking(|| 4)).unwrap(), 4);
+}
