@@ -80,6 +80,10 @@ fn lifo_hits_busy_time_and_queues_move_with_the_workload() {
         }
     });
     assert!(eventually(5, || rt.metrics().global_queue_depth == 0));
+    // A blocking closure runs on a pool thread, which the metrics count.
+    assert_eq!(rt.metrics().blocking_threads, 0);
+    rt.block_on(rt.spawn_blocking(|| ())).unwrap();
+    assert_eq!(rt.metrics().blocking_threads, 1);
 }
 
 #[test]

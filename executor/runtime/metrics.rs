@@ -36,6 +36,8 @@ pub struct RuntimeMetrics {
     pub threads: usize,
     /// Spare threads waiting for a worker's queues to be handed to them.
     pub spare_threads: usize,
+    /// Blocking-pool threads alive (running a `spawn_blocking` closure or waiting for one).
+    pub blocking_threads: usize,
 }
 
 /// One worker's counters since the runtime started (see [`RuntimeMetrics`]).
@@ -89,6 +91,7 @@ impl RuntimeMetrics {
             groups_runnable: shared.scheduler.listed(),
             threads,
             spare_threads,
+            blocking_threads: shared.blocking.threads(),
         }
     }
 
@@ -171,6 +174,11 @@ impl RuntimeMetrics {
                 "Spare threads waiting for a worker's queues.",
                 self.spare_threads,
             ),
+            (
+                "rondo_blocking_threads",
+                "Blocking-pool threads alive.",
+                self.blocking_threads,
+            ),
         ];
         for (name, help, v) in runtime {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
@@ -202,12 +210,13 @@ impl fmt::Display for RuntimeMetrics {
         }
         write!(
             f,
-            "global queue {} · groups {} alive, {} runnable · threads {} ({} spare)",
+            "global queue {} · groups {} alive, {} runnable · threads {} ({} spare) · blocking threads {}",
             self.global_queue_depth,
             self.groups_alive,
             self.groups_runnable,
             self.threads,
-            self.spare_threads
+            self.spare_threads,
+            self.blocking_threads
         )
     }
 }
