@@ -16,6 +16,7 @@ pub mod runtime;
 mod shim;
 pub mod sync;
 pub mod task;
+pub mod time;
 mod worker;
 
 use std::future::Future;

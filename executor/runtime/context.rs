@@ -7,6 +7,7 @@
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use crate::group::with_current;
 use crate::worker::context::thread_runtime;
@@ -97,4 +98,34 @@ impl Drop for EnterGuard<'_> {
             .flatten();
         drop(replaced);
     }
+}
+
+/// Timers find their shard here: a task polled by a worker arms in that worker's shard; any
+/// other thread in a shard of the current runtime's foreign shards (the global runtime's if none).
+impl crate::time::Source for crate::time::Current {
+    fn with_shard<R>(f: impl FnOnce(&Arc<crate::time::Shard>) -> R) -> R {
+        let mut f = Some(f);
+        let on_core = crate::worker::context::with_core(|core| {
+            core.map(|c| (f.take().unwrap())(c.shared.timers.shard(Some(c.idx), 0)))
+        });
+        if let Some(r) = on_core {
+            return r;
+        }
+        let f = f.take().unwrap();
+        let hint = thread_hint();
+        match current_handle() {
+            Some(h) => f(h.shared.timers.shard(None, hint)),
+            None => f(super::global().shared.timers.shard(None, hint)),
+        }
+    }
+}
+
+/// A small number that differs between threads, to spread them over shards.
+fn thread_hint() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static HINT: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    HINT.try_with(|h| *h).unwrap_or(0)
 }

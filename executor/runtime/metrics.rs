@@ -38,6 +38,13 @@ pub struct RuntimeMetrics {
     pub spare_threads: usize,
     /// Blocking-pool threads alive (running a `spawn_blocking` closure or waiting for one).
     pub blocking_threads: usize,
+    /// Timers armed and not yet dropped (a [`Sleep`](crate::time::Sleep) registers on its first
+    /// poll and unregisters when dropped).
+    pub timers: usize,
+    /// Timers fired since the runtime started.
+    pub timers_fired: u64,
+    /// Times the runtime fired a batch of timers: timers whose slack windows overlap share one.
+    pub timer_wakeups: u64,
 }
 
 /// One worker's counters since the runtime started (see [`RuntimeMetrics`]).
@@ -92,6 +99,9 @@ impl RuntimeMetrics {
             threads,
             spare_threads,
             blocking_threads: shared.blocking.threads(),
+            timers: shared.timers.live(),
+            timers_fired: shared.timers.fired(),
+            timer_wakeups: shared.timers.wakeups(),
         }
     }
 
@@ -179,9 +189,28 @@ impl RuntimeMetrics {
                 "Blocking-pool threads alive.",
                 self.blocking_threads,
             ),
+            ("rondo_timers", "Timers armed and not dropped.", self.timers),
         ];
         for (name, help, v) in runtime {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
+        let counters = [
+            (
+                "rondo_timers_fired_total",
+                "Timers fired.",
+                self.timers_fired,
+            ),
+            (
+                "rondo_timer_wakeups_total",
+                "Batches of timers fired.",
+                self.timer_wakeups,
+            ),
+        ];
+        for (name, help, v) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
         }
         out
     }
@@ -210,13 +239,17 @@ impl fmt::Display for RuntimeMetrics {
         }
         write!(
             f,
-            "global queue {} · groups {} alive, {} runnable · threads {} ({} spare) · blocking threads {}",
+            "global queue {} · groups {} alive, {} runnable · threads {} ({} spare) · blocking threads {} · \
+             timers {} ({} fired in {} wakeups)",
             self.global_queue_depth,
             self.groups_alive,
             self.groups_runnable,
             self.threads,
             self.spare_threads,
-            self.blocking_threads
+            self.blocking_threads,
+            self.timers,
+            self.timers_fired,
+            self.timer_wakeups
         )
     }
 }

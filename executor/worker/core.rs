@@ -20,7 +20,8 @@
 //! 5. The group scheduler: the listed group with the smallest virtual runtime; it takes a batch of
 //!    that group's global queue (a short queue whole).
 //! 6. Stealing half of another core's local queue (at most half the workers search at once).
-//! 7. Parking (see `idle`).
+//! 7. Parking (see `idle`). Due timers are fired first; one parked core, the keeper, sleeps
+//!    until the earliest timer (see `time::driver`), the others until woken.
 //!
 //! # Service segments and the quantum
 //! See `fair::segment`. When the quantum ends and another listed group is behind the served one,
@@ -33,8 +34,10 @@
 //! Tasks of a group with `max_concurrency` always go through the group's limiter and global queue,
 //! never the LIFO slot, so their order is FIFO.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::Instant;
 
 use crate::fair::{Service, Verdict};
@@ -45,6 +48,7 @@ use crate::task::coop::PollBudget;
 use crate::task::future::take_deferred_panic;
 use crate::task::meta::{Owner, UNREGISTERED, task_id};
 use crate::task::{Runnable, future::drop_payload};
+use crate::time::NEVER;
 
 use super::context;
 use super::local::LOCAL_CAPACITY;
@@ -74,6 +78,8 @@ pub(crate) struct Core {
     batch: Vec<Runnable>,
     /// Published to `Remote::counts` at parks, quantum ends and retirement.
     counts: Counts,
+    /// Reused buffer for the wakers of fired timers.
+    wakers: Vec<Waker>,
 }
 
 /// Runs `core` until the runtime shuts down (returns the core, for the caller to retire) or the
@@ -106,6 +112,31 @@ impl Core {
             rng: 0x9E37_79B9 ^ (idx as u32).wrapping_mul(0x85EB_CA6B) | 1,
             batch: Vec::with_capacity(LOCAL_CAPACITY / 2),
             counts: Counts::default(),
+            wakers: Vec::new(),
+        }
+    }
+
+    /// Fires the runtime's due timers (if another thread is not at it) and wakes their tasks,
+    /// outside every lock. A waker that panics (a foreign executor's) is contained.
+    fn fire_timers(&mut self, now: Instant) -> usize {
+        let mut wakers = std::mem::take(&mut self.wakers);
+        let fired = self.shared.timers.process(now, &mut wakers);
+        for w in wakers.drain(..) {
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| w.wake())) {
+                drop_payload(p);
+            }
+        }
+        self.wakers = wakers;
+        fired
+    }
+
+    /// Fires timers if the earliest is due at `now`.
+    #[inline]
+    fn fire_due_timers(&mut self, now: Instant) {
+        let timers = &self.shared.timers;
+        let earliest = timers.earliest();
+        if earliest != NEVER && earliest <= timers.now_tick(now) {
+            self.fire_timers(now);
         }
     }
 
@@ -348,6 +379,7 @@ impl Core {
 
     #[inline(never)]
     fn quantum_end(&mut self, now: Instant) {
+        self.fire_due_timers(now);
         self.service.restart_quantum(now);
         self.publish_counts();
         let Some((g, ns)) = self.end_segment(now) else {
@@ -400,10 +432,11 @@ impl Core {
         }
     }
 
-    /// Parks until notified or shut down.
+    /// Parks until notified or shut down; as the keeper, until the earliest timer too.
     #[inline(never)]
     fn park(&mut self) {
-        if let Some(c) = self.end_segment(Instant::now()) {
+        let now = Instant::now();
+        if let Some(c) = self.end_segment(now) {
             self.service.pending().push(c);
         }
         // Tell the scheduler this core serves nothing now (if it said otherwise), so the group it
@@ -411,6 +444,8 @@ impl Core {
         let parking = std::mem::replace(&mut self.reported_serving, false).then_some(self.idx);
         let shared = self.shared.clone();
         shared.scheduler.charge_all(self.service.pending(), parking);
+        // What due timers wake is work: the re-check below sees it.
+        self.fire_due_timers(now);
         let remote = &shared.cores[self.idx];
         shared
             .idle
@@ -422,6 +457,7 @@ impl Core {
         }
         self.counts.parks += 1;
         self.publish_counts();
+        let mut keeping = false;
         loop {
             if take_flag(&remote.notified) {
                 // The notifier counted us awake and searching.
@@ -432,7 +468,35 @@ impl Core {
                 self.wake_self();
                 break;
             }
-            remote.parker.park();
+            let due = shared.timers.earliest();
+            if due == NEVER || !(keeping || shared.try_keep_time(self.idx)) {
+                if std::mem::take(&mut keeping) {
+                    shared.stop_keeping_time();
+                }
+                remote.parker.park();
+                continue;
+            }
+            keeping = true;
+            // Publish the wake-up tick, then re-read the bound: an armer lowers the bound, then
+            // reads this tick (see `TimerHost::timer_lowered`).
+            shared.keep_time_until(due);
+            if shared.timers.earliest() < due {
+                continue;
+            }
+            let now = Instant::now();
+            if shared.timers.now_tick(now) >= due {
+                shared.stop_keeping_time();
+                keeping = false;
+                self.wake_self();
+                self.fire_timers(now);
+                break;
+            }
+            remote
+                .parker
+                .park_timeout(shared.timers.instant_of(due).saturating_duration_since(now));
+        }
+        if keeping {
+            shared.stop_keeping_time();
         }
         self.service.restart_quantum(Instant::now());
     }

@@ -75,7 +75,6 @@ impl Parker {
     }
 
     /// Blocks until the token is set or `timeout` passes; consumes the token if it was set.
-    #[allow(dead_code)]
     pub(crate) fn park_timeout(&self, timeout: Duration) {
         if self
             .state

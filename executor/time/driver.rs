@@ -1,0 +1,331 @@
+//! The timer driver: a runtime's timers, sharded, and the protocol by which workers fire them.
+//!
+//! # Shards
+//! Timers live in wheels (`wheel`), one per shard, each behind its own mutex. A timer is armed
+//! in the shard of the worker whose task arms it (threads that are not workers share a few extra
+//! shards), so arming takes a lock no other worker contends for; cancelling locks the timer's
+//! own shard, wherever its owner was moved. No operation takes a runtime-wide lock.
+//!
+//! # Who fires timers, and when
+//! `earliest` is a lower bound of the next tick at which some shard has a timer due (`u64::MAX`
+//! for none): arming lowers it (`fetch_min`), processing recomputes it. Workers fire due timers
+//! ([`Timers::process`]):
+//! - a busy worker at the end of each quantum, if `earliest` has passed;
+//! - a worker about to park, if it has passed;
+//! - one parked worker, the *keeper*, parks with a timeout at `earliest` and processes when it
+//!   wakes. Arming a timer earlier than the keeper's wake-up calls [`TimerHost::timer_lowered`],
+//!   which wakes the keeper (or, with no keeper, a sleeping worker, which becomes one).
+//!
+//! The host's half (who keeps time, `timer_lowered`) is in `worker::core` and `worker::shared`.
+//! The protocol between an arming thread and a parking keeper is a Dekker pair: the armer lowers
+//! `earliest` then reads the keeper's wake-up tick; the keeper publishes its wake-up tick then
+//! re-reads `earliest`; all four SeqCst, so one of them sees the other.
+//!
+//! Wakers are called outside every lock, after processing.
+
+use std::sync::{Arc, Weak};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+use crate::shim::{AtomicBool, AtomicU64, Mutex, Ordering, lock};
+
+use super::wheel::{Polled, Wheel};
+
+/// The driver's tick is 2^17 ns (about 131 µs): a timer fires at most one tick after its deadline
+/// plus the time a worker takes to notice.
+const TICK_SHIFT: u32 = 17;
+/// Shards for threads that are not workers of the runtime (a `block_on` caller, a blocking-pool
+/// thread).
+const FOREIGN_SHARDS: usize = 4;
+/// No timer.
+pub(crate) const NEVER: u64 = u64::MAX;
+
+/// What the driver needs from the runtime that owns it.
+pub(crate) trait TimerHost: Send + Sync {
+    /// A timer due at `tick` may be earlier than any worker planned to wake for: make sure one
+    /// will process timers at `tick`.
+    fn timer_lowered(&self, tick: u64);
+}
+
+/// The part of the driver every shard reaches.
+struct Common {
+    start: Instant,
+    earliest: AtomicU64,
+    closed: AtomicBool,
+    host: Weak<dyn TimerHost>,
+}
+
+impl Common {
+    /// The tick at or after `t`: a timer at this tick never fires before `t`.
+    fn tick_ceil(&self, t: Instant) -> u64 {
+        let ns = t.saturating_duration_since(self.start).as_nanos();
+        ns.div_ceil(1 << TICK_SHIFT).min(u128::from(NEVER - 1)) as u64
+    }
+
+    fn lowered(&self, tick: u64) {
+        if tick < self.earliest.load(Ordering::SeqCst) {
+            self.earliest.fetch_min(tick, Ordering::SeqCst);
+            if let Some(host) = self.host.upgrade() {
+                host.timer_lowered(tick);
+            }
+        }
+    }
+}
+
+/// One shard: a wheel and what others may read of it without its lock.
+pub(crate) struct Shard {
+    wheel: Mutex<Wheel>,
+    /// A lower bound of the earliest latest tick in the wheel (`NEVER`: nothing linked). Written
+    /// under the lock, read without it.
+    next_at: AtomicU64,
+    /// The earliest tick of a timer with a slack window (`NEVER`: none).
+    slack_at: AtomicU64,
+    common: Arc<Common>,
+}
+
+/// A runtime's timers; see the module docs.
+pub(crate) struct Timers {
+    common: Arc<Common>,
+    shards: Box<[Arc<Shard>]>,
+    workers: usize,
+    processing: AtomicBool,
+    fired: AtomicU64,
+    wakeups: AtomicU64,
+}
+
+impl Timers {
+    /// Timers for a runtime of `workers` workers, which calls `host` when a timer is armed earlier
+    /// than planned.
+    pub(crate) fn new(workers: usize, host: Weak<dyn TimerHost>) -> Self {
+        let common = Arc::new(Common {
+            start: Instant::now(),
+            earliest: AtomicU64::new(NEVER),
+            closed: AtomicBool::new(false),
+            host,
+        });
+        let shards = (0..workers + FOREIGN_SHARDS)
+            .map(|_| {
+                Arc::new(Shard {
+                    wheel: Mutex::new(Wheel::new()),
+                    next_at: AtomicU64::new(NEVER),
+                    slack_at: AtomicU64::new(NEVER),
+                    common: common.clone(),
+                })
+            })
+            .collect();
+        Timers {
+            common,
+            shards,
+            workers,
+            processing: AtomicBool::new(false),
+            fired: AtomicU64::new(0),
+            wakeups: AtomicU64::new(0),
+        }
+    }
+
+    /// The shard of worker `idx`, or, for `None` (a thread that is not a worker), one of the
+    /// foreign shards chosen by `hint`.
+    pub(crate) fn shard(&self, worker: Option<usize>, hint: usize) -> &Arc<Shard> {
+        match worker {
+            Some(i) if i < self.workers => &self.shards[i],
+            _ => &self.shards[self.workers + hint % FOREIGN_SHARDS],
+        }
+    }
+
+    /// The current tick (rounded down: this tick has begun).
+    pub(crate) fn now_tick(&self, now: Instant) -> u64 {
+        (now.saturating_duration_since(self.common.start).as_nanos() >> TICK_SHIFT) as u64
+    }
+
+    /// The instant tick `tick` begins.
+    pub(crate) fn instant_of(&self, tick: u64) -> Instant {
+        self.common.start + Duration::from_nanos(tick << TICK_SHIFT)
+    }
+
+    /// A lower bound of the next tick at which a timer is due (`NEVER`: none).
+    pub(crate) fn earliest(&self) -> u64 {
+        self.common.earliest.load(Ordering::SeqCst)
+    }
+
+    /// Fires the timers due at `now` and pushes their wakers to `out`, for the caller to wake
+    /// outside every lock. Returns how many fired. If another thread is processing, returns 0 at
+    /// once: that thread fires what is due.
+    pub(crate) fn process(&self, now: Instant, out: &mut Vec<Waker>) -> usize {
+        if self.processing.swap(true, Ordering::Acquire) {
+            return 0;
+        }
+        let now_t = self.now_tick(now);
+        let mut fired = 0;
+        for shard in self.shards.iter() {
+            if shard.next_at.load(Ordering::SeqCst) > now_t
+                && shard.slack_at.load(Ordering::SeqCst) > now_t
+            {
+                continue;
+            }
+            let mut w = lock(&shard.wheel);
+            fired += w.process(now_t, out);
+            shard.refresh(&w);
+        }
+        // Recompute the bound. An armer that lowered it meanwhile wrote its shard's `next_at`
+        // first (SeqCst), so either its `fetch_min` lands after the reset, or the scan sees it.
+        self.common.earliest.store(NEVER, Ordering::SeqCst);
+        for shard in self.shards.iter() {
+            let next = shard.next_at.load(Ordering::SeqCst);
+            if next != NEVER {
+                self.common.earliest.fetch_min(next, Ordering::SeqCst);
+            }
+        }
+        self.processing.store(false, Ordering::Release);
+        if fired > 0 {
+            self.fired.fetch_add(fired as u64, Ordering::Relaxed);
+            self.wakeups.fetch_add(1, Ordering::Relaxed);
+        }
+        // A keeper that read the bound while it was reset parked without a deadline: hand the
+        // recomputed bound to the host as if it had just been armed.
+        let earliest = self.earliest();
+        if earliest != NEVER {
+            if let Some(host) = self.common.host.upgrade() {
+                host.timer_lowered(earliest);
+            }
+        }
+        fired
+    }
+
+    /// Shutdown: refuses every later arm and takes every waker out (they hold tasks, which hold
+    /// this runtime). Returns the wakers, for the caller to drop outside every lock.
+    pub(crate) fn close(&self) -> Vec<Waker> {
+        self.common.closed.store(true, Ordering::SeqCst);
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            lock(&shard.wheel).take_wakers(&mut out);
+        }
+        out
+    }
+
+    /// Timers armed and not yet dropped, fired or not.
+    pub(crate) fn live(&self) -> usize {
+        self.shards.iter().map(|s| lock(&s.wheel).len()).sum()
+    }
+
+    /// Timers fired since the runtime started.
+    pub(crate) fn fired(&self) -> u64 {
+        self.fired.load(Ordering::Relaxed)
+    }
+
+    /// Processing passes that fired at least one timer.
+    pub(crate) fn wakeups(&self) -> u64 {
+        self.wakeups.load(Ordering::Relaxed)
+    }
+}
+
+impl Shard {
+    /// Publishes the wheel's bounds after a change that may have raised them.
+    fn refresh(&self, w: &Wheel) {
+        self.next_at
+            .store(w.next_deadline().unwrap_or(NEVER), Ordering::SeqCst);
+        self.slack_at
+            .store(w.first_slack().unwrap_or(NEVER), Ordering::SeqCst);
+    }
+
+    /// Lowers the published bounds for a timer in `at..=latest`, under the wheel's lock.
+    fn lower(&self, at: u64, latest: u64) {
+        if latest < self.next_at.load(Ordering::Relaxed) {
+            self.next_at.store(latest, Ordering::SeqCst);
+        }
+        if latest > at && at < self.slack_at.load(Ordering::Relaxed) {
+            self.slack_at.store(at, Ordering::SeqCst);
+        }
+    }
+}
+
+/// What [`Registration::arm`] did.
+pub(crate) enum Armed {
+    /// The timer waits in a shard.
+    Waiting(Registration),
+    /// Its deadline has already been processed: it is due.
+    Due,
+    /// The runtime has shut down.
+    Closed,
+}
+
+/// A timer armed in a shard; removed from it on drop.
+pub(crate) struct Registration {
+    shard: Arc<Shard>,
+    key: usize,
+}
+
+/// The earliest and latest tick of a timer at `deadline` with a window of `slack`.
+fn ticks(common: &Common, deadline: Instant, slack: Duration) -> (u64, u64) {
+    let at = common.tick_ceil(deadline);
+    let window = (slack.as_nanos() >> TICK_SHIFT).min(u128::from(NEVER)) as u64;
+    (at, at.saturating_add(window).min(NEVER - 1))
+}
+
+impl Registration {
+    /// Arms a timer in `shard` that wakes `waker` between `deadline` and `deadline + slack`.
+    pub(crate) fn arm(
+        shard: &Arc<Shard>,
+        deadline: Instant,
+        slack: Duration,
+        waker: &Waker,
+    ) -> Armed {
+        let common = &shard.common;
+        let (at, latest) = ticks(common, deadline, slack);
+        let mut w = lock(&shard.wheel);
+        if common.closed.load(Ordering::SeqCst) {
+            return Armed::Closed;
+        }
+        if at <= w.elapsed() {
+            return Armed::Due;
+        }
+        let key = w.insert(at, latest, waker.clone());
+        shard.lower(at, latest);
+        drop(w);
+        common.lowered(latest);
+        Armed::Waiting(Registration {
+            shard: shard.clone(),
+            key,
+        })
+    }
+
+    /// `Some(true)` if the timer fired; `Some(false)` if not, and `waker` is the one it will wake;
+    /// `None` if the runtime has shut down (it will never fire).
+    pub(crate) fn poll(&self, waker: &Waker) -> Option<bool> {
+        let mut w = lock(&self.shard.wheel);
+        if self.shard.common.closed.load(Ordering::SeqCst) {
+            return w.is_fired(self.key).then_some(true);
+        }
+        let polled = w.poll(self.key, waker);
+        drop(w);
+        match polled {
+            Polled::Fired => Some(true),
+            Polled::Waiting(old) => {
+                drop(old);
+                Some(false)
+            }
+        }
+    }
+
+    /// Whether the timer fired.
+    pub(crate) fn is_fired(&self) -> bool {
+        lock(&self.shard.wheel).is_fired(self.key)
+    }
+
+    /// Moves the timer to `deadline` with a window of `slack`, fired or not.
+    pub(crate) fn reset(&self, deadline: Instant, slack: Duration) {
+        let common = &self.shard.common;
+        let (at, latest) = ticks(common, deadline, slack);
+        let mut w = lock(&self.shard.wheel);
+        w.reset(self.key, at, latest);
+        self.shard.lower(at, latest);
+        drop(w);
+        common.lowered(latest);
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let waker = lock(&self.shard.wheel).remove(self.key);
+        drop(waker);
+    }
+}

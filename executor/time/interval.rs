@@ -1,0 +1,251 @@
+//! `Interval`: a stream of ticks at a fixed period.
+
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::sleep::{Sleep, sleep_until};
+
+/// Ticks every `period`, the first tick at once; see [`Interval`].
+///
+/// # Panics
+/// If `period` is zero, with a message saying so.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// rondo::block_on(async {
+///     let start = Instant::now();
+///     let mut iv = rondo::time::interval(Duration::from_millis(2));
+///     for _ in 0..3 {
+///         iv.tick().await;
+///     }
+///     // Ticks at 0, 2 and 4 ms.
+///     assert!(start.elapsed() >= Duration::from_millis(4));
+/// });
+/// ```
+#[track_caller]
+pub fn interval(period: Duration) -> Interval {
+    interval_at(Instant::now(), period)
+}
+
+/// Ticks every `period`, the first tick at `start`; see [`Interval`].
+///
+/// # Panics
+/// If `period` is zero, with a message saying so.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// rondo::block_on(async {
+///     let start = Instant::now() + Duration::from_millis(3);
+///     let mut iv = rondo::time::interval_at(start, Duration::from_millis(2));
+///     assert_eq!(iv.tick().await, start);
+///     assert_eq!(iv.tick().await, start + Duration::from_millis(2));
+/// });
+/// ```
+#[track_caller]
+pub fn interval_at(start: Instant, period: Duration) -> Interval {
+    assert!(
+        !period.is_zero(),
+        "rondo::time::interval: the period must be greater than zero"
+    );
+    Interval {
+        next: start,
+        period,
+        behavior: MissedTickBehavior::Burst,
+        sleep: sleep_until(start),
+    }
+}
+
+/// What an [`Interval`] does after ticks were missed (the task was late to call `tick`, or the
+/// runtime was busy): with ticks scheduled every 10 ms from 0 and a tick observed at 35 ms,
+/// - `Burst` (the default) keeps the schedule: ticks for 10, 20 and 30 complete at once, then 40;
+/// - `Delay` restarts the schedule from the late tick: the next is at 45;
+/// - `Skip` drops the missed ticks and keeps the phase: the next is at 40.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissedTickBehavior {
+    /// Catch up with every missed tick, as fast as they are asked for.
+    #[default]
+    Burst,
+    /// Schedule the next tick a full period after the late one.
+    Delay,
+    /// Skip the missed ticks: the next tick is the next one of the original schedule.
+    Skip,
+}
+
+impl MissedTickBehavior {
+    /// The tick after `tick`, observed at `now`.
+    fn next(self, tick: Instant, now: Instant, period: Duration) -> Instant {
+        let on_time = tick + period;
+        if now < on_time {
+            return on_time;
+        }
+        match self {
+            MissedTickBehavior::Burst => on_time,
+            MissedTickBehavior::Delay => now + period,
+            MissedTickBehavior::Skip => {
+                let behind = now.duration_since(tick).as_nanos();
+                let p = period.as_nanos();
+                let periods = behind / p + 1;
+                let skip = Duration::from_nanos(u64::try_from(periods * p).unwrap_or(u64::MAX));
+                tick.checked_add(skip).unwrap_or(now + period)
+            }
+        }
+    }
+}
+
+/// Ticks at a fixed period; made by [`interval`] and [`interval_at`]. Each tick returns the
+/// instant it was scheduled for. Missed ticks follow [`MissedTickBehavior`].
+#[derive(Debug)]
+pub struct Interval {
+    next: Instant,
+    period: Duration,
+    behavior: MissedTickBehavior,
+    sleep: Sleep,
+}
+
+impl Interval {
+    /// Waits for the next tick and returns the instant it was scheduled for.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// rondo::block_on(async {
+    ///     let mut iv = rondo::time::interval(Duration::from_millis(1));
+    ///     let a = iv.tick().await;
+    ///     let b = iv.tick().await;
+    ///     assert_eq!(b - a, Duration::from_millis(1));
+    /// });
+    /// ```
+    pub async fn tick(&mut self) -> Instant {
+        poll_fn(|cx| self.poll_tick(cx)).await
+    }
+
+    /// Polls for the next tick; wakes `cx`'s waker when it is due.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// rondo::block_on(async {
+    ///     let mut iv = rondo::time::interval(Duration::from_millis(1));
+    ///     let first = std::future::poll_fn(|cx| iv.poll_tick(cx)).await;
+    ///     assert!(first <= std::time::Instant::now());
+    /// });
+    /// ```
+    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        let mut now = Instant::now();
+        if now < self.next {
+            if Pin::new(&mut self.sleep).poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            now = Instant::now();
+        }
+        let tick = self.next;
+        self.next = self.behavior.next(tick, now, self.period);
+        Pin::new(&mut self.sleep).reset(self.next);
+        Poll::Ready(tick)
+    }
+
+    /// Restarts the schedule: the next tick is one period from now.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// rondo::block_on(async {
+    ///     let mut iv = rondo::time::interval(Duration::from_millis(2));
+    ///     iv.tick().await;
+    ///     iv.reset();
+    ///     let before = Instant::now();
+    ///     assert!(iv.tick().await >= before);
+    /// });
+    /// ```
+    pub fn reset(&mut self) {
+        self.reset_at(Instant::now() + self.period);
+    }
+
+    /// Restarts the schedule: the next tick is at once.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// rondo::block_on(async {
+    ///     let mut iv = rondo::time::interval(Duration::from_secs(3600));
+    ///     iv.tick().await;
+    ///     iv.reset_immediately();
+    ///     iv.tick().await;
+    /// });
+    /// ```
+    pub fn reset_immediately(&mut self) {
+        self.reset_at(Instant::now());
+    }
+
+    /// Restarts the schedule: the next tick is at `deadline`.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// rondo::block_on(async {
+    ///     let mut iv = rondo::time::interval(Duration::from_secs(3600));
+    ///     iv.tick().await;
+    ///     let at = Instant::now() + Duration::from_millis(1);
+    ///     iv.reset_at(at);
+    ///     assert_eq!(iv.tick().await, at);
+    /// });
+    /// ```
+    pub fn reset_at(&mut self, deadline: Instant) {
+        self.next = deadline;
+        Pin::new(&mut self.sleep).reset(deadline);
+    }
+
+    /// The period.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let iv = rondo::time::interval(Duration::from_millis(5));
+    /// assert_eq!(iv.period(), Duration::from_millis(5));
+    /// ```
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// What happens to missed ticks.
+    ///
+    /// ```
+    /// use rondo::time::MissedTickBehavior;
+    /// let iv = rondo::time::interval(std::time::Duration::from_millis(5));
+    /// assert_eq!(iv.missed_tick_behavior(), MissedTickBehavior::Burst);
+    /// ```
+    pub fn missed_tick_behavior(&self) -> MissedTickBehavior {
+        self.behavior
+    }
+
+    /// Sets what happens to missed ticks.
+    ///
+    /// ```
+    /// use rondo::time::MissedTickBehavior;
+    /// let mut iv = rondo::time::interval(std::time::Duration::from_millis(5));
+    /// iv.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    /// assert_eq!(iv.missed_tick_behavior(), MissedTickBehavior::Skip);
+    /// ```
+    pub fn set_missed_tick_behavior(&mut self, behavior: MissedTickBehavior) {
+        self.behavior = behavior;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MissedTickBehavior::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn missed_tick_rules() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let p = ms(10);
+        // On time: the schedule holds whatever the behavior.
+        for b in [Burst, Delay, Skip] {
+            assert_eq!(b.next(t0, t0 + ms(3), p), t0 + ms(10));
+        }
+        // Observed 35 ms after the tick at 0.
+        assert_eq!(Burst.next(t0, t0 + ms(35), p), t0 + ms(10));
+        assert_eq!(Delay.next(t0, t0 + ms(35), p), t0 + ms(45));
+        assert_eq!(Skip.next(t0, t0 + ms(35), p), t0 + ms(40));
+        // Exactly on a later tick: Skip goes to the one after.
+        assert_eq!(Skip.next(t0, t0 + ms(30), p), t0 + ms(40));
+    }
+}

@@ -1,0 +1,487 @@
+//! A hierarchical timing wheel: one shard's timers, keyed by tick.
+//!
+//! Seven levels of 64 slots. A slot of level `L` spans `64^L` ticks, so level 0 holds the next 64
+//! ticks one per slot and level 6 spans `2^42` ticks (about 18 years at the driver's tick). An
+//! entry sits in the slot of the highest level at which its tick and the wheel's `elapsed` tick
+//! differ; when `elapsed` reaches the start of a slot of level `L > 0`, the slot's entries are
+//! re-placed (cascaded) into lower levels. Each level keeps a bitmap of its occupied slots, so the
+//! next expiration is found with a rotate and a count of trailing zeros per level.
+//!
+//! Every operation is O(1) but `process`, which is O(1) per entry it fires or cascades: arming and
+//! cancelling cost the same with a thousand or a million live timers.
+//!
+//! # Entries and keys
+//! Entries live in a slab and are linked into their slot's list by slab key (a doubly linked
+//! list, so cancelling unlinks in O(1)). A fired entry leaves its slot but keeps its key until its
+//! owner removes it: a key names one timer for the whole life of its owner, never a reused slot.
+//!
+//! # Slack
+//! An entry has an earliest tick `at` (its deadline, never fired before) and a latest tick
+//! `latest` (`at` plus its slack window). The wheel places it by `latest`, so the driver wakes no
+//! sooner than the latest entry allows; entries with a window also sit in `slack`, ordered by
+//! `at`, and every `process` fires those whose `at` has passed. So when the driver wakes for one
+//! timer, every timer whose window contains that moment fires in the same wakeup.
+
+use std::collections::BTreeSet;
+use std::task::Waker;
+
+use slab::Slab;
+
+const LEVELS: usize = 7;
+const SLOT_BITS: u32 = 6;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+/// The ticks one turn of the top level spans.
+const TOP_SPAN: u64 = 1 << (SLOT_BITS * LEVELS as u32);
+const NIL: u32 = u32::MAX;
+
+/// Where an entry is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Place {
+    /// In the list of slot `slot` of level `level`.
+    Slot { level: u8, slot: u8 },
+    /// Fired: in no list, waiting for its owner to remove it.
+    Fired,
+}
+
+struct Entry {
+    at: u64,
+    latest: u64,
+    waker: Option<Waker>,
+    place: Place,
+    prev: u32,
+    next: u32,
+}
+
+/// What [`Wheel::poll`] found.
+#[derive(Debug)]
+pub(crate) enum Polled {
+    /// The entry fired.
+    Fired,
+    /// Still waiting; the waker to drop (outside any lock) if it was replaced.
+    Waiting(Option<Waker>),
+}
+
+/// See the module docs.
+pub(crate) struct Wheel {
+    entries: Slab<Entry>,
+    heads: [[u32; 64]; LEVELS],
+    occupied: [u64; LEVELS],
+    /// Ticks up to and including this one have been processed.
+    elapsed: u64,
+    /// Linked entries with a slack window, by earliest tick.
+    slack: BTreeSet<(u64, u32)>,
+}
+
+impl Default for Wheel {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Wheel {
+    pub(crate) fn new() -> Self {
+        Wheel {
+            entries: Slab::new(),
+            heads: [[NIL; 64]; LEVELS],
+            occupied: [0; LEVELS],
+            elapsed: 0,
+            slack: BTreeSet::new(),
+        }
+    }
+
+    /// The last tick processed.
+    pub(crate) fn elapsed(&self) -> u64 {
+        self.elapsed
+    }
+
+    /// Entries alive (linked or fired and not yet removed).
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Adds a timer that fires at a tick in `at..=latest` (see the module docs) and wakes `waker`.
+    /// Returns its key.
+    pub(crate) fn insert(&mut self, at: u64, latest: u64, waker: Waker) -> usize {
+        let key = self.entries.insert(Entry {
+            at,
+            latest: latest.max(at),
+            waker: Some(waker),
+            place: Place::Fired,
+            prev: NIL,
+            next: NIL,
+        });
+        assert!(
+            key < NIL as usize,
+            "more than 4 billion live timers in one shard"
+        );
+        self.link(key as u32);
+        key
+    }
+
+    /// Moves timer `key` to fire at a tick in `at..=latest`, fired or not. Panics on a key that is
+    /// not alive (the caller owns its key).
+    pub(crate) fn reset(&mut self, key: usize, at: u64, latest: u64) {
+        let k = key as u32;
+        self.unlink(k);
+        let e = &mut self.entries[key];
+        e.at = at;
+        e.latest = latest.max(at);
+        self.link(k);
+    }
+
+    /// Removes timer `key`; returns its waker, for the caller to drop outside any lock.
+    pub(crate) fn remove(&mut self, key: usize) -> Option<Waker> {
+        self.unlink(key as u32);
+        self.entries.remove(key).waker
+    }
+
+    /// Whether timer `key` fired; if not, makes `waker` the one it wakes.
+    pub(crate) fn poll(&mut self, key: usize, waker: &Waker) -> Polled {
+        let e = &mut self.entries[key];
+        if e.place == Place::Fired {
+            return Polled::Fired;
+        }
+        match &e.waker {
+            Some(w) if w.will_wake(waker) => Polled::Waiting(None),
+            _ => Polled::Waiting(e.waker.replace(waker.clone())),
+        }
+    }
+
+    /// Whether timer `key` fired.
+    pub(crate) fn is_fired(&self, key: usize) -> bool {
+        self.entries[key].place == Place::Fired
+    }
+
+    /// Fires every timer whose latest tick is at most `now`, and every timer with a slack window
+    /// whose earliest tick is; pushes their wakers to `out`. Returns how many fired.
+    pub(crate) fn process(&mut self, now: u64, out: &mut Vec<Waker>) -> usize {
+        let mut fired = 0;
+        while let Some(&(at, k)) = self.slack.first() {
+            if at > now {
+                break;
+            }
+            self.unlink(k);
+            self.fire(k, out);
+            fired += 1;
+        }
+        while let Some((level, slot, start)) = self.next_slot() {
+            if start > now {
+                break;
+            }
+            self.elapsed = self.elapsed.max(start);
+            let mut k = std::mem::replace(&mut self.heads[level][slot], NIL);
+            self.occupied[level] &= !(1 << slot);
+            while k != NIL {
+                let e = &mut self.entries[k as usize];
+                let next = e.next;
+                e.prev = NIL;
+                e.next = NIL;
+                e.place = Place::Fired;
+                if e.latest <= now {
+                    if e.latest > e.at {
+                        self.slack.remove(&(e.at, k));
+                    }
+                    self.fire(k, out);
+                    fired += 1;
+                } else {
+                    if e.latest > e.at {
+                        self.slack.remove(&(e.at, k));
+                    }
+                    self.link(k);
+                }
+                k = next;
+            }
+        }
+        self.elapsed = self.elapsed.max(now);
+        fired
+    }
+
+    /// The earliest latest tick of a linked entry, or `None` if nothing is linked: the tick at
+    /// which [`process`](Self::process) must next run. Levels below the earliest occupied slot's
+    /// are empty and every other slot starts after it ends, so the minimum is in that slot: a
+    /// level-0 slot is one tick; a higher one is scanned (that happens once per gap between
+    /// timers, since processing cascades the slot into level 0).
+    pub(crate) fn next_deadline(&self) -> Option<u64> {
+        let (level, slot, start) = self.next_slot()?;
+        if level == 0 {
+            return Some(start);
+        }
+        let mut min = u64::MAX;
+        let mut k = self.heads[level][slot];
+        while k != NIL {
+            let e = &self.entries[k as usize];
+            min = min.min(e.latest);
+            k = e.next;
+        }
+        Some(min.max(start))
+    }
+
+    /// The earliest `at` among linked entries with a slack window.
+    pub(crate) fn first_slack(&self) -> Option<u64> {
+        self.slack.first().map(|&(at, _)| at)
+    }
+
+    /// Takes every waker out (shutdown): the entries stay, so their owners can still remove them.
+    pub(crate) fn take_wakers(&mut self, out: &mut Vec<Waker>) {
+        out.extend(self.entries.iter_mut().filter_map(|(_, e)| e.waker.take()));
+    }
+
+    fn fire(&mut self, k: u32, out: &mut Vec<Waker>) {
+        let e = &mut self.entries[k as usize];
+        e.place = Place::Fired;
+        if let Some(w) = e.waker.take() {
+            out.push(w);
+        }
+    }
+
+    /// The earliest occupied slot: (level, slot, start tick).
+    fn next_slot(&self) -> Option<(usize, usize, u64)> {
+        let mut best: Option<(usize, usize, u64)> = None;
+        for level in 0..LEVELS {
+            let occupied = self.occupied[level];
+            if occupied == 0 {
+                continue;
+            }
+            let shift = SLOT_BITS * level as u32;
+            let now_slot = ((self.elapsed >> shift) & SLOT_MASK) as u32;
+            let slot = (occupied.rotate_right(now_slot).trailing_zeros() + now_slot) % 64;
+            let width = 1u64 << shift;
+            let span = width << SLOT_BITS;
+            let mut start = (self.elapsed & !(span - 1)) + u64::from(slot) * width;
+            if slot < now_slot {
+                // The slot comes round in the level's next turn.
+                start += span;
+            }
+            if best.is_none_or(|(_, _, b)| start < b) {
+                best = Some((level, slot as usize, start));
+            }
+        }
+        best
+    }
+
+    fn link(&mut self, k: u32) {
+        let elapsed = self.elapsed;
+        let e = &mut self.entries[k as usize];
+        if e.latest > e.at {
+            self.slack.insert((e.at, k));
+        }
+        // Due now if its latest tick passed; never past the end of the top level's current turn,
+        // so that no slot index wraps (an entry beyond it is re-placed when that end is reached).
+        let mut when = e.latest.max(elapsed);
+        let turn_end = elapsed | (TOP_SPAN - 1);
+        if when > turn_end {
+            when = if turn_end > elapsed {
+                turn_end
+            } else {
+                elapsed + 1
+            };
+        }
+        let level = level_for(elapsed, when);
+        let slot = ((when >> (SLOT_BITS * level as u32)) & SLOT_MASK) as usize;
+        let head = self.heads[level][slot];
+        e.place = Place::Slot {
+            level: level as u8,
+            slot: slot as u8,
+        };
+        e.prev = NIL;
+        e.next = head;
+        if head != NIL {
+            self.entries[head as usize].prev = k;
+        }
+        self.heads[level][slot] = k;
+        self.occupied[level] |= 1 << slot;
+    }
+
+    fn unlink(&mut self, k: u32) {
+        let e = &mut self.entries[k as usize];
+        let Place::Slot { level, slot } = e.place else {
+            return;
+        };
+        let (prev, next) = (e.prev, e.next);
+        if e.latest > e.at {
+            let at = e.at;
+            self.slack.remove(&(at, k));
+        }
+        let e = &mut self.entries[k as usize];
+        e.place = Place::Fired;
+        e.prev = NIL;
+        e.next = NIL;
+        let (level, slot) = (level as usize, slot as usize);
+        if prev == NIL {
+            self.heads[level][slot] = next;
+            if next == NIL {
+                self.occupied[level] &= !(1 << slot);
+            }
+        } else {
+            self.entries[prev as usize].next = next;
+        }
+        if next != NIL {
+            self.entries[next as usize].prev = prev;
+        }
+    }
+}
+
+/// The level of an entry due at `when` (at least `elapsed`): the highest 6-bit digit in which the
+/// two differ.
+fn level_for(elapsed: u64, when: u64) -> usize {
+    let masked = (elapsed ^ when) | SLOT_MASK;
+    let significant = 63 - masked.leading_zeros();
+    ((significant / SLOT_BITS) as usize).min(LEVELS - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Flag(std::sync::atomic::AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn waker() -> Waker {
+        Waker::from(Arc::new(Flag(Default::default())))
+    }
+
+    /// A small deterministic generator, so failures reproduce.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// Random inserts, resets, removals and advances against a plain map: every entry fires in
+    /// the first `process` whose `now` reaches its latest tick, or a later slack-eligible one, and
+    /// never before its earliest tick.
+    #[test]
+    fn matches_a_reference_model() {
+        for seed in 1..40u64 {
+            let mut rng = Rng(seed * 0x9E37_79B9_7F4A_7C15);
+            let mut wheel = Wheel::new();
+            // key -> (at, latest)
+            let mut live: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
+            let mut now = 0u64;
+            let mut out = Vec::new();
+            for _ in 0..3000 {
+                match rng.next() % 10 {
+                    0..=4 => {
+                        let span =
+                            [70u64, 5_000, 300_000, 20_000_000, 1 << 45][rng.next() as usize % 5];
+                        let at = now + rng.next() % span;
+                        let slack = if rng.next() % 3 == 0 {
+                            rng.next() % 200
+                        } else {
+                            0
+                        };
+                        let key = wheel.insert(at, at + slack, waker());
+                        live.insert(key, (at, at + slack));
+                    }
+                    5 => {
+                        if let Some((&k, _)) =
+                            live.iter().nth(rng.next() as usize % live.len().max(1))
+                        {
+                            let at = now + rng.next() % 10_000;
+                            wheel.reset(k, at, at);
+                            live.insert(k, (at, at));
+                        }
+                    }
+                    6 => {
+                        if let Some((&k, _)) =
+                            live.iter().nth(rng.next() as usize % live.len().max(1))
+                        {
+                            wheel.remove(k);
+                            live.remove(&k);
+                        }
+                    }
+                    _ => {
+                        let step = [1u64, 63, 64, 4096, 300_000, 1 << 30][rng.next() as usize % 6];
+                        now += rng.next() % step;
+                        let before: Vec<usize> = live
+                            .keys()
+                            .copied()
+                            .filter(|&k| !wheel.is_fired(k))
+                            .collect();
+                        wheel.process(now, &mut out);
+                        for k in before {
+                            let (at, latest) = live[&k];
+                            if wheel.is_fired(k) {
+                                assert!(at <= now, "seed {seed}: fired early: at {at} now {now}");
+                                wheel.remove(k);
+                                live.remove(&k);
+                            } else {
+                                assert!(
+                                    latest > now,
+                                    "seed {seed}: missed: latest {latest} now {now}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+            assert_eq!(wheel.len(), live.len());
+        }
+    }
+
+    #[test]
+    fn next_deadline_is_the_earliest_latest_tick() {
+        let mut rng = Rng(77);
+        let mut wheel = Wheel::new();
+        let mut out = Vec::new();
+        let mut now = 0;
+        for _ in 0..2000 {
+            let at = now + rng.next() % 1_000_000;
+            wheel.insert(at, at, waker());
+            now += rng.next() % 5000;
+            wheel.process(now, &mut out);
+            let next = wheel.next_deadline();
+            let min = wheel
+                .entries
+                .iter()
+                .filter(|(_, e)| e.place != Place::Fired)
+                .map(|(_, e)| e.latest)
+                .min();
+            match (next, min) {
+                (Some(n), Some(m)) => assert!(n == m && n > now, "next {n} min {m} now {now}"),
+                (None, None) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn overlapping_windows_fire_together() {
+        let mut wheel = Wheel::new();
+        let mut out = Vec::new();
+        // Windows [100, 180], [150, 250], [170, 400]: they all contain 180.
+        let a = wheel.insert(100, 180, waker());
+        let b = wheel.insert(150, 250, waker());
+        let c = wheel.insert(170, 400, waker());
+        // The driver wakes at the first latest tick, and everything whose window has begun fires.
+        assert_eq!(wheel.next_deadline(), Some(180));
+        assert_eq!(wheel.process(180, &mut out), 3);
+        assert!(wheel.is_fired(a) && wheel.is_fired(b) && wheel.is_fired(c));
+        assert_eq!(wheel.next_deadline(), None);
+    }
+
+    #[test]
+    fn far_future_entries_are_re_placed_not_fired() {
+        let mut wheel = Wheel::new();
+        let mut out = Vec::new();
+        let k = wheel.insert(u64::MAX / 2, u64::MAX / 2, waker());
+        let mut now = 0u64;
+        for _ in 0..8 {
+            now += TOP_SPAN - 1;
+            wheel.process(now, &mut out);
+            assert!(!wheel.is_fired(k));
+        }
+        assert_eq!(wheel.process(u64::MAX / 2, &mut out), 1);
+    }
+}

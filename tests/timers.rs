@@ -1,0 +1,428 @@
+//! Timers: sleep, timeout and interval semantics, cancellation, coalescing, idle parking, timers
+//! under busy workers, and shutdown.
+
+mod common;
+
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use common::{rt, watchdog};
+use rondo::sync::{AsyncOneManyLock, Semaphore};
+use rondo::time::{Elapsed, MissedTickBehavior, interval, sleep, sleep_until, timeout, timeout_at};
+
+const MS: Duration = Duration::from_millis(1);
+
+#[test]
+fn sleeps_never_complete_early() {
+    watchdog(60, || {
+        let rt = rt(2);
+        rt.block_on(async {
+            let hs: Vec<_> = (0..200u64)
+                .map(|i| {
+                    rondo::spawn(async move {
+                        let d = Duration::from_micros(i * 97 % 20_000);
+                        let start = Instant::now();
+                        sleep(d).await;
+                        let took = start.elapsed();
+                        assert!(took >= d, "slept {took:?} of {d:?}");
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+            // On the block_on thread too (a foreign shard).
+            let deadline = Instant::now() + 3 * MS;
+            sleep_until(deadline).await;
+            assert!(Instant::now() >= deadline);
+        });
+    });
+}
+
+#[test]
+fn deadlines_fire_in_order() {
+    watchdog(60, || {
+        // One worker: what fires together is queued and polled in the order it fired.
+        let rt = rt(1);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        rt.block_on(async {
+            let start = Instant::now() + 5 * MS;
+            // Spawned in a scrambled order, deadlines 1 ms apart.
+            let hs: Vec<_> = (0..40u64)
+                .map(|i| (i * 17) % 40)
+                .map(|k| {
+                    let order = order.clone();
+                    rondo::spawn(async move {
+                        sleep_until(start + Duration::from_millis(k)).await;
+                        order.lock().unwrap().push(k);
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+        });
+        let order = order.lock().unwrap();
+        let sorted: Vec<u64> = (0..40).collect();
+        assert_eq!(*order, sorted);
+    });
+}
+
+#[test]
+fn sleep_outside_any_runtime_uses_the_global_runtime() {
+    watchdog(30, || {
+        let start = Instant::now();
+        // A foreign executor, no rondo runtime entered.
+        futures::executor::block_on(sleep(2 * MS));
+        assert!(start.elapsed() >= 2 * MS);
+        rondo::block_on(sleep(2 * MS));
+        assert!(start.elapsed() >= 4 * MS);
+    });
+}
+
+#[test]
+fn reset_moves_the_deadline_both_ways() {
+    watchdog(30, || {
+        let rt = rt(2);
+        rt.block_on(async {
+            let start = Instant::now();
+            let mut s = pin!(sleep(Duration::from_secs(3600)));
+            // Armed far away, then moved close.
+            assert!(futures::poll!(s.as_mut()).is_pending());
+            s.as_mut().reset(Instant::now() + 2 * MS);
+            s.as_mut().await;
+            assert!(start.elapsed() < Duration::from_secs(30));
+            // Completed, then moved later: pending again until the new deadline.
+            let later = Instant::now() + 5 * MS;
+            s.as_mut().reset(later);
+            assert!(!s.is_elapsed());
+            s.as_mut().await;
+            assert!(Instant::now() >= later);
+            assert!(s.is_elapsed());
+        });
+    });
+}
+
+#[test]
+fn timeout_returns_the_output_or_elapsed() {
+    watchdog(30, || {
+        let rt = rt(2);
+        rt.block_on(async {
+            assert_eq!(timeout(Duration::from_secs(5), async { 3 }).await, Ok(3));
+            let start = Instant::now();
+            let r = timeout(3 * MS, sleep(Duration::from_secs(3600))).await;
+            assert_eq!(r, Err(Elapsed));
+            assert!(start.elapsed() >= 3 * MS);
+            let r = timeout_at(Instant::now() + MS, std::future::pending::<()>()).await;
+            assert_eq!(r.unwrap_err().to_string(), "deadline has elapsed");
+            // A future ready at the same poll as the deadline wins.
+            let r = timeout(Duration::ZERO, async { 1 }).await;
+            assert_eq!(r, Ok(1));
+        });
+    });
+}
+
+#[test]
+fn timeout_around_a_semaphore_is_cancel_safe() {
+    watchdog(30, || {
+        let rt = rt(2);
+        rt.block_on(async {
+            let sem = Arc::new(Semaphore::new(1));
+            let held = sem.acquire().await.unwrap();
+            // Every timed-out acquire leaves no waiter and takes no permit.
+            for _ in 0..50 {
+                assert!(timeout(MS / 4, sem.acquire()).await.is_err());
+            }
+            assert_eq!(sem.available_permits(), 0);
+            // A waiter behind the timed-out ones still gets the permit when it is released.
+            let s2 = sem.clone();
+            let waiter = rondo::spawn(async move {
+                let _p = s2.acquire().await.unwrap();
+                7
+            });
+            sleep(2 * MS).await;
+            drop(held);
+            assert_eq!(
+                timeout(Duration::from_secs(10), waiter)
+                    .await
+                    .unwrap()
+                    .unwrap(),
+                7
+            );
+            assert_eq!(sem.available_permits(), 1);
+        });
+    });
+}
+
+#[test]
+fn timeout_around_a_lock_is_cancel_safe() {
+    watchdog(30, || {
+        let rt = rt(2);
+        rt.block_on(async {
+            let lock = Arc::new(AsyncOneManyLock::new(0u32));
+            let guard = lock.shared().await;
+            for _ in 0..50 {
+                assert!(timeout(MS / 4, lock.exclusive()).await.is_err());
+            }
+            // Readers are not held back by the abandoned writers.
+            assert!(lock.try_shared().is_some());
+            let l2 = lock.clone();
+            let writer = rondo::spawn(async move {
+                *l2.exclusive().await += 1;
+            });
+            sleep(2 * MS).await;
+            drop(guard);
+            timeout(Duration::from_secs(10), writer)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(*lock.shared().await, 1);
+        });
+    });
+}
+
+#[test]
+fn interval_ticks_on_schedule() {
+    watchdog(30, || {
+        let rt = rt(2);
+        rt.block_on(async {
+            let start = Instant::now();
+            let mut iv = interval(2 * MS);
+            let first = iv.tick().await;
+            // The first tick is at once.
+            assert!(first <= Instant::now() && first >= start);
+            let mut prev = first;
+            for _ in 0..5 {
+                let t = iv.tick().await;
+                assert_eq!(t - prev, 2 * MS);
+                assert!(Instant::now() >= t);
+                prev = t;
+            }
+        });
+    });
+}
+
+/// Ticks every 10 ms; the task is late by 35 ms after the first tick; returns the next three
+/// scheduled instants, relative to the first tick, in ms.
+fn ticks_after_a_stall(behavior: MissedTickBehavior) -> Vec<u128> {
+    let rt = rt(1);
+    rt.block_on(rondo::spawn(async move {
+        let mut iv = interval(10 * MS);
+        iv.set_missed_tick_behavior(behavior);
+        let t0 = iv.tick().await;
+        std::thread::sleep(35 * MS);
+        let mut out = Vec::new();
+        for _ in 0..3 {
+            out.push((iv.tick().await - t0).as_millis());
+        }
+        out
+    }))
+    .unwrap()
+}
+
+#[test]
+fn missed_ticks_burst_delay_or_skip() {
+    watchdog(30, || {
+        // Burst: the missed ticks at 10, 20 and 30 complete at once.
+        assert_eq!(ticks_after_a_stall(MissedTickBehavior::Burst), [10, 20, 30]);
+        // Skip: the next is at 40, on the original phase.
+        assert_eq!(ticks_after_a_stall(MissedTickBehavior::Skip)[..2], [10, 40]);
+        // Delay: after the late tick (observed at 35 ms or later), a full period.
+        let d = ticks_after_a_stall(MissedTickBehavior::Delay);
+        assert_eq!(d[0], 10);
+        assert!(d[1] >= 45 && d[2] - d[1] == 10, "{d:?}");
+    });
+}
+
+#[test]
+#[should_panic(expected = "the period must be greater than zero")]
+fn zero_interval_panics_clearly() {
+    let _ = interval(Duration::ZERO);
+}
+
+/// Polls `f` once with a waker that does nothing.
+fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
+    let waker = futures::task::noop_waker();
+    Pin::new(f).poll(&mut Context::from_waker(&waker))
+}
+
+#[test]
+fn a_million_cancelled_timers_leave_nothing_behind() {
+    watchdog(120, || {
+        let rt = rt(2);
+        rt.block_on(rondo::spawn(async {
+            let far = Instant::now() + Duration::from_secs(3600);
+            // Some live timers at the same time, so cancellation works inside a busy wheel.
+            let mut live: Vec<_> = (0..1000u64)
+                .map(|i| sleep_until(far + Duration::from_micros(i * 1000)))
+                .collect();
+            for s in &mut live {
+                assert!(poll_once(s).is_pending());
+            }
+            for i in 0..1_000_000u64 {
+                let mut s = sleep_until(far + Duration::from_micros(i % 5_000_000));
+                assert!(poll_once(&mut s).is_pending());
+                drop(s);
+            }
+            assert_eq!(rondo::Handle::current().metrics().timers, 1000);
+            drop(live);
+        }))
+        .unwrap();
+        assert_eq!(rt.metrics().timers, 0);
+    });
+}
+
+#[test]
+fn overlapping_slack_windows_fire_in_one_wakeup() {
+    watchdog(60, || {
+        let rt = rt(2);
+        let wakeups = |rt: &rondo::Runtime| rt.metrics().timer_wakeups;
+        // 100 timers with deadlines spread over 20..30 ms: windows of 50 ms all overlap.
+        let run = |slack: Duration| {
+            let before = wakeups(&rt);
+            rt.block_on(async {
+                let base = Instant::now() + 20 * MS;
+                let hs: Vec<_> = (0..100u64)
+                    .map(|i| {
+                        rondo::spawn(async move {
+                            let deadline = base + Duration::from_micros(i * 100);
+                            sleep_until(deadline).with_slack(slack).await;
+                            assert!(Instant::now() >= deadline);
+                        })
+                    })
+                    .collect();
+                for h in hs {
+                    h.await.unwrap();
+                }
+            });
+            wakeups(&rt) - before
+        };
+        let exact = run(Duration::ZERO);
+        let coalesced = run(50 * MS);
+        assert_eq!(coalesced, 1, "slack windows overlap: one wakeup expected");
+        assert!(
+            exact >= 5,
+            "timers 100 µs apart without slack fired in {exact} wakeups"
+        );
+    });
+}
+
+#[test]
+fn timers_fire_while_every_worker_is_busy() {
+    watchdog(60, || {
+        let rt = rt(2);
+        let workers = rt.handle().worker_count();
+        rt.block_on(async move {
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            // Every worker runs a task that yields in a loop: nobody parks.
+            let busy: Vec<_> = (0..workers)
+                .map(|_| {
+                    let stop = stop.clone();
+                    rondo::spawn(async move {
+                        while !stop.load(Ordering::Relaxed) {
+                            common::spin(Duration::from_micros(50));
+                            rondo::yield_now().await;
+                        }
+                    })
+                })
+                .collect();
+            let start = Instant::now();
+            rondo::spawn(sleep(5 * MS)).await.unwrap();
+            let took = start.elapsed();
+            stop.store(true, Ordering::Relaxed);
+            for b in busy {
+                b.await.unwrap();
+            }
+            // Busy workers fire timers at quantum ends: generous bound.
+            assert!(took < Duration::from_secs(2), "a 5 ms sleep took {took:?}");
+        });
+    });
+}
+
+#[test]
+fn shutdown_with_sleeping_tasks_frees_them() {
+    watchdog(30, || {
+        let rt = rt(2);
+        let token = Arc::new(());
+        let started = Arc::new(AtomicUsize::new(0));
+        for _ in 0..100 {
+            let t = token.clone();
+            let s = started.clone();
+            rt.spawn(async move {
+                s.fetch_add(1, Ordering::SeqCst);
+                sleep(Duration::from_secs(3600)).await;
+                drop(t);
+            });
+        }
+        while started.load(Ordering::SeqCst) < 100 {
+            std::thread::sleep(MS);
+        }
+        drop(rt);
+        assert_eq!(Arc::strong_count(&token), 1);
+    });
+}
+
+fn panic_message(r: std::thread::Result<()>) -> String {
+    let p = r.unwrap_err();
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap()
+}
+
+#[test]
+fn a_sleep_polled_after_its_runtime_shut_down_panics_clearly() {
+    // Armed while the runtime ran, polled after it was dropped.
+    let rt = rt(1);
+    let mut s = Box::pin(sleep(Duration::from_secs(3600)));
+    rt.block_on(async {
+        assert!(futures::poll!(s.as_mut()).is_pending());
+    });
+    drop(rt);
+    let msg = panic_message(std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+        || {
+            let _ = poll_once(&mut s);
+        },
+    )));
+    assert!(msg.contains("after its runtime shut down"), "{msg}");
+    // First polled in the context of a runtime that was dropped.
+    let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+    let h = rt.handle().clone();
+    drop(rt);
+    let msg = panic_message(std::panic::catch_unwind(|| {
+        let _g = h.enter();
+        let _ = poll_once(&mut sleep(MS));
+    }));
+    assert!(msg.contains("after its runtime shut down"), "{msg}");
+}
+
+#[test]
+fn idle_runtime_with_many_long_timers_parks() {
+    watchdog(30, || {
+        let rt = rt(2);
+        rt.block_on(async {
+            for i in 0..10_000u64 {
+                rondo::spawn(sleep(Duration::from_secs(600 + i)));
+            }
+            sleep(5 * MS).await;
+        });
+        let parks =
+            |rt: &rondo::Runtime| -> u64 { rt.metrics().workers.iter().map(|w| w.parks).sum() };
+        std::thread::sleep(20 * MS);
+        let before = parks(&rt);
+        let wakeups = rt.metrics().timer_wakeups;
+        std::thread::sleep(300 * MS);
+        // Nothing is due for ten minutes: no worker wakes (a few spurious wakes allowed).
+        assert!(
+            parks(&rt) - before <= 4,
+            "workers woke {} times",
+            parks(&rt) - before
+        );
+        assert_eq!(rt.metrics().timer_wakeups, wakeups);
+        assert_eq!(rt.metrics().timers, 10_000);
+    });
+}
