@@ -178,6 +178,12 @@ impl Future for Sleep {
             return Poll::Ready(());
         }
         match &this.entry {
+            // Woken (by the timer, most likely) with the deadline passed: complete without taking
+            // the shard's lock, which the firing worker may hold; the drop removes the entry.
+            Some(_) if Instant::now() >= this.deadline => {
+                this.done = true;
+                Poll::Ready(())
+            }
             Some(e) => match e.poll(cx.waker()) {
                 Some(true) => Poll::Ready(()),
                 Some(false) => Poll::Pending,
