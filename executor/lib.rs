@@ -152,6 +152,8 @@ struct ReadmeDoctests;
 pub mod loom_support {
     pub use crate::group::listed::ListFlag;
     pub use crate::group::queue::GroupQueue;
+    pub use crate::time::driver::{Armed, NEVER, Registration, TimerHost, Timers};
+    pub use crate::time::keeper::{Keeper, Lowered};
     pub use crate::worker::idle::Idle;
     pub use crate::worker::local::{LOCAL_CAPACITY, LocalQueue};
     pub use crate::worker::parker::Parker;

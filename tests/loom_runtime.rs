@@ -303,3 +303,122 @@ fn local_queue_steal_races_the_owner() {
         assert_eq!(got, vec![1, 2, 3], "lost or duplicated");
     });
 }
+
+/// The runtime's timer host, reduced to what the keeper protocol needs: the real `Keeper`, and a
+/// core's real `Parker` (`Unpark`), or a flag for "wake a sleeping core" (`Notify`).
+struct TimerHostModel {
+    keeper: rondo::loom_support::Keeper,
+    parker: Parker,
+    notified: AtomicBool,
+}
+
+impl rondo::loom_support::TimerHost for TimerHostModel {
+    fn timer_lowered(&self, tick: u64) {
+        use rondo::loom_support::Lowered;
+        match self.keeper.lowered(tick) {
+            Lowered::InTime => {}
+            Lowered::Unpark(_) => self.parker.unpark(),
+            Lowered::Notify => self.notified.store(true, Ordering::SeqCst),
+        }
+    }
+}
+
+fn timers_with_host() -> (
+    std::sync::Arc<TimerHostModel>,
+    std::sync::Arc<rondo::loom_support::Timers>,
+) {
+    let host = std::sync::Arc::new(TimerHostModel {
+        keeper: rondo::loom_support::Keeper::new(),
+        parker: Parker::new(),
+        notified: AtomicBool::new(false),
+    });
+    let weak: std::sync::Weak<dyn rondo::loom_support::TimerHost> =
+        std::sync::Arc::downgrade(&host) as _;
+    (
+        host,
+        std::sync::Arc::new(rondo::loom_support::Timers::new(1, weak)),
+    )
+}
+
+/// Arms a timer `after` from now in worker 0's shard (the real arm path).
+fn arm(
+    timers: &rondo::loom_support::Timers,
+    after: std::time::Duration,
+) -> rondo::loom_support::Registration {
+    let waker = futures::task::noop_waker();
+    let deadline = std::time::Instant::now() + after;
+    match rondo::loom_support::Registration::arm(
+        timers.shard(Some(0), 0),
+        deadline,
+        std::time::Duration::ZERO,
+        &waker,
+    ) {
+        rondo::loom_support::Armed::Waiting(r) => r,
+        _ => panic!("the timer should wait"),
+    }
+}
+
+/// A core parks as the keeper (the loop of `Core::park`: become keeper, read the bound, publish
+/// the wake-up tick, re-read) while another thread arms an earlier timer: either the keeper's
+/// tick is no later than the new timer's, or the armer has unparked it (its park returns).
+#[test]
+fn an_earlier_timer_always_reaches_the_keeper() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| {
+        let (host, timers) = timers_with_host();
+        let far = arm(&timers, std::time::Duration::from_secs(3600));
+        // Arming it with no keeper asked for a sleeping core; that core is the keeper below.
+        assert!(host.notified.swap(false, Ordering::SeqCst));
+        let (h2, t2) = (host.clone(), timers.clone());
+        let keeper = thread::spawn(move || {
+            assert!(h2.keeper.try_keep(0));
+            let mut due = t2.earliest();
+            loop {
+                h2.keeper.publish(due);
+                let again = t2.earliest();
+                if again >= due {
+                    return due;
+                }
+                due = again;
+            }
+        });
+        let near = arm(&timers, std::time::Duration::from_millis(1));
+        let planned = keeper.join().unwrap();
+        if planned > timers.earliest() {
+            // It would wake too late: the armer must have set its parker's token (a park that
+            // does not return is a loom deadlock, and fails the model).
+            host.parker.park();
+        }
+        // Asking for a sleeping core is right only if the keeper had not yet claimed its role;
+        // then it read the new bound after claiming it.
+        assert!(!host.notified.load(Ordering::SeqCst) || planned <= timers.earliest());
+        drop((near, far));
+    });
+}
+
+/// A processing pass recomputes the bound while another thread arms a timer: the bound never
+/// ends above the new timer.
+#[test]
+fn processing_never_loses_a_concurrent_arm() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| {
+        let (_host, timers) = timers_with_host();
+        let t2 = timers.clone();
+        let processor = thread::spawn(move || {
+            let mut wakers = Vec::new();
+            t2.process(std::time::Instant::now(), &mut wakers);
+            assert!(wakers.is_empty());
+        });
+        let near = arm(&timers, std::time::Duration::from_millis(50));
+        processor.join().unwrap();
+        let bound = timers.earliest();
+        assert_ne!(
+            bound,
+            rondo::loom_support::NEVER,
+            "the armed timer was lost from the bound"
+        );
+        drop(near);
+    });
+}

@@ -27,7 +27,7 @@ use std::sync::{Arc, Weak};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use crate::shim::{AtomicBool, AtomicU64, Mutex, Ordering, lock};
+use crate::shim::{AtomicBool, AtomicU64, Mutex, Ordering, fence, lock};
 
 use super::wheel::{Polled, Wheel};
 
@@ -38,10 +38,10 @@ const TICK_SHIFT: u32 = 17;
 /// thread).
 const FOREIGN_SHARDS: usize = 4;
 /// No timer.
-pub(crate) const NEVER: u64 = u64::MAX;
+pub const NEVER: u64 = u64::MAX;
 
 /// What the driver needs from the runtime that owns it.
-pub(crate) trait TimerHost: Send + Sync {
+pub trait TimerHost: Send + Sync {
     /// A timer due at `tick` may be earlier than any worker planned to wake for: make sure one
     /// will process timers at `tick`.
     fn timer_lowered(&self, tick: u64);
@@ -62,9 +62,14 @@ impl Common {
         ns.div_ceil(1 << TICK_SHIFT).min(u128::from(NEVER - 1)) as u64
     }
 
+    /// After a shard's bound was lowered to `tick` (the caller fenced after that store): lowers
+    /// `earliest` if it is later, and tells the host. Both sides of each Dekker pair (with a
+    /// processing pass's reset of `earliest`, with the keeper's published tick) fence between
+    /// their write and their read.
     fn lowered(&self, tick: u64) {
         if tick < self.earliest.load(Ordering::SeqCst) {
             self.earliest.fetch_min(tick, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
             if let Some(host) = self.host.upgrade() {
                 host.timer_lowered(tick);
             }
@@ -73,7 +78,7 @@ impl Common {
 }
 
 /// One shard: a wheel and what others may read of it without its lock.
-pub(crate) struct Shard {
+pub struct Shard {
     wheel: Mutex<Wheel>,
     /// A lower bound of the earliest latest tick in the wheel (`NEVER`: nothing linked). Written
     /// under the lock, read without it.
@@ -84,7 +89,7 @@ pub(crate) struct Shard {
 }
 
 /// A runtime's timers; see the module docs.
-pub(crate) struct Timers {
+pub struct Timers {
     common: Arc<Common>,
     shards: Box<[Arc<Shard>]>,
     workers: usize,
@@ -96,7 +101,7 @@ pub(crate) struct Timers {
 impl Timers {
     /// Timers for a runtime of `workers` workers, which calls `host` when a timer is armed earlier
     /// than planned.
-    pub(crate) fn new(workers: usize, host: Weak<dyn TimerHost>) -> Self {
+    pub fn new(workers: usize, host: Weak<dyn TimerHost>) -> Self {
         let common = Arc::new(Common {
             start: Instant::now(),
             earliest: AtomicU64::new(NEVER),
@@ -125,7 +130,7 @@ impl Timers {
 
     /// The shard of worker `idx`, or, for `None` (a thread that is not a worker), one of the
     /// foreign shards chosen by `hint`.
-    pub(crate) fn shard(&self, worker: Option<usize>, hint: usize) -> &Arc<Shard> {
+    pub fn shard(&self, worker: Option<usize>, hint: usize) -> &Arc<Shard> {
         match worker {
             Some(i) if i < self.workers => &self.shards[i],
             _ => &self.shards[self.workers + hint % FOREIGN_SHARDS],
@@ -133,7 +138,7 @@ impl Timers {
     }
 
     /// The current tick (rounded down: this tick has begun).
-    pub(crate) fn now_tick(&self, now: Instant) -> u64 {
+    pub fn now_tick(&self, now: Instant) -> u64 {
         (now.saturating_duration_since(self.common.start).as_nanos() >> TICK_SHIFT) as u64
     }
 
@@ -143,14 +148,14 @@ impl Timers {
     }
 
     /// A lower bound of the next tick at which a timer is due (`NEVER`: none).
-    pub(crate) fn earliest(&self) -> u64 {
+    pub fn earliest(&self) -> u64 {
         self.common.earliest.load(Ordering::SeqCst)
     }
 
     /// Fires the timers due at `now` and pushes their wakers to `out`, for the caller to wake
     /// outside every lock. Returns how many fired. If another thread is processing, returns 0 at
     /// once: that thread fires what is due.
-    pub(crate) fn process(&self, now: Instant, out: &mut Vec<Waker>) -> usize {
+    pub fn process(&self, now: Instant, out: &mut Vec<Waker>) -> usize {
         if self.processing.swap(true, Ordering::Acquire) {
             return 0;
         }
@@ -169,6 +174,7 @@ impl Timers {
         // Recompute the bound. An armer that lowered it meanwhile wrote its shard's `next_at`
         // first (SeqCst), so either its `fetch_min` lands after the reset, or the scan sees it.
         self.common.earliest.store(NEVER, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         for shard in self.shards.iter() {
             let next = shard.next_at.load(Ordering::SeqCst);
             if next != NEVER {
@@ -227,19 +233,29 @@ impl Shard {
             .store(w.first_slack().unwrap_or(NEVER), Ordering::SeqCst);
     }
 
-    /// Lowers the published bounds for a timer in `at..=latest`, under the wheel's lock.
-    fn lower(&self, at: u64, latest: u64) {
-        if latest < self.next_at.load(Ordering::Relaxed) {
-            self.next_at.store(latest, Ordering::SeqCst);
-        }
+    /// Lowers the published bounds for a timer in `at..=latest`, under the wheel's lock. Returns
+    /// true if `next_at` was lowered: then the caller must fence and call `Common::lowered` (if
+    /// not, an earlier timer of this shard holds `earliest` at or below `latest` already).
+    fn lower(&self, at: u64, latest: u64) -> bool {
         if latest > at && at < self.slack_at.load(Ordering::Relaxed) {
             self.slack_at.store(at, Ordering::SeqCst);
         }
+        if latest < self.next_at.load(Ordering::Relaxed) {
+            self.next_at.store(latest, Ordering::SeqCst);
+            return true;
+        }
+        false
+    }
+
+    /// After `lower` returned true and the wheel's lock was released.
+    fn announce(&self, latest: u64) {
+        fence(Ordering::SeqCst);
+        self.common.lowered(latest);
     }
 }
 
 /// What [`Registration::arm`] did.
-pub(crate) enum Armed {
+pub enum Armed {
     /// The timer waits in a shard.
     Waiting(Registration),
     /// Its deadline has already been processed: it is due.
@@ -249,7 +265,7 @@ pub(crate) enum Armed {
 }
 
 /// A timer armed in a shard; removed from it on drop.
-pub(crate) struct Registration {
+pub struct Registration {
     shard: Arc<Shard>,
     key: usize,
 }
@@ -263,12 +279,7 @@ fn ticks(common: &Common, deadline: Instant, slack: Duration) -> (u64, u64) {
 
 impl Registration {
     /// Arms a timer in `shard` that wakes `waker` between `deadline` and `deadline + slack`.
-    pub(crate) fn arm(
-        shard: &Arc<Shard>,
-        deadline: Instant,
-        slack: Duration,
-        waker: &Waker,
-    ) -> Armed {
+    pub fn arm(shard: &Arc<Shard>, deadline: Instant, slack: Duration, waker: &Waker) -> Armed {
         let common = &shard.common;
         let (at, latest) = ticks(common, deadline, slack);
         let mut w = lock(&shard.wheel);
@@ -279,9 +290,11 @@ impl Registration {
             return Armed::Due;
         }
         let key = w.insert(at, latest, waker.clone());
-        shard.lower(at, latest);
+        let lowered = shard.lower(at, latest);
         drop(w);
-        common.lowered(latest);
+        if lowered {
+            shard.announce(latest);
+        }
         Armed::Waiting(Registration {
             shard: shard.clone(),
             key,
@@ -317,9 +330,11 @@ impl Registration {
         let (at, latest) = ticks(common, deadline, slack);
         let mut w = lock(&self.shard.wheel);
         w.reset(self.key, at, latest);
-        self.shard.lower(at, latest);
+        let lowered = self.shard.lower(at, latest);
         drop(w);
-        common.lowered(latest);
+        if lowered {
+            self.shard.announce(latest);
+        }
     }
 }
 

@@ -29,8 +29,9 @@
 //! });
 //! ```
 
-mod driver;
+pub(crate) mod driver;
 mod interval;
+pub(crate) mod keeper;
 mod sleep;
 mod timeout;
 mod wheel;
@@ -42,6 +43,7 @@ pub use sleep::{Sleep, sleep, sleep_until};
 pub use timeout::{Elapsed, Timeout, timeout, timeout_at};
 
 pub(crate) use driver::{NEVER, Shard, TimerHost, Timers};
+pub(crate) use keeper::{Keeper, Lowered};
 
 /// How a timer finds the shard to arm in: the runtime layer implements it for [`Current`] (it
 /// knows which runtime and worker are current), so this layer needs nothing above it.

@@ -469,23 +469,22 @@ impl Core {
                 break;
             }
             let due = shared.timers.earliest();
-            if due == NEVER || !(keeping || shared.try_keep_time(self.idx)) {
+            if due == NEVER || !(keeping || shared.keeper.try_keep(self.idx)) {
                 if std::mem::take(&mut keeping) {
-                    shared.stop_keeping_time();
+                    shared.keeper.stop();
                 }
                 remote.parker.park();
                 continue;
             }
             keeping = true;
-            // Publish the wake-up tick, then re-read the bound: an armer lowers the bound, then
-            // reads this tick (see `TimerHost::timer_lowered`).
-            shared.keep_time_until(due);
+            // Publish the wake-up tick, then re-read the bound (see `time::keeper`).
+            shared.keeper.publish(due);
             if shared.timers.earliest() < due {
                 continue;
             }
             let now = Instant::now();
             if shared.timers.now_tick(now) >= due {
-                shared.stop_keeping_time();
+                shared.keeper.stop();
                 keeping = false;
                 self.wake_self();
                 self.fire_timers(now);
@@ -496,7 +495,7 @@ impl Core {
                 .park_timeout(shared.timers.instant_of(due).saturating_duration_since(now));
         }
         if keeping {
-            shared.stop_keeping_time();
+            shared.keeper.stop();
         }
         self.service.restart_quantum(Instant::now());
     }

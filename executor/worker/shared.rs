@@ -10,9 +10,9 @@ use async_task::ScheduleInfo;
 use crate::fair::Scheduler;
 use crate::group::list::GroupList;
 use crate::group::{GroupInner, Host, HostBinding, Hosts, PanicHook};
-use crate::shim::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use crate::shim::{AtomicBool, AtomicPtr, Ordering};
 use crate::task::Runnable;
-use crate::time::{NEVER, TimerHost, Timers};
+use crate::time::{Keeper, Lowered, TimerHost, Timers};
 
 use super::idle::Idle;
 use super::local::LocalQueue;
@@ -102,29 +102,18 @@ pub(crate) struct Shared {
     /// The runtime's blocking pool (see [`BlockingBinding`]).
     pub(crate) blocking: Arc<PoolOf>,
     pub(crate) timers: Timers,
-    /// The parked core that keeps time (`NO_KEEPER`: none): it parks with a timeout at the
-    /// earliest timer, and arming an earlier timer wakes it (see `time::driver`).
-    keeper: AtomicUsize,
-    /// The tick the keeper will wake at (`NEVER`: no keeper, or it has not chosen yet).
-    keeper_until: AtomicU64,
+    /// The parked core that sleeps until the earliest timer (see `time::keeper`).
+    pub(crate) keeper: Keeper,
 }
 
-/// No core keeps time.
-const NO_KEEPER: usize = usize::MAX;
-
 impl TimerHost for Shared {
-    /// The armer has lowered the timers' bound (SeqCst); this reads the keeper's wake-up tick
-    /// (SeqCst) after it, so either it sees a keeper that wakes too late and wakes it, or that
-    /// keeper, which publishes its tick before re-reading the bound, sees the new timer.
     fn timer_lowered(&self, tick: u64) {
-        if self.keeper_until.load(Ordering::SeqCst) <= tick {
-            return;
-        }
-        match self.keeper.load(Ordering::SeqCst) {
-            // With no keeper, a sleeping core is woken (if no core is searching or awake to see
-            // the timer before it parks); it becomes the keeper when it parks again.
-            NO_KEEPER => self.notify_work(),
-            k => self.cores[k].parker.unpark(),
+        match self.keeper.lowered(tick) {
+            Lowered::InTime => {}
+            Lowered::Unpark(k) => self.cores[k].parker.unpark(),
+            // A woken core becomes the keeper when it parks again; if a core is searching or
+            // awake, it sees the timer before it parks.
+            Lowered::Notify => self.notify_work(),
         }
     }
 }
@@ -163,8 +152,7 @@ impl Shared {
         let n = config.workers;
         Arc::new_cyclic(|me: &Weak<Shared>| Shared {
             timers: Timers::new(n, me.clone()),
-            keeper: AtomicUsize::new(NO_KEEPER),
-            keeper_until: AtomicU64::new(NEVER),
+            keeper: Keeper::new(),
             cores: (0..n).map(|_| Remote::new()).collect(),
             scheduler: Scheduler::new(n, config.quantum),
             idle: Idle::new(n),
@@ -185,24 +173,6 @@ impl Shared {
             c.parker.unpark();
         }
         self.threads.wake_spares();
-    }
-
-    /// Core `idx`, about to park, becomes the keeper unless another core is.
-    pub(crate) fn try_keep_time(&self, idx: usize) -> bool {
-        self.keeper
-            .compare_exchange(NO_KEEPER, idx, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-    }
-
-    /// The keeper publishes the tick it will wake at, before it re-reads the timers' bound.
-    pub(crate) fn keep_time_until(&self, tick: u64) {
-        self.keeper_until.store(tick, Ordering::SeqCst);
-    }
-
-    /// The keeper stops keeping time (it woke up).
-    pub(crate) fn stop_keeping_time(&self) {
-        self.keeper_until.store(NEVER, Ordering::SeqCst);
-        self.keeper.store(NO_KEEPER, Ordering::SeqCst);
     }
 
     /// Wakes one sleeping core if nobody is searching (see `idle`). The caller has fenced after
