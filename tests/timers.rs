@@ -50,15 +50,19 @@ fn deadlines_fire_in_order() {
         let rt = rt(1);
         let order = Arc::new(Mutex::new(Vec::new()));
         rt.block_on(async {
-            let start = Instant::now() + 5 * MS;
+            let start = Instant::now() + 20 * MS;
             // Spawned in a scrambled order, deadlines 1 ms apart.
             let hs: Vec<_> = (0..40u64)
                 .map(|i| (i * 17) % 40)
                 .map(|k| {
                     let order = order.clone();
                     rondo::spawn(async move {
-                        sleep_until(start + Duration::from_millis(k)).await;
-                        order.lock().unwrap().push(k);
+                        let deadline = start + Duration::from_millis(k);
+                        // A task first polled after its deadline (a very slow machine) completes
+                        // at once, out of order: only the others are compared.
+                        let armed_in_time = Instant::now() < deadline;
+                        sleep_until(deadline).await;
+                        order.lock().unwrap().push((k, armed_in_time));
                     })
                 })
                 .collect();
@@ -66,9 +70,15 @@ fn deadlines_fire_in_order() {
                 h.await.unwrap();
             }
         });
-        let order = order.lock().unwrap();
-        let sorted: Vec<u64> = (0..40).collect();
-        assert_eq!(*order, sorted);
+        let order: Vec<u64> = order
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, in_time)| *in_time)
+            .map(|(k, _)| *k)
+            .collect();
+        assert!(order.len() >= 20, "most tasks should arm in time: {}", order.len());
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
     });
 }
 
