@@ -6,7 +6,13 @@
 //! the best of `ROUNDS` rounds, after one unmeasured warm-up round.
 //!
 //! - `spawn_blocking round trip`: one task awaits `spawn_blocking(|| ())` `ROUND_TRIPS` times.
-//! - `block_in_place`: one task calls `block_in_place(|| ())` `IN_PLACE_CALLS` times.
+//! - `block_in_place, one call per poll`: one task calls `block_in_place(|| ())` and yields,
+//!   `IN_PLACE_CALLS` times; the figure is wall time per call (the yield included). Each call finds
+//!   the task's worker holding its core, so each one hands the core over and takes it back (or
+//!   loses it to the thread that took it): the cost of `block_in_place` as a task sees it.
+//! - `block_in_place, second call in the same poll`: the same loop with a second call right after
+//!   the first; only the second call is timed (two clock reads included). The first call has handed
+//!   the core over, so the second has nothing to hand over.
 //! - `spawn_blocking from N threads`: N plain threads each call `spawn_blocking(|| ())`
 //!   `SPAWNS_PER_THREAD` times at once (the handles are awaited after the clock stops); the figure
 //!   is wall time divided by all spawns. With one thread it is the uncontended cost, and the ratio
@@ -17,6 +23,7 @@
 
 mod common;
 
+use std::future::Future;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -31,6 +38,7 @@ const SPAWNS_PER_THREAD: usize = 2_000;
 enum Workload {
     RoundTrip,
     InPlace,
+    InPlaceSecond,
     Spawners(usize),
 }
 
@@ -38,7 +46,8 @@ impl Workload {
     fn name(self) -> String {
         match self {
             Workload::RoundTrip => "spawn_blocking(|| ()).await round trip".to_string(),
-            Workload::InPlace => "block_in_place(|| ()) per call".to_string(),
+            Workload::InPlace => "block_in_place(|| ()), one call per poll".to_string(),
+            Workload::InPlaceSecond => "block_in_place(|| ()), second call in a poll".to_string(),
             Workload::Spawners(n) => format!("spawn_blocking from {n} threads, per spawn"),
         }
     }
@@ -46,87 +55,116 @@ impl Workload {
     fn ops(self) -> usize {
         match self {
             Workload::RoundTrip => ROUND_TRIPS,
-            Workload::InPlace => IN_PLACE_CALLS,
+            Workload::InPlace | Workload::InPlaceSecond => IN_PLACE_CALLS,
             Workload::Spawners(n) => n * SPAWNS_PER_THREAD,
         }
     }
 }
 
-fn rondo_run(rt: &rondo::Runtime, w: Workload) -> Duration {
-    match w {
-        Workload::RoundTrip => rt.block_on(async {
-            rondo::spawn(async {
-                let t = Instant::now();
-                for _ in 0..ROUND_TRIPS {
-                    rondo::spawn_blocking(|| ()).await.unwrap();
-                }
-                t.elapsed()
-            })
-            .await
-            .unwrap()
-        }),
-        Workload::InPlace => rt.block_on(async {
-            rondo::spawn(async {
-                let t = Instant::now();
-                for _ in 0..IN_PLACE_CALLS {
-                    rondo::block_in_place(|| std::hint::black_box(()));
-                }
-                t.elapsed()
-            })
-            .await
-            .unwrap()
-        }),
-        Workload::Spawners(n) => {
-            let h = rt.handle().clone();
-            spawners(n, move || {
-                let h = h.clone();
-                let handles: Vec<_> = (0..SPAWNS_PER_THREAD)
-                    .map(|_| h.spawn_blocking(|| ()))
-                    .collect();
-                move || {
-                    for j in handles {
-                        h.block_on(j).unwrap();
-                    }
-                }
-            })
-        }
+/// What the workloads need from a runtime, through its handle.
+trait Blocking: Clone + Send + Sync + 'static {
+    /// Runs `f` as a task of the runtime and waits for its output on this thread.
+    fn in_task<F>(&self, f: F) -> F::Output
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static;
+    /// Waits for `f` on this thread.
+    fn wait<F: Future>(&self, f: F) -> F::Output;
+    type Join: Future<Output = Result<(), Self::Error>> + Send + 'static;
+    type Error: std::fmt::Debug;
+    /// Spawns `|| ()` on the blocking pool.
+    fn spawn_unit(&self) -> Self::Join;
+    fn block_in_place<R>(f: impl FnOnce() -> R) -> R;
+    fn yield_now() -> impl Future<Output = ()> + Send;
+}
+
+impl Blocking for rondo::Handle {
+    type Join = rondo::JoinHandle<()>;
+    type Error = rondo::JoinError;
+    fn in_task<F>(&self, f: F) -> F::Output
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.block_on(self.spawn(f)).unwrap()
+    }
+    fn wait<F: Future>(&self, f: F) -> F::Output {
+        self.block_on(f)
+    }
+    fn spawn_unit(&self) -> Self::Join {
+        self.spawn_blocking(|| ())
+    }
+    fn block_in_place<R>(f: impl FnOnce() -> R) -> R {
+        rondo::block_in_place(f)
+    }
+    fn yield_now() -> impl Future<Output = ()> + Send {
+        rondo::yield_now()
     }
 }
 
-fn tokio_run(rt: &tokio::runtime::Runtime, w: Workload) -> Duration {
+impl Blocking for tokio::runtime::Handle {
+    type Join = tokio::task::JoinHandle<()>;
+    type Error = tokio::task::JoinError;
+    fn in_task<F>(&self, f: F) -> F::Output
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.block_on(self.spawn(f)).unwrap()
+    }
+    fn wait<F: Future>(&self, f: F) -> F::Output {
+        self.block_on(f)
+    }
+    fn spawn_unit(&self) -> Self::Join {
+        self.spawn_blocking(|| ())
+    }
+    fn block_in_place<R>(f: impl FnOnce() -> R) -> R {
+        tokio::task::block_in_place(f)
+    }
+    fn yield_now() -> impl Future<Output = ()> + Send {
+        tokio::task::yield_now()
+    }
+}
+
+fn run<H: Blocking>(h: &H, w: Workload) -> Duration {
     match w {
-        Workload::RoundTrip => rt.block_on(async {
-            tokio::spawn(async {
+        Workload::RoundTrip => {
+            let h2 = h.clone();
+            h.in_task(async move {
                 let t = Instant::now();
                 for _ in 0..ROUND_TRIPS {
-                    tokio::task::spawn_blocking(|| ()).await.unwrap();
+                    h2.spawn_unit().await.unwrap();
                 }
                 t.elapsed()
             })
-            .await
-            .unwrap()
+        }
+        Workload::InPlace => h.in_task(async {
+            let t = Instant::now();
+            for _ in 0..IN_PLACE_CALLS {
+                H::block_in_place(|| std::hint::black_box(()));
+                H::yield_now().await;
+            }
+            t.elapsed()
         }),
-        Workload::InPlace => rt.block_on(async {
-            tokio::spawn(async {
+        Workload::InPlaceSecond => h.in_task(async {
+            let mut second = Duration::ZERO;
+            for _ in 0..IN_PLACE_CALLS {
+                H::block_in_place(|| std::hint::black_box(()));
                 let t = Instant::now();
-                for _ in 0..IN_PLACE_CALLS {
-                    tokio::task::block_in_place(|| std::hint::black_box(()));
-                }
-                t.elapsed()
-            })
-            .await
-            .unwrap()
+                H::block_in_place(|| std::hint::black_box(()));
+                second += t.elapsed();
+                H::yield_now().await;
+            }
+            second
         }),
         Workload::Spawners(n) => {
-            let h = rt.handle().clone();
+            let h = h.clone();
             spawners(n, move || {
                 let h = h.clone();
-                let handles: Vec<_> = (0..SPAWNS_PER_THREAD)
-                    .map(|_| h.spawn_blocking(|| ()))
-                    .collect();
+                let handles: Vec<_> = (0..SPAWNS_PER_THREAD).map(|_| h.spawn_unit()).collect();
                 move || {
                     for j in handles {
-                        h.block_on(j).unwrap();
+                        h.wait(j).unwrap();
                     }
                 }
             })
@@ -174,28 +212,37 @@ fn main() {
     );
     let rondo_rt = common::rondo_runtime(n);
     let tokio_rt = common::tokio_runtime(n);
+    let (rondo_h, tokio_h) = (rondo_rt.handle().clone(), tokio_rt.handle().clone());
     let started = Instant::now();
     let mut rows = Vec::new();
-    let mut per_spawn = [[0.0f64; 2]; 2];
+    let mut per_spawn = [[f64::NAN; 2]; 2];
     let workloads = [
         Workload::RoundTrip,
         Workload::InPlace,
+        Workload::InPlaceSecond,
         Workload::Spawners(1),
         Workload::Spawners(16),
     ];
-    for (wi, w) in workloads.into_iter().enumerate() {
+    // `RONDO_BENCH_ONLY=word`: only the workloads whose name contains `word` (while profiling).
+    let only = std::env::var("RONDO_BENCH_ONLY").unwrap_or_default();
+    for w in workloads {
+        if !w.name().contains(only.as_str()) {
+            continue;
+        }
         let mut best = [f64::INFINITY; 2];
         for round in 0..=ROUNDS {
-            let r = rondo_run(&rondo_rt, w).as_nanos() as f64 / w.ops() as f64;
-            let t = tokio_run(&tokio_rt, w).as_nanos() as f64 / w.ops() as f64;
+            let r = run(&rondo_h, w).as_nanos() as f64 / w.ops() as f64;
+            let t = run(&tokio_h, w).as_nanos() as f64 / w.ops() as f64;
             // Round 0 warms the pools up (threads started, allocators); it is not counted.
             if round > 0 {
                 best[0] = best[0].min(r);
                 best[1] = best[1].min(t);
             }
         }
-        if wi >= 2 {
-            per_spawn[wi - 2] = best;
+        match w {
+            Workload::Spawners(1) => per_spawn[0] = best,
+            Workload::Spawners(_) => per_spawn[1] = best,
+            _ => {}
         }
         rows.push(vec![
             format!("{} (ns)", w.name()),
@@ -213,8 +260,8 @@ fn main() {
         per_spawn[1][1] / per_spawn[0][1]
     );
     println!(
-        "{ROUND_TRIPS} round trips, {IN_PLACE_CALLS} block_in_place calls, {SPAWNS_PER_THREAD} \
-         spawns per spawning thread; total time {:.1} s",
+        "{ROUND_TRIPS} round trips, {IN_PLACE_CALLS} polls calling block_in_place, \
+         {SPAWNS_PER_THREAD} spawns per spawning thread; total time {:.1} s",
         started.elapsed().as_secs_f64()
     );
 }
