@@ -3,7 +3,9 @@
 //! Both runtimes get the same number of worker threads (2, or `RONDO_BENCH_WORKERS`) and their
 //! default blocking pools (512 threads, 10 s keep-alive). Runs are interleaved: for each workload,
 //! round r runs rondo then tokio, then round r + 1, so machine noise hits both alike. Each figure is
-//! the best of `ROUNDS` rounds, after one unmeasured warm-up round.
+//! the median of `ROUNDS` rounds, after one unmeasured warm-up round (the median, not the best: on
+//! a shared machine the pools' figures are bimodal, depending on whether the pool threads got a
+//! core during the round, and the best round picks the lucky mode).
 //!
 //! - `spawn_blocking round trip`: one task awaits `spawn_blocking(|| ())` `ROUND_TRIPS` times.
 //! - `block_in_place, one call per poll`: one task calls `block_in_place(|| ())` and yields,
@@ -17,7 +19,9 @@
 //!   `SPAWNS_PER_THREAD` times at once (the handles are awaited after the clock stops); the figure
 //!   is wall time divided by all spawns. With one thread it is the uncontended cost, and the ratio
 //!   of the two shows how spawning scales under contention (tokio's pool lock made it 18× worse
-//!   with 16 threads, its issue #7757).
+//!   with 16 threads, its issue #7757). Each spawning thread reads the clock itself.
+//! - `spawn_blocking from 16 threads, until all ran`: the same, timed until every closure has run
+//!   and its handle resolved: the spawn figure alone would flatter a pool that defers the work.
 //!
 //! Run with `cargo bench --bench blocking`.
 
@@ -29,10 +33,11 @@ use std::time::{Duration, Instant};
 
 use common::{cores, print_table, workers};
 
-const ROUNDS: usize = 7;
+const ROUNDS: usize = 9;
 const ROUND_TRIPS: usize = 2_000;
 const IN_PLACE_CALLS: usize = 2_000;
 const SPAWNS_PER_THREAD: usize = 2_000;
+const SPAWNERS: usize = 16;
 
 #[derive(Clone, Copy)]
 enum Workload {
@@ -40,6 +45,8 @@ enum Workload {
     InPlace,
     InPlaceSecond,
     Spawners(usize),
+    /// 16 spawning threads, timed until every closure has run.
+    SpawnAndRun,
 }
 
 impl Workload {
@@ -49,6 +56,9 @@ impl Workload {
             Workload::InPlace => "block_in_place(|| ()), one call per poll".to_string(),
             Workload::InPlaceSecond => "block_in_place(|| ()), second call in a poll".to_string(),
             Workload::Spawners(n) => format!("spawn_blocking from {n} threads, per spawn"),
+            Workload::SpawnAndRun => {
+                format!("spawn_blocking from {SPAWNERS} threads, until all ran, per closure")
+            }
         }
     }
 
@@ -57,6 +67,7 @@ impl Workload {
             Workload::RoundTrip => ROUND_TRIPS,
             Workload::InPlace | Workload::InPlaceSecond => IN_PLACE_CALLS,
             Workload::Spawners(n) => n * SPAWNS_PER_THREAD,
+            Workload::SpawnAndRun => SPAWNERS * SPAWNS_PER_THREAD,
         }
     }
 }
@@ -157,57 +168,49 @@ fn run<H: Blocking>(h: &H, w: Workload) -> Duration {
             }
             second
         }),
-        Workload::Spawners(n) => {
-            let h = h.clone();
-            spawners(n, move || {
-                let h = h.clone();
-                let handles: Vec<_> = (0..SPAWNS_PER_THREAD).map(|_| h.spawn_unit()).collect();
-                move || {
-                    for j in handles {
-                        h.wait(j).unwrap();
-                    }
-                }
-            })
-        }
+        Workload::Spawners(n) => spawners(h, n).0,
+        Workload::SpawnAndRun => spawners(h, SPAWNERS).1,
     }
 }
 
-/// Starts `n` threads that each run `spawn` at the same moment; returns the wall time until the
-/// last one finished spawning. What `spawn` returns (awaiting the handles) runs after the clock
-/// stops.
-fn spawners<S, W>(n: usize, spawn: S) -> Duration
-where
-    S: Fn() -> W + Clone + Send + 'static,
-    W: FnOnce(),
-{
-    let start = Arc::new(Barrier::new(n + 1));
-    let done = Arc::new(Barrier::new(n + 1));
+/// Starts `n` threads that each spawn `SPAWNS_PER_THREAD` closures `|| ()` at the same moment, then
+/// wait for them. Returns the wall time from the first thread's start to the last one's end of
+/// spawning, and to the last one's end of waiting. Each thread reads the clock itself, so a
+/// spawner that runs before the others is timed too.
+fn spawners<H: Blocking>(h: &H, n: usize) -> (Duration, Duration) {
+    let start = Arc::new(Barrier::new(n));
     let threads: Vec<_> = (0..n)
         .map(|_| {
-            let (start, done, spawn) = (start.clone(), done.clone(), spawn.clone());
+            let (h, start) = (h.clone(), start.clone());
             std::thread::spawn(move || {
                 start.wait();
-                let wait = spawn();
-                done.wait();
-                wait();
+                let t0 = Instant::now();
+                let handles: Vec<_> = (0..SPAWNS_PER_THREAD).map(|_| h.spawn_unit()).collect();
+                let t1 = Instant::now();
+                for j in handles {
+                    h.wait(j).unwrap();
+                }
+                (t0, t1, Instant::now())
             })
         })
         .collect();
-    start.wait();
-    let t = Instant::now();
-    done.wait();
-    let took = t.elapsed();
-    for t in threads {
-        t.join().unwrap();
-    }
-    took
+    let times: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let first = times.iter().map(|t| t.0).min().unwrap();
+    let spawned = times.iter().map(|t| t.1).max().unwrap();
+    let ran = times.iter().map(|t| t.2).max().unwrap();
+    (spawned - first, ran - first)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 fn main() {
     let n = workers();
     println!(
-        "rondo vs tokio, blocking: {n} worker threads each, {} cores available, best of {ROUNDS} \
-         interleaved rounds",
+        "rondo vs tokio, blocking: {n} worker threads each, {} cores available, median of \
+         {ROUNDS} interleaved rounds",
         cores()
     );
     let rondo_rt = common::rondo_runtime(n);
@@ -221,7 +224,8 @@ fn main() {
         Workload::InPlace,
         Workload::InPlaceSecond,
         Workload::Spawners(1),
-        Workload::Spawners(16),
+        Workload::Spawners(SPAWNERS),
+        Workload::SpawnAndRun,
     ];
     // `RONDO_BENCH_ONLY=word`: only the workloads whose name contains `word` (while profiling).
     let only = std::env::var("RONDO_BENCH_ONLY").unwrap_or_default();
@@ -229,26 +233,27 @@ fn main() {
         if !w.name().contains(only.as_str()) {
             continue;
         }
-        let mut best = [f64::INFINITY; 2];
+        let mut figures = [Vec::new(), Vec::new()];
         for round in 0..=ROUNDS {
             let r = run(&rondo_h, w).as_nanos() as f64 / w.ops() as f64;
             let t = run(&tokio_h, w).as_nanos() as f64 / w.ops() as f64;
             // Round 0 warms the pools up (threads started, allocators); it is not counted.
             if round > 0 {
-                best[0] = best[0].min(r);
-                best[1] = best[1].min(t);
+                figures[0].push(r);
+                figures[1].push(t);
             }
         }
+        let med = figures.map(median);
         match w {
-            Workload::Spawners(1) => per_spawn[0] = best,
-            Workload::Spawners(_) => per_spawn[1] = best,
+            Workload::Spawners(1) => per_spawn[0] = med,
+            Workload::Spawners(_) => per_spawn[1] = med,
             _ => {}
         }
         rows.push(vec![
             format!("{} (ns)", w.name()),
-            format!("{:.0}", best[0]),
-            format!("{:.0}", best[1]),
-            format!("{:.2}", best[0] / best[1]),
+            format!("{:.0}", med[0]),
+            format!("{:.0}", med[1]),
+            format!("{:.2}", med[0] / med[1]),
         ]);
     }
     println!();
