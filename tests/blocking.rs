@@ -227,6 +227,35 @@ fn sixteen_threads_spawn_blocking_concurrently() {
     });
 }
 
+/// Short closures spawned faster than threads wake are served by a few threads that keep up, not
+/// by a thread woken (or started) for each closure: the pool used to climb to its 512-thread limit
+/// here, one futex wake per spawn.
+#[test]
+fn a_flood_of_short_closures_does_not_wake_a_thread_each() {
+    watchdog(120, || {
+        let rt = rt(2);
+        let start = Arc::new(Barrier::new(16));
+        let spawners: Vec<_> = (0..16)
+            .map(|_| {
+                let (h, start) = (rt.handle().clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    let handles: Vec<_> = (0..2_000).map(|_| h.spawn_blocking(|| ())).collect();
+                    for j in handles {
+                        h.block_on(j).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for s in spawners {
+            s.join().unwrap();
+        }
+        // A generous bound (a preempted thread may make the pool add one); the default limit is 512.
+        let n = rt.handle().blocking_threads();
+        assert!(n <= 64, "{n} pool threads for 32,000 empty closures");
+    });
+}
+
 #[test]
 fn abort_before_a_thread_takes_it_skips_the_closure() {
     watchdog(30, || {
