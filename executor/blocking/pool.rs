@@ -64,7 +64,8 @@ use std::thread::{self, Thread};
 pub(crate) type Enter = Arc<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
 
 /// What the pool runs. Dropping a job unrun cancels it.
-pub(crate) trait Job: Send + 'static {
+pub trait Job: Send + 'static {
+    /// Runs the job on a pool thread.
     fn run(self);
 }
 
@@ -104,8 +105,10 @@ enum Woken {
     Left,
 }
 
-/// A runtime's blocking pool.
-pub(crate) struct Pool<J: Job = Runnable> {
+/// A runtime's blocking pool. Public (in a private module) only for the loom models; its default
+/// job type is the runtime's own.
+#[allow(private_interfaces)]
+pub struct Pool<J: Job = Runnable> {
     jobs: ConcurrentQueue<J>,
     idle: ConcurrentQueue<Arc<Sleeper>>,
     /// Threads started and not yet left (a place is taken before a thread starts).
@@ -122,7 +125,8 @@ pub(crate) struct Pool<J: Job = Runnable> {
 }
 
 impl<J: Job> Pool<J> {
-    pub(crate) fn new(max_threads: usize, keep_alive: Duration, name: String) -> Self {
+    /// An empty pool: no thread runs until a job is scheduled.
+    pub fn new(max_threads: usize, keep_alive: Duration, name: String) -> Self {
         Pool {
             jobs: ConcurrentQueue::unbounded(),
             idle: ConcurrentQueue::unbounded(),
@@ -143,7 +147,7 @@ impl<J: Job> Pool<J> {
     }
 
     /// The schedule function of a blocking task: queue it and make sure a thread will run it.
-    pub(crate) fn schedule(self: &Arc<Self>, job: J) {
+    pub fn schedule(self: &Arc<Self>, job: J) {
         if let Err(e) = self.jobs.push(job) {
             // Closed: the runtime is shutting down; the job is torn down here, by its spawner.
             drop(e.into_inner());
@@ -319,7 +323,7 @@ impl<J: Job> Pool<J> {
 
     /// Shutdown, first part: refuse new closures, drop the queued ones (their handles resolve
     /// cancelled) and wake the waiting threads, which exit.
-    pub(crate) fn close(&self) {
+    pub fn close(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
         self.jobs.close();
         self.idle.close();
@@ -347,7 +351,7 @@ impl<J: Job> Pool<J> {
     /// `deadline`, or forever with none. A thread still running a closure then is left to finish
     /// it on its own; it exits afterwards. The calling thread is never waited for (a runtime
     /// dropped inside a blocking closure).
-    pub(crate) fn join(&self, deadline: Option<Instant>) {
+    pub fn join(&self, deadline: Option<Instant>) {
         let handles = std::mem::take(&mut *lock(&self.handles));
         let me = thread::current().id();
         for h in handles {
@@ -371,8 +375,14 @@ impl<J: Job> Pool<J> {
     }
 
     /// Threads started and not yet left.
-    pub(crate) fn threads(&self) -> usize {
+    pub fn threads(&self) -> usize {
         self.threads.load(Ordering::SeqCst)
+    }
+
+    /// Threads counted as searching (for the loom models' final checks).
+    #[cfg(loom)]
+    pub fn searching(&self) -> usize {
+        self.searching.load(Ordering::SeqCst)
     }
 }
 
@@ -423,7 +433,7 @@ loom::thread_local! {
 /// counts as searching already. A `spawn_blocking(..).await` loop then finds this thread for its
 /// next closure instead of waking or starting another one (the awaiting task is woken by the
 /// completion, typically before this thread is back in its loop).
-pub(crate) fn closure_returned() {
+pub fn closure_returned() {
     let _ = SEARCH.try_with(|c| {
         if let Search::Armed(searching) = c.get() {
             // SAFETY: `Armed` holds the counter of the pool whose `serve` is running on this
