@@ -89,53 +89,49 @@ trait Blocking: Clone + Send + Sync + 'static {
     fn yield_now() -> impl Future<Output = ()> + Send;
 }
 
-impl Blocking for rondo::Handle {
-    type Join = rondo::JoinHandle<()>;
-    type Error = rondo::JoinError;
-    fn in_task<F>(&self, f: F) -> F::Output
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.block_on(self.spawn(f)).unwrap()
-    }
-    fn wait<F: Future>(&self, f: F) -> F::Output {
-        self.block_on(f)
-    }
-    fn spawn_unit(&self) -> Self::Join {
-        self.spawn_blocking(|| ())
-    }
-    fn block_in_place<R>(f: impl FnOnce() -> R) -> R {
-        rondo::block_in_place(f)
-    }
-    fn yield_now() -> impl Future<Output = ()> + Send {
-        rondo::yield_now()
-    }
+/// The two handles have the same method names; only the paths of the free functions differ.
+macro_rules! impl_blocking {
+    ($handle:ty, $join:ty, $error:ty, $block_in_place:path, $yield_now:path) => {
+        impl Blocking for $handle {
+            type Join = $join;
+            type Error = $error;
+            fn in_task<F>(&self, f: F) -> F::Output
+            where
+                F: Future + Send + 'static,
+                F::Output: Send + 'static,
+            {
+                self.block_on(self.spawn(f)).unwrap()
+            }
+            fn wait<F: Future>(&self, f: F) -> F::Output {
+                self.block_on(f)
+            }
+            fn spawn_unit(&self) -> Self::Join {
+                self.spawn_blocking(|| ())
+            }
+            fn block_in_place<R>(f: impl FnOnce() -> R) -> R {
+                $block_in_place(f)
+            }
+            fn yield_now() -> impl Future<Output = ()> + Send {
+                $yield_now()
+            }
+        }
+    };
 }
 
-impl Blocking for tokio::runtime::Handle {
-    type Join = tokio::task::JoinHandle<()>;
-    type Error = tokio::task::JoinError;
-    fn in_task<F>(&self, f: F) -> F::Output
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.block_on(self.spawn(f)).unwrap()
-    }
-    fn wait<F: Future>(&self, f: F) -> F::Output {
-        self.block_on(f)
-    }
-    fn spawn_unit(&self) -> Self::Join {
-        self.spawn_blocking(|| ())
-    }
-    fn block_in_place<R>(f: impl FnOnce() -> R) -> R {
-        tokio::task::block_in_place(f)
-    }
-    fn yield_now() -> impl Future<Output = ()> + Send {
-        tokio::task::yield_now()
-    }
-}
+impl_blocking!(
+    rondo::Handle,
+    rondo::JoinHandle<()>,
+    rondo::JoinError,
+    rondo::block_in_place,
+    rondo::yield_now
+);
+impl_blocking!(
+    tokio::runtime::Handle,
+    tokio::task::JoinHandle<()>,
+    tokio::task::JoinError,
+    tokio::task::block_in_place,
+    tokio::task::yield_now
+);
 
 fn run<H: Blocking>(h: &H, w: Workload) -> Duration {
     match w {

@@ -24,6 +24,23 @@ fn threads_named(prefix: &str) -> usize {
         .count()
 }
 
+/// Runs `n` blocking closures that wait for one another, so the pool needs `n` threads at once
+/// (they are started one after another: see the ramp-up in `blocking/pool.rs`), and waits for them.
+fn run_at_once(rt: &rondo::Runtime, n: usize) {
+    let barrier = Arc::new(Barrier::new(n));
+    let handles: Vec<_> = (0..n)
+        .map(|_| {
+            let b = barrier.clone();
+            rt.spawn_blocking(move || {
+                b.wait();
+            })
+        })
+        .collect();
+    for h in handles {
+        rt.block_on(h).unwrap();
+    }
+}
+
 /// Keeps the largest value `now` ever reached.
 fn record_max(max: &AtomicUsize, now: usize) {
     max.fetch_max(now, Ordering::SeqCst);
@@ -153,19 +170,7 @@ fn idle_blocking_threads_exit_after_the_keep_alive() {
             .blocking_keep_alive(Duration::from_millis(100))
             .build()
             .unwrap();
-        // Eight closures that wait for one another need eight threads.
-        let barrier = Arc::new(Barrier::new(8));
-        let handles: Vec<_> = (0..8)
-            .map(|_| {
-                let b = barrier.clone();
-                rt.spawn_blocking(move || {
-                    b.wait();
-                })
-            })
-            .collect();
-        for h in handles {
-            rt.block_on(h).unwrap();
-        }
+        run_at_once(&rt, 8);
         assert_eq!(threads_named("keepalv-blockin"), 8);
         assert_eq!(rt.handle().blocking_threads(), 8);
         assert!(eventually(10, || threads_named("keepalv-blockin") == 0));
@@ -360,18 +365,7 @@ fn spawning_after_shutdown_is_cancelled() {
 fn no_pool_thread_outlives_the_runtime() {
     watchdog(60, || {
         let rt = builder(2).thread_name("noleak").build().unwrap();
-        let barrier = Arc::new(Barrier::new(6));
-        let handles: Vec<_> = (0..6)
-            .map(|_| {
-                let b = barrier.clone();
-                rt.spawn_blocking(move || {
-                    b.wait();
-                })
-            })
-            .collect();
-        for h in handles {
-            rt.block_on(h).unwrap();
-        }
+        run_at_once(&rt, 6);
         assert_eq!(threads_named("noleak-blocking"), 6);
         drop(rt);
         assert_eq!(threads_named("noleak"), 0);
