@@ -3,205 +3,253 @@
 //! Both runtimes get the same number of worker threads (2, or `RONDO_BENCH_WORKERS`) and their
 //! default blocking pools (512 threads, 10 s keep-alive). Runs are interleaved: for each workload,
 //! round r runs rondo then tokio, then round r + 1, so machine noise hits both alike. Each figure is
-//! the best of `ROUNDS` rounds, after one unmeasured warm-up round.
+//! the median of `ROUNDS` rounds, after one unmeasured warm-up round (the median, not the best: on
+//! a shared machine the pools' figures are bimodal, depending on whether the pool threads got a
+//! core during the round, and the best round picks the lucky mode).
 //!
 //! - `spawn_blocking round trip`: one task awaits `spawn_blocking(|| ())` `ROUND_TRIPS` times.
-//! - `block_in_place`: one task calls `block_in_place(|| ())` `IN_PLACE_CALLS` times.
+//! - `block_in_place, one call per poll`: one task calls `block_in_place(|| ())` and yields,
+//!   `IN_PLACE_CALLS` times; the figure is wall time per call (the yield included). Each call finds
+//!   the task's worker holding its core, so each one hands the core over and takes it back (or
+//!   loses it to the thread that took it): the cost of `block_in_place` as a task sees it.
+//! - `block_in_place, second call in the same poll`: the same loop with a second call right after
+//!   the first; only the second call is timed (two clock reads included). The first call has handed
+//!   the core over, so the second has nothing to hand over.
 //! - `spawn_blocking from N threads`: N plain threads each call `spawn_blocking(|| ())`
 //!   `SPAWNS_PER_THREAD` times at once (the handles are awaited after the clock stops); the figure
 //!   is wall time divided by all spawns. With one thread it is the uncontended cost, and the ratio
 //!   of the two shows how spawning scales under contention (tokio's pool lock made it 18× worse
-//!   with 16 threads, its issue #7757).
+//!   with 16 threads, its issue #7757). Each spawning thread reads the clock itself.
+//! - `spawn_blocking from 16 threads, until all ran`: the same, timed until every closure has run
+//!   and its handle resolved: the spawn figure alone would flatter a pool that defers the work.
 //!
 //! Run with `cargo bench --bench blocking`.
 
 mod common;
 
+use std::future::Future;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use common::{cores, print_table, workers};
 
-const ROUNDS: usize = 7;
+const ROUNDS: usize = 9;
 const ROUND_TRIPS: usize = 2_000;
 const IN_PLACE_CALLS: usize = 2_000;
 const SPAWNS_PER_THREAD: usize = 2_000;
+const SPAWNERS: usize = 16;
 
 #[derive(Clone, Copy)]
 enum Workload {
     RoundTrip,
     InPlace,
+    InPlaceSecond,
     Spawners(usize),
+    /// 16 spawning threads, timed until every closure has run.
+    SpawnAndRun,
 }
 
 impl Workload {
     fn name(self) -> String {
         match self {
             Workload::RoundTrip => "spawn_blocking(|| ()).await round trip".to_string(),
-            Workload::InPlace => "block_in_place(|| ()) per call".to_string(),
+            Workload::InPlace => "block_in_place(|| ()), one call per poll".to_string(),
+            Workload::InPlaceSecond => "block_in_place(|| ()), second call in a poll".to_string(),
             Workload::Spawners(n) => format!("spawn_blocking from {n} threads, per spawn"),
+            Workload::SpawnAndRun => {
+                format!("spawn_blocking from {SPAWNERS} threads, until all ran, per closure")
+            }
         }
     }
 
     fn ops(self) -> usize {
         match self {
             Workload::RoundTrip => ROUND_TRIPS,
-            Workload::InPlace => IN_PLACE_CALLS,
+            Workload::InPlace | Workload::InPlaceSecond => IN_PLACE_CALLS,
             Workload::Spawners(n) => n * SPAWNS_PER_THREAD,
+            Workload::SpawnAndRun => SPAWNERS * SPAWNS_PER_THREAD,
         }
     }
 }
 
-fn rondo_run(rt: &rondo::Runtime, w: Workload) -> Duration {
+/// What the workloads need from a runtime, through its handle.
+trait Blocking: Clone + Send + Sync + 'static {
+    /// Runs `f` as a task of the runtime and waits for its output on this thread.
+    fn in_task<F>(&self, f: F) -> F::Output
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static;
+    /// Waits for `f` on this thread.
+    fn wait<F: Future>(&self, f: F) -> F::Output;
+    type Join: Future<Output = Result<(), Self::Error>> + Send + 'static;
+    type Error: std::fmt::Debug;
+    /// Spawns `|| ()` on the blocking pool.
+    fn spawn_unit(&self) -> Self::Join;
+    fn block_in_place<R>(f: impl FnOnce() -> R) -> R;
+    fn yield_now() -> impl Future<Output = ()> + Send;
+}
+
+/// The two handles have the same method names; only the paths of the free functions differ.
+macro_rules! impl_blocking {
+    ($handle:ty, $join:ty, $error:ty, $block_in_place:path, $yield_now:path) => {
+        impl Blocking for $handle {
+            type Join = $join;
+            type Error = $error;
+            fn in_task<F>(&self, f: F) -> F::Output
+            where
+                F: Future + Send + 'static,
+                F::Output: Send + 'static,
+            {
+                self.block_on(self.spawn(f)).unwrap()
+            }
+            fn wait<F: Future>(&self, f: F) -> F::Output {
+                self.block_on(f)
+            }
+            fn spawn_unit(&self) -> Self::Join {
+                self.spawn_blocking(|| ())
+            }
+            fn block_in_place<R>(f: impl FnOnce() -> R) -> R {
+                $block_in_place(f)
+            }
+            fn yield_now() -> impl Future<Output = ()> + Send {
+                $yield_now()
+            }
+        }
+    };
+}
+
+impl_blocking!(
+    rondo::Handle,
+    rondo::JoinHandle<()>,
+    rondo::JoinError,
+    rondo::block_in_place,
+    rondo::yield_now
+);
+impl_blocking!(
+    tokio::runtime::Handle,
+    tokio::task::JoinHandle<()>,
+    tokio::task::JoinError,
+    tokio::task::block_in_place,
+    tokio::task::yield_now
+);
+
+fn run<H: Blocking>(h: &H, w: Workload) -> Duration {
     match w {
-        Workload::RoundTrip => rt.block_on(async {
-            rondo::spawn(async {
+        Workload::RoundTrip => {
+            let h2 = h.clone();
+            h.in_task(async move {
                 let t = Instant::now();
                 for _ in 0..ROUND_TRIPS {
-                    rondo::spawn_blocking(|| ()).await.unwrap();
+                    h2.spawn_unit().await.unwrap();
                 }
                 t.elapsed()
-            })
-            .await
-            .unwrap()
-        }),
-        Workload::InPlace => rt.block_on(async {
-            rondo::spawn(async {
-                let t = Instant::now();
-                for _ in 0..IN_PLACE_CALLS {
-                    rondo::block_in_place(|| std::hint::black_box(()));
-                }
-                t.elapsed()
-            })
-            .await
-            .unwrap()
-        }),
-        Workload::Spawners(n) => {
-            let h = rt.handle().clone();
-            spawners(n, move || {
-                let h = h.clone();
-                let handles: Vec<_> = (0..SPAWNS_PER_THREAD)
-                    .map(|_| h.spawn_blocking(|| ()))
-                    .collect();
-                move || {
-                    for j in handles {
-                        h.block_on(j).unwrap();
-                    }
-                }
             })
         }
+        Workload::InPlace => h.in_task(async {
+            let t = Instant::now();
+            for _ in 0..IN_PLACE_CALLS {
+                H::block_in_place(|| std::hint::black_box(()));
+                H::yield_now().await;
+            }
+            t.elapsed()
+        }),
+        Workload::InPlaceSecond => h.in_task(async {
+            let mut second = Duration::ZERO;
+            for _ in 0..IN_PLACE_CALLS {
+                H::block_in_place(|| std::hint::black_box(()));
+                let t = Instant::now();
+                H::block_in_place(|| std::hint::black_box(()));
+                second += t.elapsed();
+                H::yield_now().await;
+            }
+            second
+        }),
+        Workload::Spawners(n) => spawners(h, n).0,
+        Workload::SpawnAndRun => spawners(h, SPAWNERS).1,
     }
 }
 
-fn tokio_run(rt: &tokio::runtime::Runtime, w: Workload) -> Duration {
-    match w {
-        Workload::RoundTrip => rt.block_on(async {
-            tokio::spawn(async {
-                let t = Instant::now();
-                for _ in 0..ROUND_TRIPS {
-                    tokio::task::spawn_blocking(|| ()).await.unwrap();
-                }
-                t.elapsed()
-            })
-            .await
-            .unwrap()
-        }),
-        Workload::InPlace => rt.block_on(async {
-            tokio::spawn(async {
-                let t = Instant::now();
-                for _ in 0..IN_PLACE_CALLS {
-                    tokio::task::block_in_place(|| std::hint::black_box(()));
-                }
-                t.elapsed()
-            })
-            .await
-            .unwrap()
-        }),
-        Workload::Spawners(n) => {
-            let h = rt.handle().clone();
-            spawners(n, move || {
-                let h = h.clone();
-                let handles: Vec<_> = (0..SPAWNS_PER_THREAD)
-                    .map(|_| h.spawn_blocking(|| ()))
-                    .collect();
-                move || {
-                    for j in handles {
-                        h.block_on(j).unwrap();
-                    }
-                }
-            })
-        }
-    }
-}
-
-/// Starts `n` threads that each run `spawn` at the same moment; returns the wall time until the
-/// last one finished spawning. What `spawn` returns (awaiting the handles) runs after the clock
-/// stops.
-fn spawners<S, W>(n: usize, spawn: S) -> Duration
-where
-    S: Fn() -> W + Clone + Send + 'static,
-    W: FnOnce(),
-{
-    let start = Arc::new(Barrier::new(n + 1));
-    let done = Arc::new(Barrier::new(n + 1));
+/// Starts `n` threads that each spawn `SPAWNS_PER_THREAD` closures `|| ()` at the same moment, then
+/// wait for them. Returns the wall time from the first thread's start to the last one's end of
+/// spawning, and to the last one's end of waiting. Each thread reads the clock itself, so a
+/// spawner that runs before the others is timed too.
+fn spawners<H: Blocking>(h: &H, n: usize) -> (Duration, Duration) {
+    let start = Arc::new(Barrier::new(n));
     let threads: Vec<_> = (0..n)
         .map(|_| {
-            let (start, done, spawn) = (start.clone(), done.clone(), spawn.clone());
+            let (h, start) = (h.clone(), start.clone());
             std::thread::spawn(move || {
                 start.wait();
-                let wait = spawn();
-                done.wait();
-                wait();
+                let t0 = Instant::now();
+                let handles: Vec<_> = (0..SPAWNS_PER_THREAD).map(|_| h.spawn_unit()).collect();
+                let t1 = Instant::now();
+                for j in handles {
+                    h.wait(j).unwrap();
+                }
+                (t0, t1, Instant::now())
             })
         })
         .collect();
-    start.wait();
-    let t = Instant::now();
-    done.wait();
-    let took = t.elapsed();
-    for t in threads {
-        t.join().unwrap();
-    }
-    took
+    let times: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let first = times.iter().map(|t| t.0).min().unwrap();
+    let spawned = times.iter().map(|t| t.1).max().unwrap();
+    let ran = times.iter().map(|t| t.2).max().unwrap();
+    (spawned - first, ran - first)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 fn main() {
     let n = workers();
     println!(
-        "rondo vs tokio, blocking: {n} worker threads each, {} cores available, best of {ROUNDS} \
-         interleaved rounds",
+        "rondo vs tokio, blocking: {n} worker threads each, {} cores available, median of \
+         {ROUNDS} interleaved rounds",
         cores()
     );
     let rondo_rt = common::rondo_runtime(n);
     let tokio_rt = common::tokio_runtime(n);
+    let (rondo_h, tokio_h) = (rondo_rt.handle().clone(), tokio_rt.handle().clone());
     let started = Instant::now();
     let mut rows = Vec::new();
-    let mut per_spawn = [[0.0f64; 2]; 2];
+    let mut per_spawn = [[f64::NAN; 2]; 2];
     let workloads = [
         Workload::RoundTrip,
         Workload::InPlace,
+        Workload::InPlaceSecond,
         Workload::Spawners(1),
-        Workload::Spawners(16),
+        Workload::Spawners(SPAWNERS),
+        Workload::SpawnAndRun,
     ];
-    for (wi, w) in workloads.into_iter().enumerate() {
-        let mut best = [f64::INFINITY; 2];
+    // `RONDO_BENCH_ONLY=word`: only the workloads whose name contains `word` (while profiling).
+    let only = std::env::var("RONDO_BENCH_ONLY").unwrap_or_default();
+    for w in workloads {
+        if !w.name().contains(only.as_str()) {
+            continue;
+        }
+        let mut figures = [Vec::new(), Vec::new()];
         for round in 0..=ROUNDS {
-            let r = rondo_run(&rondo_rt, w).as_nanos() as f64 / w.ops() as f64;
-            let t = tokio_run(&tokio_rt, w).as_nanos() as f64 / w.ops() as f64;
+            let r = run(&rondo_h, w).as_nanos() as f64 / w.ops() as f64;
+            let t = run(&tokio_h, w).as_nanos() as f64 / w.ops() as f64;
             // Round 0 warms the pools up (threads started, allocators); it is not counted.
             if round > 0 {
-                best[0] = best[0].min(r);
-                best[1] = best[1].min(t);
+                figures[0].push(r);
+                figures[1].push(t);
             }
         }
-        if wi >= 2 {
-            per_spawn[wi - 2] = best;
+        let med = figures.map(median);
+        match w {
+            Workload::Spawners(1) => per_spawn[0] = med,
+            Workload::Spawners(_) => per_spawn[1] = med,
+            _ => {}
         }
         rows.push(vec![
             format!("{} (ns)", w.name()),
-            format!("{:.0}", best[0]),
-            format!("{:.0}", best[1]),
-            format!("{:.2}", best[0] / best[1]),
+            format!("{:.0}", med[0]),
+            format!("{:.0}", med[1]),
+            format!("{:.2}", med[0] / med[1]),
         ]);
     }
     println!();
@@ -213,8 +261,8 @@ fn main() {
         per_spawn[1][1] / per_spawn[0][1]
     );
     println!(
-        "{ROUND_TRIPS} round trips, {IN_PLACE_CALLS} block_in_place calls, {SPAWNS_PER_THREAD} \
-         spawns per spawning thread; total time {:.1} s",
+        "{ROUND_TRIPS} round trips, {IN_PLACE_CALLS} polls calling block_in_place, \
+         {SPAWNS_PER_THREAD} spawns per spawning thread; total time {:.1} s",
         started.elapsed().as_secs_f64()
     );
 }

@@ -146,10 +146,12 @@ pub fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-/// The runtime's lock-free protocols, exposed only to the loom models in `tests/loom_runtime.rs`.
+/// The runtime's lock-free protocols, exposed only to the loom models in `tests/loom_runtime.rs`
+/// and `tests/loom_blocking.rs`.
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod loom_support {
+    pub use crate::blocking::pool::{Job, Pool as BlockingPool, closure_returned};
     pub use crate::group::listed::ListFlag;
     pub use crate::group::queue::GroupQueue;
     pub use crate::time::driver::{Armed, NEVER, Registration, TimerHost, Timers};

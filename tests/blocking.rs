@@ -24,6 +24,23 @@ fn threads_named(prefix: &str) -> usize {
         .count()
 }
 
+/// Runs `n` blocking closures that wait for one another, so the pool needs `n` threads at once
+/// (they are started one after another: see the ramp-up in `blocking/pool.rs`), and waits for them.
+fn run_at_once(rt: &rondo::Runtime, n: usize) {
+    let barrier = Arc::new(Barrier::new(n));
+    let handles: Vec<_> = (0..n)
+        .map(|_| {
+            let b = barrier.clone();
+            rt.spawn_blocking(move || {
+                b.wait();
+            })
+        })
+        .collect();
+    for h in handles {
+        rt.block_on(h).unwrap();
+    }
+}
+
 /// Keeps the largest value `now` ever reached.
 fn record_max(max: &AtomicUsize, now: usize) {
     max.fetch_max(now, Ordering::SeqCst);
@@ -153,19 +170,7 @@ fn idle_blocking_threads_exit_after_the_keep_alive() {
             .blocking_keep_alive(Duration::from_millis(100))
             .build()
             .unwrap();
-        // Eight closures that wait for one another need eight threads.
-        let barrier = Arc::new(Barrier::new(8));
-        let handles: Vec<_> = (0..8)
-            .map(|_| {
-                let b = barrier.clone();
-                rt.spawn_blocking(move || {
-                    b.wait();
-                })
-            })
-            .collect();
-        for h in handles {
-            rt.block_on(h).unwrap();
-        }
+        run_at_once(&rt, 8);
         assert_eq!(threads_named("keepalv-blockin"), 8);
         assert_eq!(rt.handle().blocking_threads(), 8);
         assert!(eventually(10, || threads_named("keepalv-blockin") == 0));
@@ -224,6 +229,35 @@ fn sixteen_threads_spawn_blocking_concurrently() {
         }
         assert_eq!(ran.load(Ordering::SeqCst), 32_000);
         assert!(rt.handle().blocking_threads() <= 8);
+    });
+}
+
+/// Short closures spawned faster than threads wake are served by a few threads that keep up, not
+/// by a thread woken (or started) for each closure: the pool used to climb to its 512-thread limit
+/// here, one futex wake per spawn.
+#[test]
+fn a_flood_of_short_closures_does_not_wake_a_thread_each() {
+    watchdog(120, || {
+        let rt = rt(2);
+        let start = Arc::new(Barrier::new(16));
+        let spawners: Vec<_> = (0..16)
+            .map(|_| {
+                let (h, start) = (rt.handle().clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    let handles: Vec<_> = (0..2_000).map(|_| h.spawn_blocking(|| ())).collect();
+                    for j in handles {
+                        h.block_on(j).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for s in spawners {
+            s.join().unwrap();
+        }
+        // A generous bound (a preempted thread may make the pool add one); the default limit is 512.
+        let n = rt.handle().blocking_threads();
+        assert!(n <= 64, "{n} pool threads for 32,000 empty closures");
     });
 }
 
@@ -331,18 +365,7 @@ fn spawning_after_shutdown_is_cancelled() {
 fn no_pool_thread_outlives_the_runtime() {
     watchdog(60, || {
         let rt = builder(2).thread_name("noleak").build().unwrap();
-        let barrier = Arc::new(Barrier::new(6));
-        let handles: Vec<_> = (0..6)
-            .map(|_| {
-                let b = barrier.clone();
-                rt.spawn_blocking(move || {
-                    b.wait();
-                })
-            })
-            .collect();
-        for h in handles {
-            rt.block_on(h).unwrap();
-        }
+        run_at_once(&rt, 6);
         assert_eq!(threads_named("noleak-blocking"), 6);
         drop(rt);
         assert_eq!(threads_named("noleak"), 0);
