@@ -76,65 +76,88 @@ struct Lateness {
     cpu: Duration,
 }
 
+/// The workloads, written once and expanded for each runtime: how it is built, how a task is
+/// spawned on it, and how a task sleeps until an instant.
+macro_rules! timer_workloads {
+    ($name:ident, $build:expr, $spawn:path, $sleep_until:expr) => {
+        mod $name {
+            use super::*;
+
+            /// Runs the lateness workload; returns the CPU time it took.
+            pub fn lateness(ds: &Arc<Vec<Duration>>, late: &Arc<Vec<AtomicU64>>) -> Duration {
+                let rt = $build;
+                let before = cpu_time();
+                let (ds, late) = (ds.clone(), late.clone());
+                rt.block_on(async move {
+                    let base = Instant::now() + SPAWN_MARGIN;
+                    let hs: Vec<_> = (0..ds.len())
+                        .map(|i| {
+                            let deadline = base + ds[i];
+                            let late = late.clone();
+                            $spawn(async move {
+                                ($sleep_until)(deadline).await;
+                                let l = Instant::now().saturating_duration_since(deadline);
+                                late[i].store(l.as_nanos() as u64, Ordering::Relaxed);
+                            })
+                        })
+                        .collect();
+                    for h in hs {
+                        h.await.unwrap();
+                    }
+                });
+                cpu_time().saturating_sub(before)
+            }
+
+            /// CPU time an idle runtime holding `IDLE_TIMERS` ten-minute timers uses in 1 s.
+            pub fn idle_cpu() -> Duration {
+                let rt = $build;
+                rt.block_on(async {
+                    let long = Instant::now() + Duration::from_secs(600);
+                    for i in 0..IDLE_TIMERS {
+                        $spawn(($sleep_until)(long + Duration::from_millis(i as u64)));
+                    }
+                });
+                std::thread::sleep(Duration::from_millis(100));
+                let before = cpu_time();
+                std::thread::sleep(Duration::from_secs(1));
+                cpu_time().saturating_sub(before)
+            }
+
+            /// See `arm_cancel`, on one task of this runtime.
+            pub fn arm_cancel_run(live: usize) -> [f64; 3] {
+                let rt = $build;
+                rt.block_on(async { $spawn(arm_cancel(live, $sleep_until)).await.unwrap() })
+            }
+        }
+    };
+}
+
+timer_workloads!(
+    on_rondo,
+    rondo::Runtime::builder()
+        .worker_threads(workers())
+        .build()
+        .unwrap(),
+    rondo::spawn,
+    rondo::time::sleep_until
+);
+timer_workloads!(
+    on_tokio,
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers())
+        .enable_time()
+        .build()
+        .unwrap(),
+    tokio::spawn,
+    |d: Instant| tokio::time::sleep_until(d.into())
+);
+
 fn lateness(which: Which, ds: &Arc<Vec<Duration>>) -> Lateness {
     let late: Arc<Vec<AtomicU64>> = Arc::new((0..ds.len()).map(|_| AtomicU64::new(0)).collect());
-    let cpu_before;
-    let cpu_after;
-    match which {
-        Which::Rondo => {
-            let rt = rondo::Runtime::builder()
-                .worker_threads(workers())
-                .build()
-                .unwrap();
-            cpu_before = cpu_time();
-            let (ds, late2) = (ds.clone(), late.clone());
-            rt.block_on(async move {
-                let base = Instant::now() + SPAWN_MARGIN;
-                let hs: Vec<_> = (0..ds.len())
-                    .map(|i| {
-                        let deadline = base + ds[i];
-                        let late = late2.clone();
-                        rondo::spawn(async move {
-                            rondo::time::sleep_until(deadline).await;
-                            let l = Instant::now().saturating_duration_since(deadline);
-                            late[i].store(l.as_nanos() as u64, Ordering::Relaxed);
-                        })
-                    })
-                    .collect();
-                for h in hs {
-                    h.await.unwrap();
-                }
-            });
-            cpu_after = cpu_time();
-        }
-        Which::Tokio => {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(workers())
-                .enable_time()
-                .build()
-                .unwrap();
-            cpu_before = cpu_time();
-            let (ds, late2) = (ds.clone(), late.clone());
-            rt.block_on(async move {
-                let base = Instant::now() + SPAWN_MARGIN;
-                let hs: Vec<_> = (0..ds.len())
-                    .map(|i| {
-                        let deadline = base + ds[i];
-                        let late = late2.clone();
-                        tokio::spawn(async move {
-                            tokio::time::sleep_until(deadline.into()).await;
-                            let l = Instant::now().saturating_duration_since(deadline);
-                            late[i].store(l.as_nanos() as u64, Ordering::Relaxed);
-                        })
-                    })
-                    .collect();
-                for h in hs {
-                    h.await.unwrap();
-                }
-            });
-            cpu_after = cpu_time();
-        }
-    }
+    let cpu = match which {
+        Which::Rondo => on_rondo::lateness(ds, &late),
+        Which::Tokio => on_tokio::lateness(ds, &late),
+    };
     let mut v: Vec<u64> = late.iter().map(|a| a.load(Ordering::Relaxed)).collect();
     v.sort_unstable();
     let at = |q: f64| Duration::from_nanos(v[((v.len() - 1) as f64 * q) as usize]);
@@ -142,47 +165,14 @@ fn lateness(which: Which, ds: &Arc<Vec<Duration>>) -> Lateness {
         p50: at(0.5),
         p99: at(0.99),
         max: at(1.0),
-        cpu: cpu_after.saturating_sub(cpu_before),
+        cpu,
     }
 }
 
-/// CPU time an idle runtime holding `IDLE_TIMERS` ten-minute timers uses in one second.
 fn idle_cpu(which: Which) -> Duration {
-    let measure = || {
-        std::thread::sleep(Duration::from_millis(100));
-        let before = cpu_time();
-        std::thread::sleep(Duration::from_secs(1));
-        cpu_time().saturating_sub(before)
-    };
-    let long = Duration::from_secs(600);
     match which {
-        Which::Rondo => {
-            let rt = rondo::Runtime::builder()
-                .worker_threads(workers())
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                for i in 0..IDLE_TIMERS {
-                    rondo::spawn(rondo::time::sleep(long + Duration::from_millis(i as u64)));
-                }
-            });
-            measure()
-        }
-        Which::Tokio => {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(workers())
-                .enable_time()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                for i in 0..IDLE_TIMERS {
-                    tokio::spawn(tokio::time::sleep(long + Duration::from_millis(i as u64)));
-                }
-            });
-            let d = measure();
-            rt.shutdown_background();
-            d
-        }
+        Which::Rondo => on_rondo::idle_cpu(),
+        Which::Tokio => on_tokio::idle_cpu(),
     }
 }
 
@@ -231,28 +221,8 @@ async fn arm_cancel<S: Future + Send + 'static>(
 
 fn arm_cancel_run(which: Which, live: usize) -> [f64; 3] {
     match which {
-        Which::Rondo => {
-            let rt = rondo::Runtime::builder()
-                .worker_threads(workers())
-                .build()
-                .unwrap();
-            rt.block_on(rondo::spawn(arm_cancel(live, rondo::time::sleep_until)))
-                .unwrap()
-        }
-        Which::Tokio => {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(workers())
-                .enable_time()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                tokio::spawn(arm_cancel(live, |d: Instant| {
-                    tokio::time::sleep_until(d.into())
-                }))
-                .await
-                .unwrap()
-            })
-        }
+        Which::Rondo => on_rondo::arm_cancel_run(live),
+        Which::Tokio => on_tokio::arm_cancel_run(live),
     }
 }
 

@@ -77,7 +77,11 @@ fn deadlines_fire_in_order() {
             .filter(|(_, in_time)| *in_time)
             .map(|(k, _)| *k)
             .collect();
-        assert!(order.len() >= 20, "most tasks should arm in time: {}", order.len());
+        assert!(
+            order.len() >= 20,
+            "most tasks should arm in time: {}",
+            order.len()
+        );
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
     });
 }
