@@ -145,13 +145,15 @@ pub fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-/// The runtime's lock-free protocols, exposed only to the loom models in `tests/loom_runtime.rs`.
+/// The runtime's lock-free protocols, exposed only to the loom models in `tests/loom_runtime.rs` and
+/// `tests/loom_rescue.rs`.
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod loom_support {
     pub use crate::group::listed::ListFlag;
     pub use crate::group::queue::GroupQueue;
     pub use crate::worker::idle::Idle;
+    pub use crate::worker::lent::{Lease, LentSlot, generation, is_lent};
     pub use crate::worker::local::{LOCAL_CAPACITY, LocalQueue};
     pub use crate::worker::parker::Parker;
 }

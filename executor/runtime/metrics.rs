@@ -38,6 +38,11 @@ pub struct RuntimeMetrics {
     pub spare_threads: usize,
     /// Blocking-pool threads alive (running a `spawn_blocking` closure or waiting for one).
     pub blocking_threads: usize,
+    /// Times a worker stuck in one poll had its queues handed to another thread (see
+    /// [`Builder::stall_threshold`](crate::Builder::stall_threshold)).
+    pub rescues: u64,
+    /// Times the stall monitor woke up; it does not while every worker is parked.
+    pub monitor_wakeups: u64,
 }
 
 /// One worker's counters since the runtime started (see [`RuntimeMetrics`]).
@@ -83,7 +88,7 @@ impl RuntimeMetrics {
             })
             .collect();
         let groups = shared.groups.snapshot();
-        let (threads, spare_threads) = shared.threads.counts();
+        let (threads, spare_threads, rescues) = shared.threads.counts();
         RuntimeMetrics {
             workers,
             global_queue_depth: groups.iter().map(|g| g.queue.len()).sum(),
@@ -92,6 +97,8 @@ impl RuntimeMetrics {
             threads,
             spare_threads,
             blocking_threads: shared.blocking.threads(),
+            rescues,
+            monitor_wakeups: shared.monitor.wakeups(),
         }
     }
 
@@ -183,6 +190,24 @@ impl RuntimeMetrics {
         for (name, help, v) in runtime {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
         }
+        let totals = [
+            (
+                "rondo_rescues_total",
+                "Workers stuck in one poll whose queues were handed to another thread.",
+                self.rescues,
+            ),
+            (
+                "rondo_monitor_wakeups_total",
+                "Times the stall monitor woke up.",
+                self.monitor_wakeups,
+            ),
+        ];
+        for (name, help, v) in totals {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        }
         out
     }
 }
@@ -210,13 +235,16 @@ impl fmt::Display for RuntimeMetrics {
         }
         write!(
             f,
-            "global queue {} · groups {} alive, {} runnable · threads {} ({} spare) · blocking threads {}",
+            "global queue {} · groups {} alive, {} runnable · threads {} ({} spare) · blocking threads {} \
+             · rescues {} · monitor wakeups {}",
             self.global_queue_depth,
             self.groups_alive,
             self.groups_runnable,
             self.threads,
             self.spare_threads,
-            self.blocking_threads
+            self.blocking_threads,
+            self.rescues,
+            self.monitor_wakeups
         )
     }
 }

@@ -476,6 +476,7 @@ impl Runtime {
             }
         }
         shared.threads.wait_retired(deadline);
+        shared.threads.stop_monitor(shared);
         // 5.
         while shared.drain_once() > 0 {}
         // 6.

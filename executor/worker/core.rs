@@ -125,6 +125,7 @@ impl Core {
         } else if let Some(prev) = self.lifo.replace(r) {
             self.push_local(prev);
         } else {
+            self.remote().lifo_busy.store(true, Ordering::Relaxed);
             return;
         }
         // New stealable work: wake a sleeper if nobody is searching. A missed wake here costs
@@ -153,6 +154,7 @@ impl Core {
             }
         }
         if let Some(r) = self.lifo.take() {
+            self.remote().lifo_busy.store(false, Ordering::Relaxed);
             if self.lifo_streak < LIFO_CAP {
                 self.lifo_streak += 1;
                 self.counts.lifo_hits += 1;
@@ -310,6 +312,9 @@ impl Core {
             self.begin_segment(g, now);
         }
         let limited = group.limiter.is_some().then(|| group.clone());
+        // The polled task's group when a rescue took the core during the poll (the segment that
+        // would name it went with the core).
+        let mut rescued_from: Option<Arc<GroupInner>> = None;
         let core = if meta.is_cancelled() {
             // Cancelled by marking: the future is dropped here, on a worker.
             drop(r);
@@ -320,12 +325,26 @@ impl Core {
             let _budget = PollBudget::start();
             context::install(self);
             r.run();
-            context::take()
+            match context::take_after_poll() {
+                Ok(core) => Some(core),
+                Err(claimed) => {
+                    // A rescue took the core while the poll was stuck; the segment it ended
+                    // counted the polls before this one (a hand-off counts its own in `reclaim`).
+                    if claimed {
+                        rescued_from = with_current(|g| g.cloned());
+                        if let Some(g) = &rescued_from {
+                            g.polls.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    None
+                }
+            }
         };
         if let Some(p) = take_deferred_panic() {
             // An output's destructor panicked inside the task (detached, it dropped its own
             // output). The segment's group is the task's.
-            if let Some(g) = core.as_ref().and_then(|c| c.service.group()) {
+            let segment = core.as_ref().and_then(|c| c.service.group());
+            if let Some(g) = segment.or(rescued_from.as_ref()) {
                 g.report_panic(&*p);
             }
             drop_payload(p);
@@ -452,6 +471,7 @@ impl Core {
             task_id(r.metadata()) == id && r.metadata().slot.load(Ordering::Relaxed) == UNREGISTERED
         };
         if self.lifo.as_ref().is_some_and(unstarted) {
+            self.remote().lifo_busy.store(false, Ordering::Relaxed);
             return self.lifo.take();
         }
         let local = &self.shared.cores[self.idx].local;
@@ -478,6 +498,7 @@ impl Core {
             self.service.defer(c, &self.shared.scheduler);
         }
         if let Some(r) = self.lifo.take() {
+            self.remote().lifo_busy.store(false, Ordering::Relaxed);
             self.push_local(r);
         }
         self.lifo_streak = 0;

@@ -14,8 +14,10 @@ use crate::shim::{AtomicBool, AtomicPtr, Ordering};
 use crate::task::Runnable;
 
 use super::idle::Idle;
+use super::lent::LentSlot;
 use super::local::LocalQueue;
 use super::metrics::Published;
+use super::monitor::Monitor;
 use super::parker::Parker;
 use super::threads::Threads;
 
@@ -50,6 +52,10 @@ pub(crate) struct Config {
     pub(crate) on_thread_start: Option<ThreadHook>,
     pub(crate) on_thread_stop: Option<ThreadHook>,
     pub(crate) thread_stack_size: Option<usize>,
+    /// How long one poll may hold a core while work waits before the monitor rescues the core.
+    pub(crate) stall_threshold: Duration,
+    /// Most rescued threads (stuck in a poll, their core taken over) at once.
+    pub(crate) max_rescue_threads: usize,
 }
 
 /// A hook runtime threads run when they start or stop.
@@ -75,6 +81,11 @@ pub(crate) struct Remote {
     pub(crate) serving: AtomicPtr<GroupInner>,
     /// The core's counters, as last published by the thread running it.
     pub(crate) counts: Published,
+    /// Where the core is lent to the poll running it, and where a rescue claims it (`lent`).
+    pub(crate) lent: LentSlot<super::core::Core>,
+    /// A hint for the stall monitor: the core's LIFO slot holds a task (written only on changes,
+    /// by the thread running the core).
+    pub(crate) lifo_busy: AtomicBool,
 }
 
 impl Remote {
@@ -85,6 +96,8 @@ impl Remote {
             parker: Parker::new(),
             serving: AtomicPtr::new(ptr::null_mut()),
             counts: Published::default(),
+            lent: LentSlot::new(),
+            lifo_busy: AtomicBool::new(false),
         }
     }
 }
@@ -98,6 +111,8 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) groups: GroupList<GroupInner>,
     pub(crate) threads: Threads,
+    /// The stall monitor's state (see `monitor`).
+    pub(crate) monitor: Monitor,
     /// The runtime's blocking pool (see [`BlockingBinding`]).
     pub(crate) blocking: Arc<PoolOf>,
 }
@@ -142,6 +157,7 @@ impl Shared {
             config,
             groups: GroupList::new(),
             threads: Threads::new(),
+            monitor: Monitor::new(),
             blocking,
         })
     }

@@ -17,12 +17,21 @@
 //!    empty and ends, and the thread becomes a spare: it waits for a core to be handed off, and
 //!    exits after `spare_keep_alive` without one.
 //!
+//! # Rescue (the stall monitor, `monitor`)
+//! A core lent to a poll that has run longer than `Config::stall_threshold` while work waits is
+//! *claimed* by the monitor (`lent`), like a hand-off the stuck thread never asked for:
+//! [`Threads::rescue`] marks the stuck thread blocked, ends the core's segment, moves its LIFO
+//! task to its local queue and gives the core to a spare or a new thread (step 3 on). The stuck
+//! poll continues without a core; when it returns, its thread finds the cell empty (step 7) and
+//! becomes a spare if none is idle, or exits. At most `Config::max_rescue_threads` rescued threads
+//! may still be stuck at once; beyond that the monitor waits for one to return.
+//!
 //! At shutdown every core retires (its thread drops what only it can reach), cores still waiting
 //! for a thread are retired by the shutting-down thread, spares exit, and every thread that is not
 //! blocked in user code is joined.
 
 use std::sync::Arc;
-use std::thread;
+use std::thread::{self, ThreadId};
 use std::time::Instant;
 
 use crate::group::GroupInner;
@@ -54,6 +63,14 @@ struct State {
     records: Vec<Record>,
     /// Threads started and not yet exited.
     running: usize,
+    /// For each core, the thread running it and that thread's blocked mark (a rescue marks it).
+    runners: Vec<Option<(ThreadId, Arc<AtomicBool>)>>,
+    /// Threads whose core a rescue claimed and whose poll has not returned yet.
+    rescued: Vec<ThreadId>,
+    /// Rescues since the runtime started.
+    rescues: u64,
+    /// The stall monitor's thread, joined at shutdown.
+    monitor: Option<thread::JoinHandle<()>>,
 }
 
 struct Record {
@@ -70,6 +87,10 @@ impl Threads {
                 live_cores: 0,
                 records: Vec::new(),
                 running: 0,
+                runners: Vec::new(),
+                rescued: Vec::new(),
+                rescues: 0,
+                monitor: None,
             }),
             spare: Condvar::new(),
             retired: Condvar::new(),
@@ -82,7 +103,11 @@ impl Threads {
         default_group: &Arc<GroupInner>,
     ) -> Result<(), String> {
         let n = shared.cores.len();
-        lock(&shared.threads.state).live_cores = n;
+        {
+            let mut st = lock(&shared.threads.state);
+            st.live_cores = n;
+            st.runners = (0..n).map(|_| None).collect();
+        }
         for idx in 0..n {
             let core = Box::new(Core::new(idx, shared.clone(), default_group.clone()));
             if let Err((core, e)) = spawn_thread(shared, default_group, Some(core)) {
@@ -97,21 +122,28 @@ impl Threads {
                 return Err(format!("could not start worker thread {idx} of {n}: {e}"));
             }
         }
+        let monitor = super::monitor::start(shared)
+            .map_err(|e| format!("could not start the stall monitor thread: {e}"))?;
+        lock(&shared.threads.state).monitor = Some(monitor);
         Ok(())
     }
 
     /// Step 3 of the hand-off protocol: gives `core` to a spare thread or a new one. Gives it back
     /// if no spare is idle and the runtime already runs `Config::max_threads` threads: the caller
     /// must not wait then, since every thread may be waiting on work only this core would run.
-    pub(crate) fn hand_off(&self, mut core: Box<Core>) -> Result<(), Box<Core>> {
+    pub(crate) fn hand_off(&self, core: Box<Core>) -> Result<(), Box<Core>> {
+        if !can_take_another(&lock(&self.state), &core.shared) {
+            return Err(core);
+        }
+        self.adopt(core);
+        Ok(())
+    }
+
+    /// Steps 3 and 4 for a core this thread owns and no thread runs: prepares it and gives it to a
+    /// spare thread or a new one.
+    fn adopt(&self, mut core: Box<Core>) {
         let shared = core.shared.clone();
         let default_group = core.default_group.clone();
-        {
-            let st = lock(&self.state);
-            if st.idle_spares <= st.waiting.len() && st.running >= shared.config.max_threads {
-                return Err(core);
-            }
-        }
         core.prepare_hand_off();
         let spawn = {
             let mut st = lock(&self.state);
@@ -128,7 +160,80 @@ impl Threads {
             // queue is stealable meanwhile.
             let _ = spawn_thread(&shared, &default_group, None);
         }
-        Ok(())
+    }
+
+    /// The stall monitor's rescue of core `idx`, observed lent under `observed` with work waiting
+    /// (see the module docs). Claims it, unless the rescued threads already number
+    /// `max_rescue_threads` or no thread could take it; at shutdown the claimed core goes to the
+    /// shutting-down thread, which retires it. True if the core was claimed.
+    pub(crate) fn rescue(&self, shared: &Shared, idx: usize, observed: u64) -> bool {
+        let shutting_down = shared.is_shutdown();
+        let core = {
+            let mut st = lock(&self.state);
+            if !shutting_down
+                && (st.rescued.len() >= shared.config.max_rescue_threads
+                    || !can_take_another(&st, shared))
+            {
+                return false;
+            }
+            // Claimed under the lock, so the stuck thread, once its poll returns and it finds
+            // the core gone, sees itself counted as rescued (`core_lost` takes the lock).
+            let Some(core) = shared.cores[idx].lent.claim(observed) else {
+                return false;
+            };
+            if let Some((id, blocked)) = st.runners[idx].take() {
+                // The stuck thread is in user code without a core now: shutdown must not wait.
+                blocked.store(true, Ordering::SeqCst);
+                st.rescued.push(id);
+            }
+            st.rescues += 1;
+            if shutting_down {
+                st.waiting.push(core);
+                self.retired.notify_all();
+                return true;
+            }
+            core
+        };
+        self.adopt(core);
+        true
+    }
+
+    /// Step 7: the calling thread's poll returned and its core is gone (handed off or rescued).
+    /// Returns true if the thread should stay as a spare: a rescued thread stays only if no spare
+    /// is idle, so rescue threads do not outlast the stall.
+    fn core_lost(&self, blocked: &AtomicBool) -> bool {
+        let me = thread::current().id();
+        let mut st = lock(&self.state);
+        blocked.store(false, Ordering::SeqCst);
+        match st.rescued.iter().position(|&t| t == me) {
+            Some(pos) => {
+                st.rescued.swap_remove(pos);
+                st.idle_spares == 0
+            }
+            None => true,
+        }
+    }
+
+    /// Records the thread that now runs core `idx` (for a rescue to mark it).
+    fn running(&self, idx: usize, blocked: &Arc<AtomicBool>) {
+        let mut st = lock(&self.state);
+        st.runners[idx] = Some((thread::current().id(), blocked.clone()));
+    }
+
+    /// Shutdown: stops the stall monitor and waits for its thread (it runs no user code), then
+    /// retires any core it claimed meanwhile.
+    pub(crate) fn stop_monitor(&self, shared: &Shared) {
+        shared.monitor.stop(&shared.idle);
+        let handle = lock(&self.state).monitor.take();
+        if let Some(h) = handle {
+            if h.thread().id() != thread::current().id() {
+                let _ = h.join();
+            }
+        }
+        let waiting = std::mem::take(&mut lock(&self.state).waiting);
+        for core in waiting {
+            self.retire(core);
+        }
     }
 
     /// Step 6 of the hand-off protocol: takes core `idx` back if no thread took it yet.
@@ -252,11 +357,16 @@ impl Threads {
         }
     }
 
-    /// (threads started and not yet exited, spares waiting for a core).
-    pub(crate) fn counts(&self) -> (usize, usize) {
+    /// (threads started and not yet exited, spares waiting for a core, rescues so far).
+    pub(crate) fn counts(&self) -> (usize, usize, u64) {
         let st = lock(&self.state);
-        (st.running, st.idle_spares)
+        (st.running, st.idle_spares, st.rescues)
     }
+}
+
+/// Whether a spare, or a thread still to be started, can take one more core.
+fn can_take_another(st: &State, shared: &Shared) -> bool {
+    st.idle_spares > st.waiting.len() || st.running < shared.config.max_threads
 }
 
 /// Starts a runtime thread, running `first` (or waiting for a core as a spare).
@@ -327,10 +437,16 @@ fn thread_main(
                 None => break,
             },
         };
+        shared.threads.running(core.idx, &blocked);
         match run(core) {
             Some(core) => shared.threads.retire(core),
-            // The core was handed away during a poll that has now returned: back in runtime code.
-            None => blocked.store(false, Ordering::SeqCst),
+            // The core was handed away or rescued during a poll that has now returned: back in
+            // runtime code.
+            None => {
+                if !shared.threads.core_lost(&blocked) {
+                    break;
+                }
+            }
         }
     }
     run_hook(shared.config.on_thread_stop.as_ref());

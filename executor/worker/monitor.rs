@@ -1,0 +1,169 @@
+//! The stall monitor: one thread per runtime that notices a worker stuck in one poll while tasks
+//! wait behind it, and has a rescue thread take over that worker's core.
+//!
+//! # Detection
+//! Every poll lends the core through its slot (`lent`) under a new generation, so the monitor
+//! needs no clock read and no counter on the hot path: it reads each slot's word at each tick. A
+//! core whose word shows the same generation, still lent, for `stall_threshold` is *stalled*: one
+//! poll has held it that long. It is rescued if work waits that only it would run: its LIFO slot
+//! (the `lifo_busy` hint) or its local queue holds a task, or groups are listed and every awake
+//! worker is stalled. A stalled core with nothing waiting is left alone (rescuing it would only add
+//! a thread); the monitor looks again at the next tick.
+//!
+//! # Rescue
+//! [`Threads::rescue`](super::threads::Threads::rescue) claims the core (`lent`, step 4: exactly
+//! one of the claim and the poll's own access wins), ends its service segment (the stuck poll's
+//! group is charged for the time up to the claim: it held a worker that long; what follows runs on
+//! a thread that is no worker, and is charged to nobody, as `block_in_place` is) and hands the core
+//! over like a nested `block_on` does. The rescued core keeps its index, queues, pending charges
+//! and its group's served entry: the scheduler sees a worker that kept running.
+//!
+//! # Cost and backing off
+//! - While every worker is parked the monitor sleeps without a timeout ([`Idle::wait_for_awake`]):
+//!   an idle runtime never wakes it, and the first worker to wake unparks it (a rare transition,
+//!   one read of a flag).
+//! - While workers are awake it ticks every `stall_threshold / 2` after it saw a poll span a
+//!   tick, doubling its interval up to `stall_threshold` while no poll does. A stall is thus
+//!   noticed between `stall_threshold` and about `2 × stall_threshold` after it began. Each tick
+//!   reads one word per core.
+//!
+//! # Shutdown
+//! After shutdown begins, any stalled core is claimed whether work waits or not and given to the
+//! shutting-down thread, which retires it: a poll stuck forever delays `Runtime` drop by about the
+//! stall threshold, not forever. The stuck thread is left to its poll and exits when it returns.
+
+use std::io;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::group::Host;
+use crate::shim::{AtomicBool, AtomicU64, Ordering};
+
+use super::lent::{generation, is_lent};
+use super::parker::Parker;
+use super::shared::Shared;
+
+/// The shortest interval between two ticks, whatever the threshold.
+const MIN_TICK: Duration = Duration::from_micros(100);
+
+/// The monitor's shared state (in `Shared`).
+pub(crate) struct Monitor {
+    /// The monitor's timed sleep between ticks.
+    parker: Parker,
+    stop: AtomicBool,
+    /// Times the monitor thread woke up (timed ticks and wakes from an idle sleep).
+    wakeups: AtomicU64,
+}
+
+impl Monitor {
+    pub(crate) fn new() -> Self {
+        Monitor {
+            parker: Parker::new(),
+            stop: AtomicBool::new(false),
+            wakeups: AtomicU64::new(0),
+        }
+    }
+
+    /// Ends the monitor thread (shutdown, once the cores retired).
+    pub(crate) fn stop(&self, idle: &super::idle::Idle) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.parker.unpark();
+        idle.wake_watcher();
+    }
+
+    pub(crate) fn wakeups(&self) -> u64 {
+        self.wakeups.load(Ordering::Relaxed)
+    }
+}
+
+/// Starts the monitor thread of `shared`'s runtime.
+pub(crate) fn start(shared: &Arc<Shared>) -> io::Result<thread::JoinHandle<()>> {
+    let s = shared.clone();
+    thread::Builder::new()
+        .name(format!("{}-monitor", shared.config.thread_name))
+        // It runs no user code: a small stack does.
+        .stack_size(64 * 1024)
+        .spawn(move || run(&s))
+}
+
+/// What the monitor last saw of one core.
+#[derive(Clone, Copy)]
+struct Seen {
+    generation: u64,
+    since: Instant,
+}
+
+fn run(shared: &Shared) {
+    let threshold = shared.config.stall_threshold;
+    let short = (threshold / 2).max(MIN_TICK);
+    let long = threshold.max(MIN_TICK);
+    let monitor = &shared.monitor;
+    let stopped = || monitor.stop.load(Ordering::Acquire);
+    let now = Instant::now();
+    let mut seen = vec![
+        Seen {
+            generation: u64::MAX,
+            since: now
+        };
+        shared.cores.len()
+    ];
+    let mut stalled = Vec::with_capacity(shared.cores.len());
+    let mut tick = short;
+    while !stopped() {
+        if shared.idle.wait_for_awake(stopped) {
+            // Slept through an idle spell: every poll seen before it is over.
+            monitor.wakeups.fetch_add(1, Ordering::Relaxed);
+            tick = short;
+            continue;
+        }
+        monitor.parker.park_timeout(tick);
+        monitor.wakeups.fetch_add(1, Ordering::Relaxed);
+        if stopped() {
+            break;
+        }
+        let now = Instant::now();
+        let mut spanning = false;
+        stalled.clear();
+        for (i, c) in shared.cores.iter().enumerate() {
+            let word = c.lent.observe();
+            let s = &mut seen[i];
+            if generation(word) != s.generation {
+                *s = Seen {
+                    generation: generation(word),
+                    since: now,
+                };
+            } else if is_lent(word) {
+                spanning = true;
+                if now.saturating_duration_since(s.since) >= threshold {
+                    stalled.push((i, word));
+                }
+            }
+        }
+        if !stalled.is_empty() {
+            rescue(shared, &stalled);
+        }
+        tick = if spanning {
+            short
+        } else {
+            (tick * 2).min(long)
+        };
+    }
+}
+
+/// Rescues the stalled cores behind which work waits (all of them once shutdown began).
+fn rescue(shared: &Shared, stalled: &[(usize, u64)]) {
+    let shutting_down = shared.is_shutdown();
+    let (awake, _) = shared.idle.counts();
+    let nobody_free = awake <= stalled.len() && shared.scheduler.has_listed();
+    for &(i, word) in stalled {
+        let c = &shared.cores[i];
+        let waits = shutting_down
+            || nobody_free
+            || c.lifo_busy.load(Ordering::Relaxed)
+            || !c.local.is_empty();
+        if waits {
+            shared.threads.rescue(shared, i, word);
+        }
+    }
+}
