@@ -22,8 +22,8 @@
 //!
 //! The stall monitor sleeps without a timeout while no worker is awake ([`Idle::wait_for_awake`]):
 //! it sets its `sleeping` flag, issues a SeqCst fence and re-reads the state word before it parks;
-//! whoever makes the first worker awake (the counts' SeqCst read-modify-write in
-//! [`Idle::notify_one`] or [`Idle::wake_self`]) then reads the flag and unparks it. One of the two
+//! whoever makes the first worker awake (the counts' read-modify-write in [`Idle::notify_one`] or
+//! [`Idle::wake_self`]) then issues a SeqCst fence, reads the flag and unparks it. One of the two
 //! sees the other, so the monitor never sleeps through a stall, and an idle runtime never wakes it
 //! (loom model: `tests/loom_rescue.rs`).
 
@@ -125,8 +125,13 @@ impl Idle {
     /// stall monitor if it sleeps (see the module docs). Rare: only when every worker slept.
     #[inline]
     fn first_awake(&self, prev: usize) {
-        if prev / AWAKE == 0 && self.watcher_sleeping.load(Ordering::SeqCst) {
-            self.watcher.unpark();
+        if prev / AWAKE == 0 {
+            // The read-modify-write is SeqCst already; the fence makes the pair a fence pair,
+            // which loom models exactly (it treats SeqCst accesses as acquire/release).
+            fence(Ordering::SeqCst);
+            if self.watcher_sleeping.load(Ordering::SeqCst) {
+                self.watcher.unpark();
+            }
         }
     }
 

@@ -2,51 +2,75 @@
 //! which the stall monitor can claim it while the poll is stuck.
 //!
 //! # The claim protocol
-//! The slot holds one word, `generation << 1 | LENT`, and the lent item's pointer.
+//! The slot holds the lent item's pointer and three words:
+//! - `word`, written by the owner: `generation << 1 | LENT`. `LENT` clear means the owner is
+//!   using the item (between polls, or inside an access during a poll).
+//! - `claim`, written by the claimer: `generation << 2 | state`, the state `PENDING`, `GRANTED`
+//!   or none (withdrawn). Its generation never decreases.
+//! - `next`, the owner's generation counter.
 //!
-//! 1. **Lend.** The thread that owns the item (between polls it is a local of the worker loop)
-//!    stores the pointer (relaxed), then a word with the next generation and `LENT` set
-//!    (release), and keeps that word as its *lease*. No other thread writes the word while
-//!    `LENT` is clear, so a plain store suffices: lending costs no read-modify-write.
-//! 2. **Access during the lease** ([`LentSlot::with`]): compare-exchange `lease → lease & !LENT`.
-//!    Success makes this thread the exclusive owner for the access; afterwards it stores `lease`
-//!    again (release), which lends the item once more under the same generation. Failure means
-//!    the item was claimed: the access proceeds without it.
-//! 3. **Take back** ([`LentSlot::take_back`], after the poll or to hand the core over): the same
-//!    compare-exchange; success returns the item, failure means it was claimed.
-//! 4. **Claim** ([`LentSlot::claim`], the monitor): with a word observed earlier with `LENT` set,
-//!    compare-exchange `observed → observed & !LENT`. Success transfers ownership to the claimer.
+//! The owner's side costs no read-modify-write and no hardware fence, because polls and wakes are
+//! the hot path and claims are rare: the two sides meet through an asymmetric fence pair
+//! (`shim::light_barrier`, a compiler fence, against `shim::heavy_barrier`, Linux `membarrier`,
+//! which makes every thread of the process execute a full fence).
 //!
-//! Every transfer of ownership is a successful compare-exchange from a word with `LENT` set to
-//! one without it, and only the owner ever sets `LENT` again, so exactly one thread owns the item
-//! at any time. The generation makes a stale lease harmless: once claimed, the item is lent again
-//! (by its new thread) only under a newer generation, so the old lease's compare-exchange fails
-//! for good. (Within one lease, a claim may observe the word, lose it to an access, and succeed
-//! after the access stored the same word again: that is correct, as the item is lent again then.)
-//! A claim never waits for the poll: a thread stuck in user code does not hold the slot, so the
-//! claim succeeds at once.
+//! 1. **Lend.** The owner stores the pointer, then `word = g << 1 | LENT` for a new generation `g`
+//!    (release), and keeps that word as its *lease*.
+//! 2. **Acquire** (an access during the poll, [`LentSlot::with`], or the take-back after it,
+//!    [`LentSlot::take_back`]): if `claim` shows a claim of `g`, see step 4. Otherwise store
+//!    `word = g << 1` (the owner is busy), light barrier, read `claim` again: no claim of `g` means
+//!    the owner has the item; an access ends by storing the lease again (release).
+//! 3. **Claim** ([`LentSlot::claim`], the monitor), with a word observed lent under `g`: store
+//!    `claim = g << 2 | PENDING`, heavy barrier, read `word`. If it still equals the lease, store
+//!    `GRANTED` (release) and `word = g << 1` (no longer lent: no second claim): the claimer owns
+//!    the item. Otherwise withdraw (store `g << 2`).
+//! 4. An owner that finds a claim of its generation waits while it is `PENDING` (a few
+//!    microseconds: the claimer is between two stores around one system call); `GRANTED`, or a
+//!    claim of a newer generation, means the item is gone for good; a withdrawn claim found before
+//!    its busy store means it looks again, found after it means the item is the owner's.
 //!
-//! loom model: `tests/loom_rescue.rs`.
+//! Why exactly one side wins: the owner stores `word`, then reads `claim`; the claimer stores
+//! `claim`, then reads `word`, with the heavy barrier between. The barrier guarantees that either
+//! the owner's read sees `PENDING` (so it waits for the decision) or the claimer's read sees the
+//! owner's busy store (so it withdraws). A claimer that reads the lease therefore knows the owner
+//! is outside every access and will wait at its next one; it grants itself the item, and the
+//! owner's release store of the lease (step 2) publishes what the owner did to the item.
+//!
+//! The generation makes a stale lease harmless: once claimed, the item is lent again (by its new
+//! owner) only under a newer generation; the old lease reads a claim of its own generation
+//! `GRANTED` or of a newer one, and fails. (The heavy barrier of its claim precedes anything the
+//! stale owner reads afterwards, so it cannot read an older claim.) A stale busy store names the
+//! old generation, which the claimer's equality test never matches: at worst it hides a newer
+//! lease from the monitor until the next lend. Without the heavy barrier
+//! (kernels before 4.3, or a sandbox that forbids `membarrier`) claims always withdraw: rescue is
+//! off, and nothing else changes.
+//!
+//! loom model: `tests/loom_rescue.rs` (it models both barriers as SeqCst fences).
 
 use std::marker::PhantomData;
 use std::ptr;
 
-use crate::shim::{AtomicPtr, AtomicU64, Ordering};
+use crate::shim::{AtomicPtr, AtomicU64, Ordering, heavy_barrier, light_barrier, spin_yield};
 
 const LENT: u64 = 1;
+const PENDING: u64 = 1;
+const GRANTED: u64 = 2;
+const CLAIM_STATE: u64 = 3;
 
 /// See the module docs. On a cache line of its own: its owner writes it at every poll, and only
 /// the monitor reads it.
 #[repr(align(64))]
 pub struct LentSlot<T> {
     word: AtomicU64,
+    claim: AtomicU64,
+    next: AtomicU64,
     item: AtomicPtr<T>,
     /// The slot owns a `T` while it is lent; `*mut` so that `Send`/`Sync` are stated by hand.
     _owns: PhantomData<*mut T>,
 }
 
-// SAFETY: the slot moves a `T` between threads (whoever wins the compare-exchange owns it) and
-// never shares a `&T` between two threads at once, so `T: Send` is what it needs.
+// SAFETY: the slot moves a `T` between threads (whoever acquires it owns it) and never shares a
+// `&T` between two threads at once, so `T: Send` is what it needs.
 unsafe impl<T: Send> Send for LentSlot<T> {}
 // SAFETY: as above: shared access to the slot only ever gives one thread at a time the item.
 unsafe impl<T: Send> Sync for LentSlot<T> {}
@@ -68,11 +92,20 @@ impl<T> Default for LentSlot<T> {
     }
 }
 
+/// What `claim` says about generation `g`.
+enum Claim {
+    None,
+    Pending,
+    Granted,
+}
+
 impl<T> LentSlot<T> {
     /// An empty slot.
     pub fn new() -> Self {
         LentSlot {
             word: AtomicU64::new(0),
+            claim: AtomicU64::new(0),
+            next: AtomicU64::new(0),
             item: AtomicPtr::new(ptr::null_mut()),
             _owns: PhantomData,
         }
@@ -82,8 +115,10 @@ impl<T> LentSlot<T> {
     #[inline]
     pub fn lend(&self, item: Box<T>) -> Lease {
         self.item.store(Box::into_raw(item), Ordering::Relaxed);
-        // Not lent now, so only this thread writes the word: a load and a store.
-        let word = (self.word.load(Ordering::Relaxed) | LENT) + 2;
+        // Only the owner writes `next`, and ownership moves with a happens-before edge.
+        let g = self.next.load(Ordering::Relaxed) + 1;
+        self.next.store(g, Ordering::Relaxed);
+        let word = g << 1 | LENT;
         self.word.store(word, Ordering::Release);
         Lease(word)
     }
@@ -104,20 +139,20 @@ impl<T> LentSlot<T> {
         }
         let _relend = Relend(&self.word, lease.0);
         let p = self.item.load(Ordering::Relaxed);
-        // SAFETY: the successful compare-exchange made this thread the item's only owner until
-        // `_relend` stores the lease again; `p` came from `Box::into_raw` in `lend`.
+        // SAFETY: `acquire` made this thread the item's only owner until `_relend` stores the
+        // lease again; `p` came from `Box::into_raw` in `lend`.
         let item = unsafe { &mut *p };
         (f(Some(item)), true)
     }
 
-    /// Step 3: takes the item back if it is still lent under `lease`.
+    /// Step 2: takes the item back if it is still lent under `lease`.
     #[inline]
     pub fn take_back(&self, lease: Lease) -> Option<Box<T>> {
         if !self.acquire(lease) {
             return None;
         }
-        // SAFETY: the successful compare-exchange transferred ownership to this thread for good
-        // (nobody lends it again but its owner); the pointer came from `Box::into_raw`.
+        // SAFETY: `acquire` made this thread the owner for good (the word stays busy until it
+        // lends again); the pointer came from `Box::into_raw` in `lend`.
         Some(unsafe { Box::from_raw(self.item.load(Ordering::Relaxed)) })
     }
 
@@ -128,24 +163,86 @@ impl<T> LentSlot<T> {
         self.word.load(Ordering::Acquire)
     }
 
-    /// Step 4: claims the item if it is still lent under the `observed` word.
+    /// Step 3: claims the item if it is still lent under the `observed` word. Only one thread may
+    /// claim a slot at a time (the runtime's monitor).
     pub fn claim(&self, observed: u64) -> Option<Box<T>> {
         if !is_lent(observed) {
             return None;
         }
-        self.take_back(Lease(observed))
+        let g = generation(observed);
+        self.claim.store(g << 2 | PENDING, Ordering::Relaxed);
+        let granted = heavy_barrier() && self.word.load(Ordering::Acquire) == observed;
+        if !granted {
+            // Withdrawn, keeping the generation: claims only ever name newer generations.
+            self.claim.store(g << 2, Ordering::Release);
+            return None;
+        }
+        self.claim.store(g << 2 | GRANTED, Ordering::Release);
+        // The item is no longer lent: no second claim of this lease. (The stale owner may store
+        // this same busy word too.)
+        self.word.store(g << 1, Ordering::Relaxed);
+        // SAFETY: the owner is outside every access and waits for this decision at its next one
+        // (module docs); the acquire load read its release store of the lease, made after its
+        // last use of the item. The pointer came from `Box::into_raw` in `lend`.
+        Some(unsafe { Box::from_raw(self.item.load(Ordering::Relaxed)) })
+    }
+
+    /// Step 2 (and 4): true if the owner of `lease` has the item now.
+    #[inline]
+    fn acquire(&self, lease: Lease) -> bool {
+        let g = generation(lease.0);
+        loop {
+            match self.claim_of(g) {
+                Claim::None => break,
+                // A stale lease must not store its busy word after the item moved on.
+                Claim::Granted => return false,
+                // Withdrawn without having seen this owner busy: the item is still lent, so
+                // look again before using it.
+                Claim::Pending => {
+                    if !self.wait_for_claim(g) {
+                        return false;
+                    }
+                }
+            }
+        }
+        self.word.store(lease.0 & !LENT, Ordering::Relaxed);
+        light_barrier();
+        match self.claim_of(g) {
+            Claim::None => true,
+            Claim::Granted => false,
+            Claim::Pending => self.wait_for_claim(g),
+        }
     }
 
     #[inline]
-    fn acquire(&self, lease: Lease) -> bool {
-        self.word
-            .compare_exchange(
-                lease.0,
-                lease.0 & !LENT,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            )
-            .is_ok()
+    fn claim_of(&self, g: u64) -> Claim {
+        let c = self.claim.load(Ordering::Acquire);
+        if c >> 2 > g {
+            // A claim of a newer lease: this one's item was claimed and lent again since.
+            return Claim::Granted;
+        }
+        if c >> 2 < g {
+            return Claim::None;
+        }
+        match c & CLAIM_STATE {
+            PENDING => Claim::Pending,
+            GRANTED => Claim::Granted,
+            _ => Claim::None,
+        }
+    }
+
+    /// Step 4 (cold): waits for the claimer's decision on generation `g`: false if granted, true
+    /// if withdrawn.
+    #[cold]
+    #[inline(never)]
+    fn wait_for_claim(&self, g: u64) -> bool {
+        loop {
+            match self.claim_of(g) {
+                Claim::Pending => spin_yield(),
+                Claim::Granted => return false,
+                Claim::None => return true,
+            }
+        }
     }
 }
 
