@@ -279,7 +279,7 @@ impl Builder {
     /// that has run this long while tasks wait in that worker's queues (or groups wait and every
     /// awake worker is stuck), and hands the worker's queues to another thread. The stuck poll
     /// finishes on its own thread, which then stays as a spare or exits. A stall is noticed
-    /// between this threshold and about twice it after it began. Must be more than zero; default
+    /// between this threshold and 1.5 times it after it began. Must be more than zero; default
     /// [`DEFAULT_STALL_THRESHOLD`] (5 ms). A long threshold makes rescues rare; `spawn_blocking`
     /// and `block_in_place` remain the way to run known blocking code.
     ///

@@ -56,7 +56,8 @@ impl BlockingBinding for Blocking {
 
 pub use builder::{
     BuildError, Builder, DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_MAX_BLOCKING_THREADS,
-    DEFAULT_QUANTUM, MAX_QUANTUM, MAX_WORKERS, MIN_QUANTUM, MIN_THREAD_STACK,
+    DEFAULT_MAX_RESCUE_THREADS, DEFAULT_QUANTUM, DEFAULT_STALL_THRESHOLD, MAX_QUANTUM, MAX_WORKERS,
+    MIN_QUANTUM, MIN_THREAD_STACK,
 };
 pub use context::EnterGuard;
 pub use metrics::{RuntimeMetrics, WorkerMetrics};
