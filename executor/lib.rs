@@ -153,7 +153,7 @@ pub mod loom_support {
     pub use crate::group::listed::ListFlag;
     pub use crate::group::queue::GroupQueue;
     pub use crate::worker::idle::Idle;
-    pub use crate::worker::lent::{Lease, LentSlot, generation, is_lent};
+    pub use crate::worker::lent::{Lease, LentSlot, generation, hint, is_lent};
     pub use crate::worker::local::{LOCAL_CAPACITY, LocalQueue};
     pub use crate::worker::parker::Parker;
 }

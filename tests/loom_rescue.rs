@@ -9,7 +9,7 @@
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
-use rondo::loom_support::{Idle, LentSlot, is_lent};
+use rondo::loom_support::{Idle, Lease, LentSlot, is_lent};
 
 /// A stand-in for a core: the LIFO slot a wake fills.
 #[derive(Default)]
@@ -25,10 +25,15 @@ fn wake(
     global: &Mutex<Vec<u32>>,
     v: u32,
 ) {
-    let (_, still) = slot.with(lease, |core| match core {
-        Some(core) => core.lifo.push(v),
-        None => global.lock().unwrap().push(v),
-    });
+    // The hint is what the runtime passes: whether the LIFO slot holds a task.
+    let (_, still) = slot.with(
+        lease,
+        |core| match core {
+            Some(core) => core.lifo.push(v),
+            None => global.lock().unwrap().push(v),
+        },
+        |core| !core.lifo.is_empty(),
+    );
     let _ = still;
 }
 
@@ -40,7 +45,7 @@ fn a_claim_and_the_polls_own_accesses_give_the_core_to_exactly_one_thread() {
     loom::model(|| {
         let slot = Arc::new(LentSlot::<Core>::new());
         let global = Arc::new(Mutex::new(Vec::new()));
-        let lease = slot.lend(Box::new(Core::default()));
+        let lease = slot.lend(Box::new(Core::default()), false);
         let observed = slot.observe();
         assert!(is_lent(observed));
 
@@ -81,7 +86,7 @@ fn a_stale_lease_never_takes_back_a_core_lent_again() {
     loom::model(|| {
         let slot = Arc::new(LentSlot::<Core>::new());
         let global = Arc::new(Mutex::new(Vec::new()));
-        let lease = slot.lend(Box::new(Core::default()));
+        let lease = slot.lend(Box::new(Core::default()), false);
         let observed = slot.observe();
 
         let rescuer = {
@@ -90,7 +95,7 @@ fn a_stale_lease_never_takes_back_a_core_lent_again() {
             thread::spawn(move || {
                 let core = slot.claim(observed)?;
                 // The rescue thread's own poll, with a wake of its own.
-                let lease2 = slot.lend(core);
+                let lease2 = slot.lend(core, false);
                 wake(&slot, lease2, &global, 2);
                 let core = slot.take_back(lease2);
                 assert!(core.is_some(), "the new lease lost its core");
@@ -122,7 +127,7 @@ fn a_claim_between_two_accesses_is_seen_by_the_second() {
     loom::model(|| {
         let slot = Arc::new(LentSlot::<Core>::new());
         let global = Arc::new(Mutex::new(Vec::new()));
-        let lease = slot.lend(Box::new(Core::default()));
+        let lease = slot.lend(Box::new(Core::default()), false);
         let observed = slot.observe();
 
         let rescuer = {

@@ -54,7 +54,8 @@ pub(crate) struct ThreadCtx {
 pub(crate) fn install(core: Box<Core>) {
     let slot: *const LentSlot<Core> = &core.shared.cores[core.idx].lent;
     // SAFETY: the core's `Shared` (which holds the slot) lives at least as long as the core.
-    let lease = unsafe { &*slot }.lend(core);
+    let hint = core.lifo_busy();
+    let lease = unsafe { &*slot }.lend(core, hint);
     if LEASE.try_with(|c| c.set((slot, lease))).is_err() {
         // Thread teardown, where no poll runs: the core goes nowhere, so drop it.
         // SAFETY: as above; the core is lent, so its `Shared` is alive.
@@ -100,7 +101,7 @@ pub(crate) fn with_core<R>(f: impl FnOnce(Option<&mut Core>) -> R) -> R {
         return f(None);
     }
     // SAFETY: a lease is held only while the runtime's `Shared` is alive (module docs).
-    let (out, still_lent) = unsafe { &*slot }.with(lease, f);
+    let (out, still_lent) = unsafe { &*slot }.with(lease, f, Core::lifo_busy);
     if !still_lent {
         // Claimed by a rescue: forget the lease, so later wakes in this poll skip the slot.
         let _ = LEASE.try_with(|c| c.set(CLAIMED));

@@ -125,7 +125,6 @@ impl Core {
         } else if let Some(prev) = self.lifo.replace(r) {
             self.push_local(prev);
         } else {
-            self.remote().lifo_busy.store(true, Ordering::Relaxed);
             return;
         }
         // New stealable work: wake a sleeper if nobody is searching. A missed wake here costs
@@ -154,7 +153,6 @@ impl Core {
             }
         }
         if let Some(r) = self.lifo.take() {
-            self.remote().lifo_busy.store(false, Ordering::Relaxed);
             if self.lifo_streak < LIFO_CAP {
                 self.lifo_streak += 1;
                 self.counts.lifo_hits += 1;
@@ -464,6 +462,12 @@ impl Core {
         self.searching = true;
     }
 
+    /// Whether a task waits in the LIFO slot (the stall monitor's hint, carried by the lent word).
+    #[inline]
+    pub(crate) fn lifo_busy(&self) -> bool {
+        self.lifo.is_some()
+    }
+
     /// Takes the task `id` out of this core's LIFO slot or local queue if it sits there and has
     /// never been polled (for a nested `block_on` that awaits it: see `block_on`).
     pub(crate) fn take_unstarted(&mut self, id: usize) -> Option<Runnable> {
@@ -471,7 +475,6 @@ impl Core {
             task_id(r.metadata()) == id && r.metadata().slot.load(Ordering::Relaxed) == UNREGISTERED
         };
         if self.lifo.as_ref().is_some_and(unstarted) {
-            self.remote().lifo_busy.store(false, Ordering::Relaxed);
             return self.lifo.take();
         }
         let local = &self.shared.cores[self.idx].local;
@@ -498,7 +501,6 @@ impl Core {
             self.service.defer(c, &self.shared.scheduler);
         }
         if let Some(r) = self.lifo.take() {
-            self.remote().lifo_busy.store(false, Ordering::Relaxed);
             self.push_local(r);
         }
         self.lifo_streak = 0;

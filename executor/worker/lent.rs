@@ -3,8 +3,10 @@
 //!
 //! # The claim protocol
 //! The slot holds the lent item's pointer and three words:
-//! - `word`, written by the owner: `generation << 1 | LENT`. `LENT` clear means the owner is
-//!   using the item (between polls, or inside an access during a poll).
+//! - `word`, written by the owner: `generation << 2 | HINT | LENT`. `LENT` clear means the owner
+//!   is using the item (between polls, or inside an access during a poll). `HINT` is a bit the
+//!   owner sets from the item at each lend and after each access (the runtime: a task waits in
+//!   the core's LIFO slot), for the monitor; it changes nothing in the protocol.
 //! - `claim`, written by the claimer: `generation << 2 | state`, the state `PENDING`, `GRANTED`
 //!   or none (withdrawn). Its generation never decreases.
 //! - `next`, the owner's generation counter.
@@ -14,16 +16,16 @@
 //! (`shim::light_barrier`, a compiler fence, against `shim::heavy_barrier`, Linux `membarrier`,
 //! which makes every thread of the process execute a full fence).
 //!
-//! 1. **Lend.** The owner stores the pointer, then `word = g << 1 | LENT` for a new generation `g`
-//!    (release), and keeps that word as its *lease*.
+//! 1. **Lend.** The owner stores the pointer, then `word = g << 2 | hint | LENT` for a new
+//!    generation `g` (release), and keeps the generation as its *lease*.
 //! 2. **Acquire** (an access during the poll, [`LentSlot::with`], or the take-back after it,
 //!    [`LentSlot::take_back`]): if `claim` shows a claim of `g`, see step 4. Otherwise store
-//!    `word = g << 1` (the owner is busy), light barrier, read `claim` again: no claim of `g` means
-//!    the owner has the item; an access ends by storing the lease again (release).
+//!    `word = g << 2` (the owner is busy), light barrier, read `claim` again: no claim of `g` means
+//!    the owner has the item; an access ends by storing `g << 2 | hint | LENT` again (release).
 //! 3. **Claim** ([`LentSlot::claim`], the monitor), with a word observed lent under `g`: store
-//!    `claim = g << 2 | PENDING`, heavy barrier, read `word`. If it still equals the lease, store
-//!    `GRANTED` (release) and `word = g << 1` (no longer lent: no second claim): the claimer owns
-//!    the item. Otherwise withdraw (store `g << 2`).
+//!    `claim = g << 2 | PENDING`, heavy barrier, read `word`. If it still equals the observed
+//!    word, store `GRANTED` (release) and `word = g << 2` (no longer lent: no second claim): the
+//!    claimer owns the item. Otherwise withdraw (store `g << 2`).
 //! 4. An owner that finds a claim of its generation waits while it is `PENDING` (a few
 //!    microseconds: the claimer is between two stores around one system call); `GRANTED`, or a
 //!    claim of a newer generation, means the item is gone for good; a withdrawn claim found before
@@ -53,6 +55,7 @@ use std::ptr;
 use crate::shim::{AtomicPtr, AtomicU64, Ordering, heavy_barrier, light_barrier, spin_yield};
 
 const LENT: u64 = 1;
+const HINT: u64 = 2;
 const PENDING: u64 = 1;
 const GRANTED: u64 = 2;
 const CLAIM_STATE: u64 = 3;
@@ -75,15 +78,15 @@ unsafe impl<T: Send> Send for LentSlot<T> {}
 // SAFETY: as above: shared access to the slot only ever gives one thread at a time the item.
 unsafe impl<T: Send> Sync for LentSlot<T> {}
 
-/// What a lender keeps to reach its item again: the word it stored.
+/// What a lender keeps to reach its item again: the lent word of its generation, hint clear.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lease(u64);
 
 impl Lease {
     /// A lease on nothing (never a word a slot holds while lent).
     pub const NONE: Lease = Lease(0);
-    /// Not a lease: a mark that a lease was lost to a claim (never a word a slot holds while lent).
-    pub const CLAIMED: Lease = Lease(2);
+    /// Not a lease: a mark that a lease was lost to a claim (never a lease: `LENT` is clear).
+    pub const CLAIMED: Lease = Lease(4);
 }
 
 impl<T> Default for LentSlot<T> {
@@ -111,23 +114,28 @@ impl<T> LentSlot<T> {
         }
     }
 
-    /// Step 1: lends `item` under a new generation.
+    /// Step 1: lends `item` under a new generation, with the monitor's `hint`.
     #[inline]
-    pub fn lend(&self, item: Box<T>) -> Lease {
+    pub fn lend(&self, item: Box<T>, hint: bool) -> Lease {
         self.item.store(Box::into_raw(item), Ordering::Relaxed);
         // Only the owner writes `next`, and ownership moves with a happens-before edge.
         let g = self.next.load(Ordering::Relaxed) + 1;
         self.next.store(g, Ordering::Relaxed);
-        let word = g << 1 | LENT;
-        self.word.store(word, Ordering::Release);
-        Lease(word)
+        let lease = Lease(g << 2 | LENT);
+        self.word.store(lease.with_hint(hint), Ordering::Release);
+        lease
     }
 
     /// Step 2: runs `f` with the item if it is still lent under `lease` (then lends it again under
-    /// the same lease), or with `None` if it was claimed. The second value is false once claimed.
-    /// `f` may panic: the item is lent again all the same.
+    /// the same lease, with the monitor's hint `hint(item)`), or with `None` if it was claimed.
+    /// The second value is false once claimed. `f` may panic: the item is lent again all the same.
     #[inline]
-    pub fn with<R>(&self, lease: Lease, f: impl FnOnce(Option<&mut T>) -> R) -> (R, bool) {
+    pub fn with<R>(
+        &self,
+        lease: Lease,
+        f: impl FnOnce(Option<&mut T>) -> R,
+        hint: impl FnOnce(&T) -> bool,
+    ) -> (R, bool) {
         if !self.acquire(lease) {
             return (f(None), false);
         }
@@ -137,12 +145,17 @@ impl<T> LentSlot<T> {
                 self.0.store(self.1, Ordering::Release);
             }
         }
-        let _relend = Relend(&self.word, lease.0);
+        // Lends it again if `f` unwinds (with the hint set: the monitor may look).
+        let relend = Relend(&self.word, lease.with_hint(true));
         let p = self.item.load(Ordering::Relaxed);
-        // SAFETY: `acquire` made this thread the item's only owner until `_relend` stores the
-        // lease again; `p` came from `Box::into_raw` in `lend`.
+        // SAFETY: `acquire` made this thread the item's only owner until the item is lent again
+        // below (or by `relend` if `f` unwinds); `p` came from `Box::into_raw` in `lend`.
         let item = unsafe { &mut *p };
-        (f(Some(item)), true)
+        let out = f(Some(&mut *item));
+        let word = lease.with_hint(hint(item));
+        std::mem::forget(relend);
+        self.word.store(word, Ordering::Release);
+        (out, true)
     }
 
     /// Step 2: takes the item back if it is still lent under `lease`.
@@ -180,7 +193,7 @@ impl<T> LentSlot<T> {
         self.claim.store(g << 2 | GRANTED, Ordering::Release);
         // The item is no longer lent: no second claim of this lease. (The stale owner may store
         // this same busy word too.)
-        self.word.store(g << 1, Ordering::Relaxed);
+        self.word.store(g << 2, Ordering::Relaxed);
         // SAFETY: the owner is outside every access and waits for this decision at its next one
         // (module docs); the acquire load read its release store of the lease, made after its
         // last use of the item. The pointer came from `Box::into_raw` in `lend`.
@@ -205,7 +218,7 @@ impl<T> LentSlot<T> {
                 }
             }
         }
-        self.word.store(lease.0 & !LENT, Ordering::Relaxed);
+        self.word.store(lease.0 & !(LENT | HINT), Ordering::Relaxed);
         light_barrier();
         match self.claim_of(g) {
             Claim::None => true,
@@ -266,5 +279,18 @@ pub fn is_lent(word: u64) -> bool {
 /// The generation of a word from [`LentSlot::observe`]: the same while one lease lasts.
 #[inline]
 pub fn generation(word: u64) -> u64 {
-    word >> 1
+    word >> 2
+}
+
+/// The owner's hint in a word from [`LentSlot::observe`].
+#[inline]
+pub fn hint(word: u64) -> bool {
+    word & HINT != 0
+}
+
+impl Lease {
+    #[inline]
+    fn with_hint(self, hint: bool) -> u64 {
+        self.0 | if hint { HINT } else { 0 }
+    }
 }

@@ -6,7 +6,7 @@
 //! needs no clock read and no counter on the hot path: it reads each slot's word at each tick. A
 //! core whose word shows the same generation, still lent, for `stall_threshold` is *stalled*: one
 //! poll has held it that long. It is rescued if work waits that only it would run: its LIFO slot
-//! (the `lifo_busy` hint) or its local queue holds a task, or groups are listed and every awake
+//! (the lent word's hint, `lent::hint`) or its local queue holds a task, or groups are listed and every awake
 //! worker is stalled. A stalled core with nothing waiting is left alone (rescuing it would only add
 //! a thread); the monitor looks again at the next tick.
 //!
@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use crate::group::Host;
 use crate::shim::{AtomicBool, AtomicU64, Ordering};
 
-use super::lent::{generation, is_lent};
+use super::lent::{generation, hint, is_lent};
 use super::parker::Parker;
 use super::shared::Shared;
 
@@ -168,10 +168,7 @@ fn rescue(shared: &Shared, stalled: &[(usize, u64)]) {
     let nobody_free = awake <= stalled.len() && shared.scheduler.has_listed();
     for &(i, word) in stalled {
         let c = &shared.cores[i];
-        let waits = shutting_down
-            || nobody_free
-            || c.lifo_busy.load(Ordering::Relaxed)
-            || !c.local.is_empty();
+        let waits = shutting_down || nobody_free || hint(word) || !c.local.is_empty();
         if waits {
             shared.threads.rescue(shared, i, word);
         }

@@ -83,9 +83,6 @@ pub(crate) struct Remote {
     pub(crate) counts: Published,
     /// Where the core is lent to the poll running it, and where a rescue claims it (`lent`).
     pub(crate) lent: LentSlot<super::core::Core>,
-    /// A hint for the stall monitor: the core's LIFO slot holds a task (written only on changes,
-    /// by the thread running the core).
-    pub(crate) lifo_busy: AtomicBool,
 }
 
 impl Remote {
@@ -97,7 +94,6 @@ impl Remote {
             serving: AtomicPtr::new(ptr::null_mut()),
             counts: Published::default(),
             lent: LentSlot::new(),
-            lifo_busy: AtomicBool::new(false),
         }
     }
 }
