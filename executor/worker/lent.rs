@@ -60,9 +60,9 @@ const PENDING: u64 = 1;
 const GRANTED: u64 = 2;
 const CLAIM_STATE: u64 = 3;
 
-/// See the module docs. On a cache line of its own: its owner writes it at every poll, and only
-/// the monitor reads it.
-#[repr(align(64))]
+/// See the module docs. On a cache-line pair of its own (128 bytes: x86 prefetches lines in
+/// pairs): its owner writes it at every poll, and only the monitor reads it.
+#[repr(align(128))]
 pub struct LentSlot<T> {
     word: AtomicU64,
     claim: AtomicU64,
