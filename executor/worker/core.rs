@@ -3,9 +3,10 @@
 //! # Ownership
 //! A core (its index, LIFO slot, tick counters, service segment and pending charges) is a `Box`
 //! owned by whichever thread runs it. A thread that holds a core runs [`run`]; between polls the
-//! core is a local of that loop, and during a poll it sits in the thread's cell (`context`), where
-//! the polled task reaches it. A thread that must wait (a nested `block_on`) takes it out of the
-//! cell and hands it to another thread (`threads`); when the poll returns and the cell is empty,
+//! core is a local of that loop, and during a poll it is lent through its slot (`lent`, with the
+//! lease in the thread's `context`), where the polled task reaches it. A thread that must wait (a
+//! nested `block_on`) takes it back and hands it to another thread (`threads`); the stall monitor
+//! may claim it from a poll that is stuck (`monitor`). When the poll returns and the core is gone,
 //! the loop ends and the thread becomes a spare. What other threads may reach of a core (its local
 //! queue, parker, notification flag and served group) lives in `Shared::cores[idx]`.
 //!
@@ -119,6 +120,7 @@ impl Core {
     }
 
     /// Routes a task woken or spawned by the task this core is polling (see `schedule`).
+    #[inline]
     pub(crate) fn schedule_local(&mut self, r: Runnable, is_yield: bool) {
         if is_yield {
             self.push_local(r);

@@ -200,9 +200,26 @@ impl<T> LentSlot<T> {
         Some(unsafe { Box::from_raw(self.item.load(Ordering::Relaxed)) })
     }
 
-    /// Step 2 (and 4): true if the owner of `lease` has the item now.
+    /// Step 2 (and 4): true if the owner of `lease` has the item now. A claim names at most the
+    /// current generation, so one comparison per read tells "no claim of this lease" apart.
     #[inline]
     fn acquire(&self, lease: Lease) -> bool {
+        let g = generation(lease.0);
+        if self.claim.load(Ordering::Acquire) >> 2 >= g {
+            return self.acquire_slow(lease);
+        }
+        self.word.store(lease.0 & !(LENT | HINT), Ordering::Relaxed);
+        light_barrier();
+        if self.claim.load(Ordering::Acquire) >> 2 >= g {
+            return self.busy_and_claimed(g);
+        }
+        true
+    }
+
+    /// `acquire` when a claim of this lease (or a newer one) was seen before the busy store.
+    #[cold]
+    #[inline(never)]
+    fn acquire_slow(&self, lease: Lease) -> bool {
         let g = generation(lease.0);
         loop {
             match self.claim_of(g) {
@@ -220,6 +237,14 @@ impl<T> LentSlot<T> {
         }
         self.word.store(lease.0 & !(LENT | HINT), Ordering::Relaxed);
         light_barrier();
+        self.busy_and_claimed(g)
+    }
+
+    /// `acquire` after the busy store: a pending claim withdraws (it saw the owner busy) or was
+    /// granted before the store became visible.
+    #[cold]
+    #[inline(never)]
+    fn busy_and_claimed(&self, g: u64) -> bool {
         match self.claim_of(g) {
             Claim::None => true,
             Claim::Granted => false,

@@ -1,8 +1,8 @@
 //! The threads that run cores, and how a core moves from one thread to another.
 //!
 //! # The core hand-off protocol
-//! 1. A thread that runs a core polls a task, with the core in its cell (`context`).
-//! 2. The task calls `block_on`. The thread takes the core out of its cell, marks itself *blocked*
+//! 1. A thread that runs a core polls a task, with the core lent to the poll (`context`, `lent`).
+//! 2. The task calls `block_on`. The thread takes the core back, marks itself *blocked*
 //!    (shutdown will not wait for it), and gives the core to [`Threads::hand_off`].
 //! 3. `hand_off` ends the core's service segment, moves its LIFO task to its local queue (idle
 //!    workers may steal it from there), and puts the core in the *waiting* list. If a spare thread
@@ -57,6 +57,8 @@ struct State {
     waiting: Vec<Box<Core>>,
     /// Spare threads waiting on `spare`.
     idle_spares: usize,
+    /// Rescued threads on their way to `spare` (counted so two returning at once keep one).
+    spares_coming: usize,
     /// Cores not yet retired.
     live_cores: usize,
     /// Every thread started and not yet joined.
@@ -84,6 +86,7 @@ impl Threads {
             state: Mutex::new(State {
                 waiting: Vec::new(),
                 idle_spares: 0,
+                spares_coming: 0,
                 live_cores: 0,
                 records: Vec::new(),
                 running: 0,
@@ -199,19 +202,24 @@ impl Threads {
     }
 
     /// Step 7: the calling thread's poll returned and its core is gone (handed off or rescued).
-    /// Returns true if the thread should stay as a spare: a rescued thread stays only if no spare
-    /// is idle, so rescue threads do not outlast the stall.
+    /// Returns whether the thread stays as a spare: a rescued thread stays only if no other spare
+    /// is idle or on its way, so rescue threads do not outlast the stall. A staying thread is
+    /// counted in `spares_coming` until it waits (`wait_for_core(.., true)`).
     fn core_lost(&self, blocked: &AtomicBool) -> bool {
         let me = thread::current().id();
         let mut st = lock(&self.state);
         blocked.store(false, Ordering::SeqCst);
-        match st.rescued.iter().position(|&t| t == me) {
+        let stay = match st.rescued.iter().position(|&t| t == me) {
             Some(pos) => {
                 st.rescued.swap_remove(pos);
-                st.idle_spares == 0
+                st.idle_spares + st.spares_coming == 0
             }
             None => true,
+        };
+        if stay {
+            st.spares_coming += 1;
         }
+        stay
     }
 
     /// Records the thread that now runs core `idx` (for a rescue to mark it).
@@ -243,12 +251,16 @@ impl Threads {
         Some(st.waiting.swap_remove(pos))
     }
 
-    /// A spare thread waits for a core; `None` at shutdown or after the keep-alive.
-    fn wait_for_core(&self, shared: &Shared) -> Option<Box<Core>> {
+    /// A spare thread waits for a core; `None` at shutdown or after the keep-alive. `coming`: the
+    /// thread was counted in `spares_coming` (`core_lost`).
+    fn wait_for_core(&self, shared: &Shared, coming: bool) -> Option<Box<Core>> {
         let keep_alive = shared.config.spare_keep_alive;
         let deadline = Instant::now() + keep_alive;
         let mut st = lock(&self.state);
         st.idle_spares += 1;
+        if coming {
+            st.spares_coming -= 1;
+        }
         let got = loop {
             if shared.is_shutdown() {
                 break None;
@@ -429,10 +441,14 @@ fn thread_main(
     });
     run_hook(shared.config.on_thread_start.as_ref());
     let mut next = first;
+    let mut coming = false;
     loop {
         let core = match next.take() {
             Some(c) => c,
-            None => match shared.threads.wait_for_core(&shared) {
+            None => match shared
+                .threads
+                .wait_for_core(&shared, std::mem::take(&mut coming))
+            {
                 Some(c) => c,
                 None => break,
             },
@@ -446,6 +462,7 @@ fn thread_main(
                 if !shared.threads.core_lost(&blocked) {
                     break;
                 }
+                coming = true;
             }
         }
     }
