@@ -171,31 +171,30 @@ fn rescued_threads_retire_once_the_stall_is_over() {
 }
 
 #[test]
-fn dropping_the_runtime_while_a_poll_is_stuck_returns_after_about_the_threshold() {
+fn dropping_the_runtime_waits_for_a_stuck_poll_and_the_rescue_ran_the_rest() {
     watchdog(30, || {
-        let rt = builder(2)
-            .thread_name("stuckdrop")
-            .stall_threshold(Duration::from_millis(5))
-            .build()
-            .unwrap();
+        let rt = builder(2).thread_name("stuckdrop").build().unwrap();
         let (tx, rx) = mpsc::channel();
         let finished = Arc::new(AtomicUsize::new(0));
         let f = finished.clone();
-        drop(rt.spawn(async move {
+        let quick = Arc::new(AtomicUsize::new(0));
+        let q = quick.clone();
+        let stuck = rt.spawn(async move {
+            // Queued behind the stuck poll in this worker's LIFO slot: the rescue runs it.
+            drop(rondo::spawn(async move {
+                q.fetch_add(1, Ordering::SeqCst);
+            }));
             tx.send(()).unwrap();
-            std::thread::sleep(Duration::from_secs(2));
+            std::thread::sleep(Duration::from_millis(600));
             f.fetch_add(1, Ordering::SeqCst);
-        }));
+        });
         rx.recv().unwrap();
-        let start = Instant::now();
+        assert!(eventually(5, || quick.load(Ordering::SeqCst) == 1));
+        assert_eq!(finished.load(Ordering::SeqCst), 0);
         drop(rt);
-        let took = start.elapsed();
-        assert!(
-            took < Duration::from_millis(1_000),
-            "drop waited {took:?} for a poll stuck for 2 s"
-        );
-        // The stuck poll goes on on its own thread and finishes.
-        assert!(eventually(10, || finished.load(Ordering::SeqCst) == 1));
+        // Every task's poll is over when the drop returns, the stuck one included.
+        assert_eq!(finished.load(Ordering::SeqCst), 1);
+        assert!(stuck.is_finished());
     });
 }
 
@@ -210,7 +209,8 @@ fn shutdown_timeout_with_a_stuck_poll_returns() {
         }));
         rx.recv().unwrap();
         let start = Instant::now();
-        rt.shutdown_timeout(Duration::from_secs(5));
+        rt.shutdown_timeout(Duration::from_millis(300));
+        // Left to its thread after the timeout, as without rescue.
         assert!(start.elapsed() < Duration::from_millis(1_000));
     });
 }

@@ -55,6 +55,7 @@ pub(crate) fn install(core: Box<Core>) {
     let slot: *const LentSlot<Core> = &core.shared.cores[core.idx].lent;
     // SAFETY: the core's `Shared` (which holds the slot) lives at least as long as the core.
     let hint = core.lifo_busy();
+    // SAFETY: as above.
     let lease = unsafe { &*slot }.lend(core, hint);
     if LEASE.try_with(|c| c.set((slot, lease))).is_err() {
         // Thread teardown, where no poll runs: the core goes nowhere, so drop it.

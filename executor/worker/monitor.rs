@@ -30,16 +30,15 @@
 //!   busy runtime's monitor wakes 400 to 800 times a second.
 //!
 //! # Shutdown
-//! After shutdown begins, any stalled core is claimed whether work waits or not and given to the
-//! shutting-down thread, which retires it: a poll stuck forever delays `Runtime` drop by about the
-//! stall threshold, not forever. The stuck thread is left to its poll and exits when it returns.
+//! Once shutdown begins the monitor rescues nothing: shutdown waits for every poll, a stuck one
+//! included (at most its timeout), as it would without rescue; a rescued thread still in its poll
+//! is joined like any runtime thread. The monitor stops, and is joined, once the cores retired.
 
 use std::io;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::group::Host;
 use crate::shim::{AtomicBool, AtomicU64, Ordering};
 
 use super::lent::{generation, hint, is_lent};
@@ -161,14 +160,13 @@ fn run(shared: &Shared) {
     }
 }
 
-/// Rescues the stalled cores behind which work waits (all of them once shutdown began).
+/// Rescues the stalled cores behind which work waits.
 fn rescue(shared: &Shared, stalled: &[(usize, u64)]) {
-    let shutting_down = shared.is_shutdown();
     let (awake, _) = shared.idle.counts();
     let nobody_free = awake <= stalled.len() && shared.scheduler.has_listed();
     for &(i, word) in stalled {
         let c = &shared.cores[i];
-        let waits = shutting_down || nobody_free || hint(word) || !c.local.is_empty();
+        let waits = nobody_free || hint(word) || !c.local.is_empty();
         if waits {
             shared.threads.rescue(shared, i, word);
         }

@@ -20,8 +20,10 @@
 //! # Rescue (the stall monitor, `monitor`)
 //! A core lent to a poll that has run longer than `Config::stall_threshold` while work waits is
 //! *claimed* by the monitor (`lent`), like a hand-off the stuck thread never asked for:
-//! [`Threads::rescue`] marks the stuck thread blocked, ends the core's segment, moves its LIFO
-//! task to its local queue and gives the core to a spare or a new thread (step 3 on). The stuck
+//! [`Threads::rescue`] ends the core's segment, moves its LIFO task to its local queue and gives
+//! the core to a spare or a new thread (step 3 on). The stuck thread is not marked blocked: its
+//! poll is a task's poll like any other, so shutdown waits for it (at most its timeout) and every
+//! poll is over when `Runtime` drop returns. The stuck
 //! poll continues without a core; when it returns, its thread finds the cell empty (step 7) and
 //! becomes a spare if none is idle, or exits. At most `Config::max_rescue_threads` rescued threads
 //! may still be stuck at once; beyond that the monitor waits for one to return.
@@ -65,8 +67,8 @@ struct State {
     records: Vec<Record>,
     /// Threads started and not yet exited.
     running: usize,
-    /// For each core, the thread running it and that thread's blocked mark (a rescue marks it).
-    runners: Vec<Option<(ThreadId, Arc<AtomicBool>)>>,
+    /// For each core, the thread running it (a rescue counts it in `rescued`).
+    runners: Vec<Option<ThreadId>>,
     /// Threads whose core a rescue claimed and whose poll has not returned yet.
     rescued: Vec<ThreadId>,
     /// Rescues since the runtime started.
@@ -151,6 +153,10 @@ impl Threads {
         let spawn = {
             let mut st = lock(&self.state);
             st.waiting.push(core);
+            if shared.is_shutdown() {
+                // Claimed just before shutdown began: the shutting-down thread retires it.
+                self.retired.notify_all();
+            }
             if st.idle_spares >= st.waiting.len() {
                 self.spare.notify_one();
                 false
@@ -166,16 +172,14 @@ impl Threads {
     }
 
     /// The stall monitor's rescue of core `idx`, observed lent under `observed` with work waiting
-    /// (see the module docs). Claims it, unless the rescued threads already number
-    /// `max_rescue_threads` or no thread could take it; at shutdown the claimed core goes to the
-    /// shutting-down thread, which retires it. True if the core was claimed.
+    /// (see the module docs). Claims it, unless the runtime shuts down, the rescued threads
+    /// already number `max_rescue_threads` or no thread could take it. True if it was claimed.
     pub(crate) fn rescue(&self, shared: &Shared, idx: usize, observed: u64) -> bool {
-        let shutting_down = shared.is_shutdown();
         let core = {
             let mut st = lock(&self.state);
-            if !shutting_down
-                && (st.rescued.len() >= shared.config.max_rescue_threads
-                    || !can_take_another(&st, shared))
+            if shared.is_shutdown()
+                || st.rescued.len() >= shared.config.max_rescue_threads
+                || !can_take_another(&st, shared)
             {
                 return false;
             }
@@ -184,17 +188,10 @@ impl Threads {
             let Some(core) = shared.cores[idx].lent.claim(observed) else {
                 return false;
             };
-            if let Some((id, blocked)) = st.runners[idx].take() {
-                // The stuck thread is in user code without a core now: shutdown must not wait.
-                blocked.store(true, Ordering::SeqCst);
+            if let Some(id) = st.runners[idx].take() {
                 st.rescued.push(id);
             }
             st.rescues += 1;
-            if shutting_down {
-                st.waiting.push(core);
-                self.retired.notify_all();
-                return true;
-            }
             core
         };
         self.adopt(core);
@@ -222,10 +219,10 @@ impl Threads {
         stay
     }
 
-    /// Records the thread that now runs core `idx` (for a rescue to mark it).
-    fn running(&self, idx: usize, blocked: &Arc<AtomicBool>) {
+    /// Records the thread that now runs core `idx` (for a rescue to count it).
+    fn running(&self, idx: usize) {
         let mut st = lock(&self.state);
-        st.runners[idx] = Some((thread::current().id(), blocked.clone()));
+        st.runners[idx] = Some(thread::current().id());
     }
 
     /// Shutdown: stops the stall monitor and waits for its thread (it runs no user code), then
@@ -453,7 +450,7 @@ fn thread_main(
                 None => break,
             },
         };
-        shared.threads.running(core.idx, &blocked);
+        shared.threads.running(core.idx);
         match run(core) {
             Some(core) => shared.threads.retire(core),
             // The core was handed away or rescued during a poll that has now returned: back in
