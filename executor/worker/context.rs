@@ -52,7 +52,7 @@ pub(crate) struct ThreadCtx {
 /// holds at most one, and takes it back before it lends another.
 #[inline]
 pub(crate) fn install(core: Box<Core>) {
-    let slot: *const LentSlot<Core> = &core.shared.cores[core.idx].lent;
+    let slot = core.lent_slot();
     // SAFETY: the core's `Shared` (which holds the slot) lives at least as long as the core.
     let hint = core.lifo_busy();
     // SAFETY: as above.

@@ -75,6 +75,8 @@ pub(crate) struct Core {
     batch: Vec<Runnable>,
     /// Published to `Remote::counts` at parks, quantum ends and retirement.
     counts: Counts,
+    /// The address of `shared.cores[idx].lent`, computed once: every poll lends the core there.
+    lent_slot: usize,
 }
 
 /// Runs `core` until the runtime shuts down (returns the core, for the caller to retire) or the
@@ -94,6 +96,8 @@ pub(crate) fn run(mut core: Box<Core>) -> Option<Box<Core>> {
 
 impl Core {
     pub(crate) fn new(idx: usize, shared: Arc<Shared>, default_group: Arc<GroupInner>) -> Self {
+        let shared_lent_slot = &shared.cores[idx].lent;
+        let lent_slot = shared_lent_slot as *const _ as usize;
         Core {
             idx,
             shared,
@@ -107,6 +111,7 @@ impl Core {
             rng: 0x9E37_79B9 ^ (idx as u32).wrapping_mul(0x85EB_CA6B) | 1,
             batch: Vec::with_capacity(LOCAL_CAPACITY / 2),
             counts: Counts::default(),
+            lent_slot,
         }
     }
 
@@ -462,6 +467,12 @@ impl Core {
             .idle
             .wake_self(self.idx, || remote.notified.store(false, Ordering::Relaxed));
         self.searching = true;
+    }
+
+    /// Where this core is lent for a poll (`context::install`).
+    #[inline]
+    pub(crate) fn lent_slot(&self) -> *const super::lent::LentSlot<Core> {
+        self.lent_slot as *const _
     }
 
     /// Whether a task waits in the LIFO slot (the stall monitor's hint, carried by the lent word).
