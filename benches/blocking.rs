@@ -265,4 +265,172 @@ fn main() {
          {SPAWNS_PER_THREAD} spawns per spawning thread; total time {:.1} s",
         started.elapsed().as_secs_f64()
     );
+
+    // Starvation rescue (its own table; see `stall_rescue`).
+    stall_rescue();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Starvation rescue (issue 9, table (a)): 2 workers, 4 tasks each calling
+// `std::thread::sleep(200 ms)`, while 10,000 small tasks are spawned from outside: the time from
+// the first spawn until the last small task is done. rondo's stall monitor hands a blocked
+// worker's queues to another thread after `stall_threshold`; tokio waits for the sleeps. The
+// target for rondo is at most `stall_threshold` plus twice the small tasks' own time (the same
+// batch on an idle runtime).
+// ---------------------------------------------------------------------------------------------
+
+const STALL_SLEEPERS: usize = 4;
+const STALL_SLEEP: Duration = Duration::from_millis(200);
+const STALL_SMALL_TASKS: usize = 10_000;
+const STALL_ROUNDS: usize = 3;
+
+/// A small task's work: a little arithmetic the optimiser cannot drop.
+fn small_work(i: usize) -> usize {
+    (0..50).fold(i, |a, b| a.wrapping_mul(31).wrapping_add(b))
+}
+
+/// Spawns the sleepers, waits until both workers are blocked in one, then spawns and awaits the
+/// small tasks; returns the time from the first small spawn to the last small task's completion.
+/// Then waits for the sleepers, so rounds do not overlap.
+fn stall_round_rondo(rt: &rondo::Runtime, sleepers: usize) -> Duration {
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let sleeping: Vec<_> = (0..sleepers)
+        .map(|_| {
+            let started = started.clone();
+            rt.spawn(async move {
+                started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                std::thread::sleep(STALL_SLEEP);
+            })
+        })
+        .collect();
+    while started.load(std::sync::atomic::Ordering::SeqCst) < sleepers.min(2) {
+        std::thread::yield_now();
+    }
+    let t = Instant::now();
+    let small: Vec<_> = (0..STALL_SMALL_TASKS)
+        .map(|i| rt.spawn(async move { small_work(i) }))
+        .collect();
+    let sum = rt.block_on(async {
+        let mut sum = 0usize;
+        for h in small {
+            sum = sum.wrapping_add(h.await.unwrap());
+        }
+        sum
+    });
+    let took = t.elapsed();
+    std::hint::black_box(sum);
+    for h in sleeping {
+        rt.block_on(h).unwrap();
+    }
+    took
+}
+
+fn stall_round_tokio(rt: &tokio::runtime::Runtime, sleepers: usize) -> Duration {
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let sleeping: Vec<_> = (0..sleepers)
+        .map(|_| {
+            let started = started.clone();
+            rt.spawn(async move {
+                started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                std::thread::sleep(STALL_SLEEP);
+            })
+        })
+        .collect();
+    while started.load(std::sync::atomic::Ordering::SeqCst) < sleepers.min(2) {
+        std::thread::yield_now();
+    }
+    let t = Instant::now();
+    let small: Vec<_> = (0..STALL_SMALL_TASKS)
+        .map(|i| rt.spawn(async move { small_work(i) }))
+        .collect();
+    let sum = rt.block_on(async {
+        let mut sum = 0usize;
+        for h in small {
+            sum = sum.wrapping_add(h.await.unwrap());
+        }
+        sum
+    });
+    let took = t.elapsed();
+    std::hint::black_box(sum);
+    for h in sleeping {
+        rt.block_on(h).unwrap();
+    }
+    took
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
+/// Table (a): see the section comment.
+fn stall_rescue() {
+    let fast = Duration::from_millis(1);
+    let thresholds = [rondo::runtime::DEFAULT_STALL_THRESHOLD, fast];
+    let rondo_rts: Vec<rondo::Runtime> = thresholds
+        .iter()
+        .map(|&t| {
+            rondo::Runtime::builder()
+                .worker_threads(2)
+                .stall_threshold(t)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let tokio_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let mut alone = Duration::MAX;
+    // best and worst per runtime: the rondo runtimes, then tokio.
+    let mut best = [Duration::MAX; 3];
+    let mut worst = [Duration::ZERO; 3];
+    // Round 0 warms up (threads, allocators) and is not counted.
+    for round in 0..=STALL_ROUNDS {
+        let a = stall_round_rondo(&rondo_rts[0], 0);
+        let mut took = [Duration::ZERO; 3];
+        for (i, rt) in rondo_rts.iter().enumerate() {
+            took[i] = stall_round_rondo(rt, STALL_SLEEPERS);
+        }
+        took[2] = stall_round_tokio(&tokio_rt, STALL_SLEEPERS);
+        if round > 0 {
+            alone = alone.min(a);
+            for i in 0..3 {
+                best[i] = best[i].min(took[i]);
+                worst[i] = worst[i].max(took[i]);
+            }
+        }
+    }
+    println!();
+    println!(
+        "Starvation rescue: 2 workers, {STALL_SLEEPERS} tasks sleeping {} ms in std::thread::sleep, \
+         {STALL_SMALL_TASKS} small tasks spawned meanwhile; best (worst) of {STALL_ROUNDS} rounds; \
+         the small tasks alone take {} ms",
+        STALL_SLEEP.as_millis(),
+        ms(alone)
+    );
+    let mut rows = Vec::new();
+    for (i, rt) in rondo_rts.iter().enumerate() {
+        let t = thresholds[i];
+        rows.push(vec![
+            format!("rondo, stall_threshold {} ms", ms(t)),
+            format!("{} ({})", ms(best[i]), ms(worst[i])),
+            format!("≤ {}", ms(t + 2 * alone)),
+            rt.metrics().rescues.to_string(),
+        ]);
+    }
+    rows.push(vec![
+        "tokio".to_string(),
+        format!("{} ({})", ms(best[2]), ms(worst[2])),
+        "-".to_string(),
+        "-".to_string(),
+    ]);
+    print_table(
+        &[
+            "runtime",
+            "small tasks done after (ms)",
+            "target: threshold + 2 × alone",
+            "rescues",
+        ],
+        &rows,
+    );
 }

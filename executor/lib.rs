@@ -146,8 +146,8 @@ pub fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-/// The runtime's lock-free protocols, exposed only to the loom models in `tests/loom_runtime.rs`
-/// and `tests/loom_blocking.rs`.
+/// The runtime's lock-free protocols, exposed only to the loom models in `tests/loom_runtime.rs`,
+/// `tests/loom_blocking.rs` and `tests/loom_rescue.rs`.
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod loom_support {
@@ -157,6 +157,7 @@ pub mod loom_support {
     pub use crate::time::driver::{Armed, NEVER, Registration, TimerHost, Timers};
     pub use crate::time::keeper::{Keeper, Lowered};
     pub use crate::worker::idle::Idle;
+    pub use crate::worker::lent::{Lease, LentSlot, generation, hint, is_lent};
     pub use crate::worker::local::{LOCAL_CAPACITY, LocalQueue};
     pub use crate::worker::parker::Parker;
 }

@@ -547,10 +547,11 @@ fn create_drop_cycles(workers: usize, cycles: usize, tasks: usize, pending: usiz
             .build()
             .unwrap();
         if cycle == 0 {
-            // The count sees the workers while they live (so a leaked one would be seen).
+            // The count sees the workers and the stall monitor while they live (so a leaked one
+            // would be seen).
             assert!(
-                eventually(10, || threads_named(CYCLE_THREADS) == workers),
-                "expected {workers} worker threads, counted {}",
+                eventually(10, || threads_named(CYCLE_THREADS) == workers + 1),
+                "expected {workers} worker threads and the monitor, counted {}",
                 threads_named(CYCLE_THREADS)
             );
         }

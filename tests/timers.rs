@@ -440,3 +440,41 @@ fn idle_runtime_with_many_long_timers_parks() {
         assert_eq!(rt.metrics().timers, 10_000);
     });
 }
+
+#[test]
+fn timers_fire_while_every_worker_is_blocked() {
+    watchdog(60, || {
+        let rt = rt(2);
+        let workers = rt.handle().worker_count();
+        let blocked = Arc::new(AtomicUsize::new(0));
+        // Every worker runs a task that blocks its thread (no `block_in_place`, no await).
+        let sleepers: Vec<_> = (0..workers)
+            .map(|_| {
+                let blocked = blocked.clone();
+                rt.spawn(async move {
+                    blocked.fetch_add(1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(600));
+                })
+            })
+            .collect();
+        while blocked.load(Ordering::SeqCst) < workers {
+            std::thread::sleep(MS);
+        }
+        let start = Instant::now();
+        // A timer armed and fired while every worker is stuck: the stall monitor hands the stuck
+        // workers' queues to other threads, which run this task and fire its timer.
+        rt.block_on(rt.spawn(async {
+            sleep(5 * MS).await;
+            timeout(5 * MS, std::future::pending::<()>()).await.unwrap_err();
+        }))
+        .unwrap();
+        let took = start.elapsed();
+        assert!(
+            took < Duration::from_millis(450),
+            "timers waited for the blocked workers: {took:?}"
+        );
+        for s in sleepers {
+            rt.block_on(s).unwrap();
+        }
+    });
+}

@@ -25,6 +25,11 @@ pub const DEFAULT_MAX_BLOCKING_THREADS: usize = 512;
 /// The default of [`Builder::blocking_keep_alive`].
 pub const DEFAULT_BLOCKING_KEEP_ALIVE: Duration = Duration::from_secs(10);
 
+/// The default of [`Builder::stall_threshold`].
+pub const DEFAULT_STALL_THRESHOLD: Duration = Duration::from_millis(5);
+/// The default of [`Builder::max_rescue_threads`].
+pub const DEFAULT_MAX_RESCUE_THREADS: usize = 16;
+
 /// Threads a runtime may start beyond its workers, for the cores that nested `block_on` calls hand
 /// over (each waiting `block_on` keeps its thread, mostly idle stack).
 const MAX_EXTRA_THREADS: usize = 10_000;
@@ -52,6 +57,8 @@ pub struct Builder {
     thread_stack_size: Option<usize>,
     max_blocking_threads: usize,
     blocking_keep_alive: Duration,
+    stall_threshold: Duration,
+    max_rescue_threads: usize,
 }
 
 /// The smallest stack [`Builder::thread_stack_size`] accepts: less cannot run the worker loop and
@@ -76,14 +83,17 @@ impl fmt::Debug for Builder {
             .field("thread_stack_size", &self.thread_stack_size)
             .field("max_blocking_threads", &self.max_blocking_threads)
             .field("blocking_keep_alive", &self.blocking_keep_alive)
+            .field("stall_threshold", &self.stall_threshold)
+            .field("max_rescue_threads", &self.max_rescue_threads)
             .finish()
     }
 }
 
 impl Builder {
     /// A builder with the defaults: one worker per available core, threads named `rondo-worker-N`,
-    /// a 500 µs scheduling quantum, no panic hook, and a blocking pool of up to 512 threads that
-    /// exit after 10 s idle.
+    /// a 500 µs scheduling quantum, no panic hook, a blocking pool of up to 512 threads that
+    /// exit after 10 s idle, and starvation rescue after a 5 ms stall with up to 16 rescued
+    /// threads.
     ///
     /// ```
     /// let rt = rondo::Builder::new().build().unwrap();
@@ -100,6 +110,8 @@ impl Builder {
             thread_stack_size: None,
             max_blocking_threads: DEFAULT_MAX_BLOCKING_THREADS,
             blocking_keep_alive: DEFAULT_BLOCKING_KEEP_ALIVE,
+            stall_threshold: DEFAULT_STALL_THRESHOLD,
+            max_rescue_threads: DEFAULT_MAX_RESCUE_THREADS,
         }
     }
 
@@ -261,6 +273,62 @@ impl Builder {
         self
     }
 
+    /// How long one poll may hold a worker while other tasks wait behind it before the runtime
+    /// rescues them. A task that blocks its thread (a `std::thread::sleep`, a blocking read, a
+    /// long computation) keeps the worker it runs on; the runtime's stall monitor notices a poll
+    /// that has run this long while tasks wait in that worker's queues (or groups wait and every
+    /// awake worker is stuck), and hands the worker's queues to another thread. The stuck poll
+    /// finishes on its own thread, which then stays as a spare or exits. A stall is noticed
+    /// between this threshold and 1.5 times it after it began. Must be more than zero; default
+    /// [`DEFAULT_STALL_THRESHOLD`] (5 ms). A long threshold makes rescues rare; `spawn_blocking`
+    /// and `block_in_place` remain the way to run known blocking code.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let rt = rondo::Runtime::builder()
+    ///     .worker_threads(1)
+    ///     .stall_threshold(Duration::from_millis(2))
+    ///     .build()
+    ///     .unwrap();
+    /// let start = Instant::now();
+    /// rt.block_on(async {
+    ///     // Blocks the only worker for 500 ms; the task it spawned first still runs at once.
+    ///     let blocker = rondo::spawn(async {
+    ///         let quick = rondo::spawn(async { Instant::now() });
+    ///         std::thread::sleep(Duration::from_millis(500));
+    ///         quick
+    ///     });
+    ///     let quick = blocker.await.unwrap();
+    ///     let ran_at = quick.await.unwrap();
+    ///     assert!(ran_at - start < Duration::from_millis(400));
+    /// });
+    /// assert!(rt.metrics().rescues >= 1);
+    /// let err = rondo::Runtime::builder().stall_threshold(Duration::ZERO).build().unwrap_err();
+    /// assert!(err.to_string().contains("stall_threshold"));
+    /// ```
+    pub fn stall_threshold(mut self, threshold: Duration) -> Self {
+        self.stall_threshold = threshold;
+        self
+    }
+
+    /// The most rescued threads at once: threads still stuck in a poll whose worker was handed to
+    /// another thread (see [`stall_threshold`](Self::stall_threshold)). Beyond it, the runtime
+    /// waits for a stuck poll to return before it rescues another worker, so tasks that all block
+    /// cannot make it start threads without bound. A rescued thread exits when its poll returns
+    /// (or stays as the one spare thread). At least 1; default [`DEFAULT_MAX_RESCUE_THREADS`]
+    /// (16).
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().max_rescue_threads(2).build().unwrap();
+    /// assert_eq!(rt.block_on(rt.spawn(async { 1 })).unwrap(), 1);
+    /// let err = rondo::Runtime::builder().max_rescue_threads(0).build().unwrap_err();
+    /// assert!(err.to_string().contains("max_rescue_threads"));
+    /// ```
+    pub fn max_rescue_threads(mut self, n: usize) -> Self {
+        self.max_rescue_threads = n;
+        self
+    }
+
     /// Validates the settings and starts the worker threads.
     ///
     /// # Errors
@@ -313,6 +381,16 @@ impl Builder {
                 "blocking_keep_alive must be more than zero (got 0 s)".to_string(),
             ));
         }
+        if self.stall_threshold.is_zero() {
+            return Err(BuildError::new(
+                "stall_threshold must be more than zero (got 0 s)".to_string(),
+            ));
+        }
+        if self.max_rescue_threads == 0 {
+            return Err(BuildError::new(
+                "max_rescue_threads must be at least 1 (got 0)".to_string(),
+            ));
+        }
         if let Some(n) = self.thread_stack_size.filter(|&n| n < MIN_THREAD_STACK) {
             return Err(BuildError::new(format!(
                 "thread_stack_size must be at least {MIN_THREAD_STACK} bytes (got {n})"
@@ -334,6 +412,8 @@ impl Builder {
                 on_thread_start: self.on_thread_start,
                 on_thread_stop: self.on_thread_stop,
                 thread_stack_size: self.thread_stack_size,
+                stall_threshold: self.stall_threshold,
+                max_rescue_threads: self.max_rescue_threads,
             },
             pool,
         )

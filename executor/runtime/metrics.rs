@@ -45,6 +45,11 @@ pub struct RuntimeMetrics {
     pub timers_fired: u64,
     /// Times the runtime fired a batch of timers: timers whose slack windows overlap share one.
     pub timer_wakeups: u64,
+    /// Times a worker stuck in one poll had its queues handed to another thread (see
+    /// [`Builder::stall_threshold`](crate::Builder::stall_threshold)).
+    pub rescues: u64,
+    /// Times the stall monitor woke up; it does not while every worker is parked.
+    pub monitor_wakeups: u64,
 }
 
 /// One worker's counters since the runtime started (see [`RuntimeMetrics`]).
@@ -90,7 +95,7 @@ impl RuntimeMetrics {
             })
             .collect();
         let groups = shared.groups.snapshot();
-        let (threads, spare_threads) = shared.threads.counts();
+        let (threads, spare_threads, rescues) = shared.threads.counts();
         RuntimeMetrics {
             workers,
             global_queue_depth: groups.iter().map(|g| g.queue.len()).sum(),
@@ -102,6 +107,8 @@ impl RuntimeMetrics {
             timers: shared.timers.live(),
             timers_fired: shared.timers.fired(),
             timer_wakeups: shared.timers.wakeups(),
+            rescues,
+            monitor_wakeups: shared.monitor.wakeups(),
         }
     }
 
@@ -205,6 +212,16 @@ impl RuntimeMetrics {
                 "Batches of timers fired.",
                 self.timer_wakeups,
             ),
+            (
+                "rondo_rescues_total",
+                "Workers stuck in one poll whose queues were handed to another thread.",
+                self.rescues,
+            ),
+            (
+                "rondo_monitor_wakeups_total",
+                "Times the stall monitor woke up.",
+                self.monitor_wakeups,
+            ),
         ];
         for (name, help, v) in counters {
             let _ = writeln!(
@@ -239,8 +256,8 @@ impl fmt::Display for RuntimeMetrics {
         }
         write!(
             f,
-            "global queue {} · groups {} alive, {} runnable · threads {} ({} spare) · blocking threads {} · \
-             timers {} ({} fired in {} wakeups)",
+            "global queue {} · groups {} alive, {} runnable · threads {} ({} spare) · blocking threads {} \
+             · timers {} ({} fired in {} wakeups) · rescues {} · monitor wakeups {}",
             self.global_queue_depth,
             self.groups_alive,
             self.groups_runnable,
@@ -249,7 +266,9 @@ impl fmt::Display for RuntimeMetrics {
             self.blocking_threads,
             self.timers,
             self.timers_fired,
-            self.timer_wakeups
+            self.timer_wakeups,
+            self.rescues,
+            self.monitor_wakeups
         )
     }
 }

@@ -16,7 +16,9 @@
 //!    land in their group's global queue.
 //! 4. Wait for every core to retire, at most the timeout (forever for `Drop`). A core retires on
 //!    the thread that runs it, which drops the runnables in its LIFO slot and local queue (only it
-//!    can reach its LIFO slot); a core waiting for a thread (handed off) is retired here.
+//!    can reach its LIFO slot); a core waiting for a thread (handed off, or claimed by a rescue
+//!    just before shutdown) is retired here. Then the stall monitor stops and its thread is
+//!    joined.
 //! 5. Repeat until a pass drops nothing: close every group queue and limiter line (a later push is
 //!    dropped by its pusher, so nothing can be stranded), wake every task still registered, and
 //!    drop every runnable in the group queues, limiter lines and local queues, on this thread.
@@ -26,7 +28,8 @@
 //!    timeout (forever for `Drop`, as tokio does: a closure may hold resources the caller expects
 //!    released once the runtime is gone). Then join every runtime thread, except this one and
 //!    those blocked in user code (a nested `block_on` or `block_in_place` whose code may never
-//!    finish), at most until the timeout.
+//!    finish), at most until the timeout. A thread whose core a rescue took is joined like the
+//!    others: every task's poll is over when `Drop` returns.
 //! 7. Empty the scheduler's rotation and inbox: they hold the groups, which hold the runtime's
 //!    shared state, so leaving them would keep the whole runtime alive.
 //!
@@ -56,7 +59,8 @@ impl BlockingBinding for Blocking {
 
 pub use builder::{
     BuildError, Builder, DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_MAX_BLOCKING_THREADS,
-    DEFAULT_QUANTUM, MAX_QUANTUM, MAX_WORKERS, MIN_QUANTUM, MIN_THREAD_STACK,
+    DEFAULT_MAX_RESCUE_THREADS, DEFAULT_QUANTUM, DEFAULT_STALL_THRESHOLD, MAX_QUANTUM, MAX_WORKERS,
+    MIN_QUANTUM, MIN_THREAD_STACK,
 };
 pub use context::EnterGuard;
 pub use metrics::{RuntimeMetrics, WorkerMetrics};
@@ -440,7 +444,9 @@ impl Runtime {
     /// the timeout (blocked in a poll) are left to their threads, which exit when the poll returns;
     /// so are blocking closures. Blocking closures not started yet are dropped unrun and their
     /// handles resolve cancelled. Dropping the runtime does the same without a timeout: it waits
-    /// for running blocking closures however long they take.
+    /// for running blocking closures however long they take, and for a task's poll stuck in
+    /// blocking code (the tasks queued behind it were rescued, see [`Builder::stall_threshold`],
+    /// but the poll itself is waited for).
     ///
     /// ```
     /// use std::time::Duration;
@@ -476,6 +482,7 @@ impl Runtime {
             }
         }
         shared.threads.wait_retired(deadline);
+        shared.threads.stop_monitor(shared);
         // 5.
         while shared.drain_once() > 0 {}
         // 6.

@@ -2,13 +2,15 @@
 //! it polls a task.
 //!
 //! A core is owned by exactly one thread at a time. Between polls the worker loop holds it in a
-//! local variable; for the length of a poll it is parked in [`CORE`], so that the polled task can
-//! reach it re-entrantly (a wake routed to the LIFO slot, a nested `block_on` that hands it to
-//! another thread). The loop takes it back after the poll; if it is gone, the core was handed away
-//! and this thread stops being a worker. Nothing here is a borrowed pointer: the cell owns the
-//! core while it holds it (a pointer from `Box::into_raw`, turned back into the `Box` by whoever
-//! takes it; a plain pointer keeps the cell free of a destructor, so reaching it costs no
-//! registration check on the hot path).
+//! local variable; for the length of a poll it is *lent* through its slot in `Remote`
+//! (`lent::LentSlot`, where the stall monitor can claim it if the poll gets stuck), and this
+//! thread keeps the lease in [`LEASE`], so that the polled task can reach the core re-entrantly (a
+//! wake routed to the LIFO slot, a nested `block_on` that hands it to another thread). The loop
+//! takes it back after the poll; if it is gone, the core was handed away or claimed by a rescue,
+//! and this thread stops being a worker.
+//!
+//! The lease points into the runtime's `Shared`, which outlives it: a lease is held only by a
+//! runtime thread during a poll, and a runtime thread's `ThreadCtx` holds the `Shared`.
 //!
 //! Every access uses `try_with`: a waker may fire, or a task be spawned, from another thread-local's
 //! destructor, after these cells were destroyed. Such calls then take the path of a foreign thread.
@@ -21,11 +23,18 @@ use crate::group::GroupInner;
 use crate::shim::AtomicBool;
 
 use super::core::Core;
+use super::lent::{Lease, LentSlot};
 use super::shared::Shared;
 
+/// The slot of the core this thread polls with and the lease it holds on it; a null slot when it
+/// holds none.
+type Held = (*const LentSlot<Core>, Lease);
+
+const NOTHING: Held = (ptr::null(), Lease::NONE);
+
 thread_local! {
-    /// The core this thread is polling a task with (from `Box::into_raw`), or null.
-    static CORE: Cell<*mut Core> = const { Cell::new(ptr::null_mut()) };
+    /// The core this thread is polling a task with (see the module docs).
+    static LEASE: Cell<Held> = const { Cell::new(NOTHING) };
     /// Set for the whole life of a runtime thread.
     static THREAD: RefCell<Option<ThreadCtx>> = const { RefCell::new(None) };
 }
@@ -39,41 +48,66 @@ pub(crate) struct ThreadCtx {
     pub(crate) blocked: Arc<AtomicBool>,
 }
 
-/// Parks `core` in this thread's cell for the length of a poll. The cell is empty: a thread holds
-/// at most one core, and takes it out before it installs another.
+/// Lends `core` for the length of a poll (see the module docs). This thread holds no core: a thread
+/// holds at most one, and takes it back before it lends another.
 #[inline]
 pub(crate) fn install(core: Box<Core>) {
-    let raw = Box::into_raw(core);
-    if CORE.try_with(|c| c.set(raw)).is_err() {
+    let slot = core.lent_slot();
+    // SAFETY: the core's `Shared` (which holds the slot) lives at least as long as the core.
+    let hint = core.lifo_busy();
+    // SAFETY: as above.
+    let lease = unsafe { &*slot }.lend(core, hint);
+    if LEASE.try_with(|c| c.set((slot, lease))).is_err() {
         // Thread teardown, where no poll runs: the core goes nowhere, so drop it.
-        // SAFETY: `raw` came from `Box::into_raw` just above and was stored nowhere.
-        drop(unsafe { Box::from_raw(raw) });
+        // SAFETY: as above; the core is lent, so its `Shared` is alive.
+        drop(unsafe { &*slot }.take_back(lease));
     }
 }
 
-/// Takes this thread's core out of its cell (after a poll, or to hand it away).
+/// This thread's lease was lost to a claim during the current poll.
+const CLAIMED: Held = (ptr::null(), Lease::CLAIMED);
+
+/// Takes this thread's core back (to hand it away, or when a runtime is dropped inside its own
+/// task). `None` if it holds none or the core was claimed by a rescue.
 #[inline]
 pub(crate) fn take() -> Option<Box<Core>> {
-    let raw = CORE
-        .try_with(|c| c.replace(ptr::null_mut()))
-        .unwrap_or(ptr::null_mut());
-    // SAFETY: a non-null pointer in the cell came from `Box::into_raw` in `install`, and replacing
-    // it with null makes this the only owner.
-    (!raw.is_null()).then(|| unsafe { Box::from_raw(raw) })
+    let (slot, lease) = LEASE.try_with(Cell::get).unwrap_or(NOTHING);
+    if slot.is_null() {
+        return None;
+    }
+    // SAFETY: a lease is held only while the runtime's `Shared` is alive (module docs).
+    let core = unsafe { &*slot }.take_back(lease);
+    let _ = LEASE.try_with(|c| c.set(if core.is_some() { NOTHING } else { CLAIMED }));
+    core
 }
 
-/// Runs `f` with the core this thread polls with, if any. `f` must not re-enter `with_core`
-/// (it would see no core, which is safe but routes work the slow way).
+/// Takes this thread's core back after a poll. `Err(true)` if a rescue claimed it during the
+/// poll, `Err(false)` if the thread holds none for another reason (the poll handed it away).
+#[inline]
+pub(crate) fn take_after_poll() -> Result<Box<Core>, bool> {
+    let (slot, lease) = LEASE.try_with(|c| c.replace(NOTHING)).unwrap_or(NOTHING);
+    if slot.is_null() {
+        return Err(lease == Lease::CLAIMED);
+    }
+    // SAFETY: a lease is held only while the runtime's `Shared` is alive (module docs).
+    unsafe { &*slot }.take_back(lease).ok_or(true)
+}
+
+/// Runs `f` with the core this thread polls with, if any (and not claimed). `f` must not re-enter
+/// `with_core` (it would see no core, which is safe but routes work the slow way).
 #[inline]
 pub(crate) fn with_core<R>(f: impl FnOnce(Option<&mut Core>) -> R) -> R {
-    match take() {
-        Some(mut core) => {
-            let out = f(Some(&mut core));
-            install(core);
-            out
-        }
-        None => f(None),
+    let (slot, lease) = LEASE.try_with(Cell::get).unwrap_or(NOTHING);
+    if slot.is_null() {
+        return f(None);
     }
+    // SAFETY: a lease is held only while the runtime's `Shared` is alive (module docs).
+    let (out, still_lent) = unsafe { &*slot }.with(lease, f, Core::lifo_busy);
+    if !still_lent {
+        // Claimed by a rescue: forget the lease, so later wakes in this poll skip the slot.
+        let _ = LEASE.try_with(|c| c.set(CLAIMED));
+    }
+    out
 }
 
 /// Marks this thread as a thread of `ctx.shared`'s runtime until the guard drops.

@@ -3,9 +3,10 @@
 //! # Ownership
 //! A core (its index, LIFO slot, tick counters, service segment and pending charges) is a `Box`
 //! owned by whichever thread runs it. A thread that holds a core runs [`run`]; between polls the
-//! core is a local of that loop, and during a poll it sits in the thread's cell (`context`), where
-//! the polled task reaches it. A thread that must wait (a nested `block_on`) takes it out of the
-//! cell and hands it to another thread (`threads`); when the poll returns and the cell is empty,
+//! core is a local of that loop, and during a poll it is lent through its slot (`lent`, with the
+//! lease in the thread's `context`), where the polled task reaches it. A thread that must wait (a
+//! nested `block_on`) takes it back and hands it to another thread (`threads`); the stall monitor
+//! may claim it from a poll that is stuck (`monitor`). When the poll returns and the core is gone,
 //! the loop ends and the thread becomes a spare. What other threads may reach of a core (its local
 //! queue, parker, notification flag and served group) lives in `Shared::cores[idx]`.
 //!
@@ -80,6 +81,8 @@ pub(crate) struct Core {
     counts: Counts,
     /// Reused buffer for the wakers of fired timers.
     wakers: Vec<Waker>,
+    /// The address of `shared.cores[idx].lent`, computed once: every poll lends the core there.
+    lent_slot: usize,
 }
 
 /// Runs `core` until the runtime shuts down (returns the core, for the caller to retire) or the
@@ -99,6 +102,8 @@ pub(crate) fn run(mut core: Box<Core>) -> Option<Box<Core>> {
 
 impl Core {
     pub(crate) fn new(idx: usize, shared: Arc<Shared>, default_group: Arc<GroupInner>) -> Self {
+        let shared_lent_slot = &shared.cores[idx].lent;
+        let lent_slot = shared_lent_slot as *const _ as usize;
         Core {
             idx,
             shared,
@@ -113,6 +118,7 @@ impl Core {
             batch: Vec::with_capacity(LOCAL_CAPACITY / 2),
             counts: Counts::default(),
             wakers: Vec::new(),
+            lent_slot,
         }
     }
 
@@ -150,6 +156,7 @@ impl Core {
     }
 
     /// Routes a task woken or spawned by the task this core is polling (see `schedule`).
+    #[inline]
     pub(crate) fn schedule_local(&mut self, r: Runnable, is_yield: bool) {
         if is_yield {
             self.push_local(r);
@@ -341,6 +348,9 @@ impl Core {
             self.begin_segment(g, now);
         }
         let limited = group.limiter.is_some().then(|| group.clone());
+        // The polled task's group when a rescue took the core during the poll (the segment that
+        // would name it went with the core).
+        let mut rescued_from: Option<Arc<GroupInner>> = None;
         let core = if meta.is_cancelled() {
             // Cancelled by marking: the future is dropped here, on a worker.
             drop(r);
@@ -351,12 +361,26 @@ impl Core {
             let _budget = PollBudget::start();
             context::install(self);
             r.run();
-            context::take()
+            match context::take_after_poll() {
+                Ok(core) => Some(core),
+                Err(claimed) => {
+                    // A rescue took the core while the poll was stuck; the segment it ended
+                    // counted the polls before this one (a hand-off counts its own in `reclaim`).
+                    if claimed {
+                        rescued_from = with_current(|g| g.cloned());
+                        if let Some(g) = &rescued_from {
+                            g.polls.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    None
+                }
+            }
         };
         if let Some(p) = take_deferred_panic() {
             // An output's destructor panicked inside the task (detached, it dropped its own
             // output). The segment's group is the task's.
-            if let Some(g) = core.as_ref().and_then(|c| c.service.group()) {
+            let segment = core.as_ref().and_then(|c| c.service.group());
+            if let Some(g) = segment.or(rescued_from.as_ref()) {
                 g.report_panic(&*p);
             }
             drop_payload(p);
@@ -506,6 +530,18 @@ impl Core {
             .idle
             .wake_self(self.idx, || remote.notified.store(false, Ordering::Relaxed));
         self.searching = true;
+    }
+
+    /// Where this core is lent for a poll (`context::install`).
+    #[inline]
+    pub(crate) fn lent_slot(&self) -> *const super::lent::LentSlot<Core> {
+        self.lent_slot as *const _
+    }
+
+    /// Whether a task waits in the LIFO slot (the stall monitor's hint, carried by the lent word).
+    #[inline]
+    pub(crate) fn lifo_busy(&self) -> bool {
+        self.lifo.is_some()
     }
 
     /// Takes the task `id` out of this core's LIFO slot or local queue if it sits there and has

@@ -19,8 +19,17 @@
 //!    and set its flag under the lock) or on its own ([`Idle::wake_self`]): shutdown, a `block_on`
 //!    future was woken, or the re-check found work.
 //! 5. At most half the workers search (steal) at once ([`Idle::try_search`]).
+//!
+//! The stall monitor sleeps without a timeout while no worker is awake ([`Idle::wait_for_awake`]):
+//! it sets its `sleeping` flag, issues a SeqCst fence and re-reads the state word before it parks;
+//! whoever makes the first worker awake (the counts' read-modify-write in [`Idle::notify_one`] or
+//! [`Idle::wake_self`]) then issues a SeqCst fence, reads the flag and unparks it. One of the two
+//! sees the other, so the monitor never sleeps through a stall, and an idle runtime never wakes it
+//! (loom model: `tests/loom_rescue.rs`).
 
-use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
+use crate::shim::{AtomicBool, AtomicUsize, Mutex, Ordering, fence, lock};
+
+use super::parker::Parker;
 
 const SEARCHING: usize = 1;
 const AWAKE: usize = 1 << 16;
@@ -31,6 +40,10 @@ pub struct Idle {
     state: AtomicUsize,
     sleepers: Mutex<Vec<usize>>,
     workers: usize,
+    /// The stall monitor waits here while no worker is awake.
+    watcher: Parker,
+    /// The monitor is (about to be) parked on `watcher` without a timeout.
+    watcher_sleeping: AtomicBool,
 }
 
 impl Idle {
@@ -40,6 +53,8 @@ impl Idle {
             state: AtomicUsize::new(workers * AWAKE),
             sleepers: Mutex::new(Vec::with_capacity(workers)),
             workers,
+            watcher: Parker::new(),
+            watcher_sleeping: AtomicBool::new(false),
         }
     }
 
@@ -62,8 +77,9 @@ impl Idle {
             return None;
         }
         let idx = sleepers.pop()?;
-        self.state.fetch_add(AWAKE + SEARCHING, Ordering::SeqCst);
+        let prev = self.state.fetch_add(AWAKE + SEARCHING, Ordering::SeqCst);
         mark(idx);
+        self.first_awake(prev);
         Some(idx)
     }
 
@@ -98,10 +114,51 @@ impl Idle {
         let mut sleepers = lock(&self.sleepers);
         if let Some(pos) = sleepers.iter().position(|&i| i == idx) {
             sleepers.swap_remove(pos);
-            self.state.fetch_add(AWAKE + SEARCHING, Ordering::SeqCst);
+            let prev = self.state.fetch_add(AWAKE + SEARCHING, Ordering::SeqCst);
+            self.first_awake(prev);
         } else {
             consume();
         }
+    }
+
+    /// After a SeqCst increment of the awake count from `prev`: the first awake worker wakes the
+    /// stall monitor if it sleeps (see the module docs). Rare: only when every worker slept.
+    #[inline]
+    fn first_awake(&self, prev: usize) {
+        if prev / AWAKE == 0 {
+            // The read-modify-write is SeqCst already; the fence makes the pair a fence pair,
+            // which loom models exactly (it treats SeqCst accesses as acquire/release).
+            fence(Ordering::SeqCst);
+            if self.watcher_sleeping.load(Ordering::SeqCst) {
+                self.watcher.unpark();
+            }
+        }
+    }
+
+    /// The stall monitor's wait: returns at once if a worker is awake or `stop()` holds, otherwise
+    /// parks until the first worker wakes or [`Idle::wake_watcher`] is called. True if it waited.
+    pub fn wait_for_awake(&self, stop: impl Fn() -> bool) -> bool {
+        let mut waited = false;
+        loop {
+            if stop() || self.state.load(Ordering::SeqCst) / AWAKE > 0 {
+                return waited;
+            }
+            self.watcher_sleeping.store(true, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if stop() || self.state.load(Ordering::SeqCst) / AWAKE > 0 {
+                self.watcher_sleeping.store(false, Ordering::Relaxed);
+                return waited;
+            }
+            self.watcher.park();
+            self.watcher_sleeping.store(false, Ordering::Relaxed);
+            waited = true;
+        }
+    }
+
+    /// Wakes the stall monitor from [`Idle::wait_for_awake`] (shutdown), or makes its next wait
+    /// return at once.
+    pub fn wake_watcher(&self) {
+        self.watcher.unpark();
     }
 
     /// (awake, searching), for tests and models.

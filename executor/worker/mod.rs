@@ -10,6 +10,8 @@
 //! - `block_on`: running a future on the calling thread, handing the core away when nested.
 //! - `block_in_place`: running blocking code in a task's poll, with the core handed away first.
 //! - `context`: what a runtime thread knows about itself (its runtime, the core it polls with).
+//! - `lent`: the slot through which a poll reaches its core and a rescue claims it.
+//! - `monitor`: the stall monitor, which rescues a core whose poll is stuck while work waits.
 //! - `metrics`: what each core counts for `Runtime::metrics`.
 //!
 //! This layer builds on `fair` (which group to serve, what to charge), `group` and `task`.
@@ -19,8 +21,10 @@ pub(crate) mod block_on;
 pub(crate) mod context;
 pub(crate) mod core;
 pub(crate) mod idle;
+pub(crate) mod lent;
 pub(crate) mod local;
 pub(crate) mod metrics;
+pub(crate) mod monitor;
 pub(crate) mod parker;
 mod schedule;
 pub(crate) mod shared;

@@ -15,8 +15,10 @@ use crate::task::Runnable;
 use crate::time::{Keeper, Lowered, TimerHost, Timers};
 
 use super::idle::Idle;
+use super::lent::LentSlot;
 use super::local::LocalQueue;
 use super::metrics::Published;
+use super::monitor::Monitor;
 use super::parker::Parker;
 use super::threads::Threads;
 
@@ -51,6 +53,10 @@ pub(crate) struct Config {
     pub(crate) on_thread_start: Option<ThreadHook>,
     pub(crate) on_thread_stop: Option<ThreadHook>,
     pub(crate) thread_stack_size: Option<usize>,
+    /// How long one poll may hold a core while work waits before the monitor rescues the core.
+    pub(crate) stall_threshold: Duration,
+    /// Most rescued threads (stuck in a poll, their core taken over) at once.
+    pub(crate) max_rescue_threads: usize,
 }
 
 /// A hook runtime threads run when they start or stop.
@@ -76,6 +82,8 @@ pub(crate) struct Remote {
     pub(crate) serving: AtomicPtr<GroupInner>,
     /// The core's counters, as last published by the thread running it.
     pub(crate) counts: Published,
+    /// Where the core is lent to the poll running it, and where a rescue claims it (`lent`).
+    pub(crate) lent: LentSlot<super::core::Core>,
 }
 
 impl Remote {
@@ -86,6 +94,7 @@ impl Remote {
             parker: Parker::new(),
             serving: AtomicPtr::new(ptr::null_mut()),
             counts: Published::default(),
+            lent: LentSlot::new(),
         }
     }
 }
@@ -99,6 +108,8 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) groups: GroupList<GroupInner>,
     pub(crate) threads: Threads,
+    /// The stall monitor's state (see `monitor`).
+    pub(crate) monitor: Monitor,
     /// The runtime's blocking pool (see [`BlockingBinding`]).
     pub(crate) blocking: Arc<PoolOf>,
     pub(crate) timers: Timers,
@@ -160,6 +171,7 @@ impl Shared {
             config,
             groups: GroupList::new(),
             threads: Threads::new(),
+            monitor: Monitor::new(),
             blocking,
         })
     }

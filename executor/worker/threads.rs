@@ -1,8 +1,8 @@
 //! The threads that run cores, and how a core moves from one thread to another.
 //!
 //! # The core hand-off protocol
-//! 1. A thread that runs a core polls a task, with the core in its cell (`context`).
-//! 2. The task calls `block_on`. The thread takes the core out of its cell, marks itself *blocked*
+//! 1. A thread that runs a core polls a task, with the core lent to the poll (`context`, `lent`).
+//! 2. The task calls `block_on`. The thread takes the core back, marks itself *blocked*
 //!    (shutdown will not wait for it), and gives the core to [`Threads::hand_off`].
 //! 3. `hand_off` ends the core's service segment, moves its LIFO task to its local queue (idle
 //!    workers may steal it from there), and puts the core in the *waiting* list. If a spare thread
@@ -17,12 +17,23 @@
 //!    empty and ends, and the thread becomes a spare: it waits for a core to be handed off, and
 //!    exits after `spare_keep_alive` without one.
 //!
+//! # Rescue (the stall monitor, `monitor`)
+//! A core lent to a poll that has run longer than `Config::stall_threshold` while work waits is
+//! *claimed* by the monitor (`lent`), like a hand-off the stuck thread never asked for:
+//! [`Threads::rescue`] ends the core's segment, moves its LIFO task to its local queue and gives
+//! the core to a spare or a new thread (step 3 on). The stuck thread is not marked blocked: its
+//! poll is a task's poll like any other, so shutdown waits for it (at most its timeout) and every
+//! poll is over when `Runtime` drop returns. The stuck
+//! poll continues without a core; when it returns, its thread finds the cell empty (step 7) and
+//! becomes a spare if none is idle, or exits. At most `Config::max_rescue_threads` rescued threads
+//! may still be stuck at once; beyond that the monitor waits for one to return.
+//!
 //! At shutdown every core retires (its thread drops what only it can reach), cores still waiting
 //! for a thread are retired by the shutting-down thread, spares exit, and every thread that is not
 //! blocked in user code is joined.
 
 use std::sync::Arc;
-use std::thread;
+use std::thread::{self, ThreadId};
 use std::time::Instant;
 
 use crate::group::GroupInner;
@@ -48,12 +59,22 @@ struct State {
     waiting: Vec<Box<Core>>,
     /// Spare threads waiting on `spare`.
     idle_spares: usize,
+    /// Rescued threads on their way to `spare` (counted so two returning at once keep one).
+    spares_coming: usize,
     /// Cores not yet retired.
     live_cores: usize,
     /// Every thread started and not yet joined.
     records: Vec<Record>,
     /// Threads started and not yet exited.
     running: usize,
+    /// For each core, the thread running it (a rescue counts it in `rescued`).
+    runners: Vec<Option<ThreadId>>,
+    /// Threads whose core a rescue claimed and whose poll has not returned yet.
+    rescued: Vec<ThreadId>,
+    /// Rescues since the runtime started.
+    rescues: u64,
+    /// The stall monitor's thread, joined at shutdown.
+    monitor: Option<thread::JoinHandle<()>>,
 }
 
 struct Record {
@@ -67,9 +88,14 @@ impl Threads {
             state: Mutex::new(State {
                 waiting: Vec::new(),
                 idle_spares: 0,
+                spares_coming: 0,
                 live_cores: 0,
                 records: Vec::new(),
                 running: 0,
+                runners: Vec::new(),
+                rescued: Vec::new(),
+                rescues: 0,
+                monitor: None,
             }),
             spare: Condvar::new(),
             retired: Condvar::new(),
@@ -82,7 +108,11 @@ impl Threads {
         default_group: &Arc<GroupInner>,
     ) -> Result<(), String> {
         let n = shared.cores.len();
-        lock(&shared.threads.state).live_cores = n;
+        {
+            let mut st = lock(&shared.threads.state);
+            st.live_cores = n;
+            st.runners = (0..n).map(|_| None).collect();
+        }
         for idx in 0..n {
             let core = Box::new(Core::new(idx, shared.clone(), default_group.clone()));
             if let Err((core, e)) = spawn_thread(shared, default_group, Some(core)) {
@@ -97,25 +127,36 @@ impl Threads {
                 return Err(format!("could not start worker thread {idx} of {n}: {e}"));
             }
         }
+        let monitor = super::monitor::start(shared)
+            .map_err(|e| format!("could not start the stall monitor thread: {e}"))?;
+        lock(&shared.threads.state).monitor = Some(monitor);
         Ok(())
     }
 
     /// Step 3 of the hand-off protocol: gives `core` to a spare thread or a new one. Gives it back
     /// if no spare is idle and the runtime already runs `Config::max_threads` threads: the caller
     /// must not wait then, since every thread may be waiting on work only this core would run.
-    pub(crate) fn hand_off(&self, mut core: Box<Core>) -> Result<(), Box<Core>> {
+    pub(crate) fn hand_off(&self, core: Box<Core>) -> Result<(), Box<Core>> {
+        if !can_take_another(&lock(&self.state), &core.shared) {
+            return Err(core);
+        }
+        self.adopt(core);
+        Ok(())
+    }
+
+    /// Steps 3 and 4 for a core this thread owns and no thread runs: prepares it and gives it to a
+    /// spare thread or a new one.
+    fn adopt(&self, mut core: Box<Core>) {
         let shared = core.shared.clone();
         let default_group = core.default_group.clone();
-        {
-            let st = lock(&self.state);
-            if st.idle_spares <= st.waiting.len() && st.running >= shared.config.max_threads {
-                return Err(core);
-            }
-        }
         core.prepare_hand_off();
         let spawn = {
             let mut st = lock(&self.state);
             st.waiting.push(core);
+            if shared.is_shutdown() {
+                // Claimed just before shutdown began: the shutting-down thread retires it.
+                self.retired.notify_all();
+            }
             if st.idle_spares >= st.waiting.len() {
                 self.spare.notify_one();
                 false
@@ -128,7 +169,76 @@ impl Threads {
             // queue is stealable meanwhile.
             let _ = spawn_thread(&shared, &default_group, None);
         }
-        Ok(())
+    }
+
+    /// The stall monitor's rescue of core `idx`, observed lent under `observed` with work waiting
+    /// (see the module docs). Claims it, unless the runtime shuts down, the rescued threads
+    /// already number `max_rescue_threads` or no thread could take it. True if it was claimed.
+    pub(crate) fn rescue(&self, shared: &Shared, idx: usize, observed: u64) -> bool {
+        let core = {
+            let mut st = lock(&self.state);
+            if shared.is_shutdown()
+                || st.rescued.len() >= shared.config.max_rescue_threads
+                || !can_take_another(&st, shared)
+            {
+                return false;
+            }
+            // Claimed under the lock, so the stuck thread, once its poll returns and it finds
+            // the core gone, sees itself counted as rescued (`core_lost` takes the lock).
+            let Some(core) = shared.cores[idx].lent.claim(observed) else {
+                return false;
+            };
+            if let Some(id) = st.runners[idx].take() {
+                st.rescued.push(id);
+            }
+            st.rescues += 1;
+            core
+        };
+        self.adopt(core);
+        true
+    }
+
+    /// Step 7: the calling thread's poll returned and its core is gone (handed off or rescued).
+    /// Returns whether the thread stays as a spare: a rescued thread stays only if no other spare
+    /// is idle or on its way, so rescue threads do not outlast the stall. A staying thread is
+    /// counted in `spares_coming` until it waits (`wait_for_core(.., true)`).
+    fn core_lost(&self, blocked: &AtomicBool) -> bool {
+        let me = thread::current().id();
+        let mut st = lock(&self.state);
+        blocked.store(false, Ordering::SeqCst);
+        let stay = match st.rescued.iter().position(|&t| t == me) {
+            Some(pos) => {
+                st.rescued.swap_remove(pos);
+                st.idle_spares + st.spares_coming == 0
+            }
+            None => true,
+        };
+        if stay {
+            st.spares_coming += 1;
+        }
+        stay
+    }
+
+    /// Records the thread that now runs core `idx` (for a rescue to count it).
+    fn running(&self, idx: usize) {
+        let mut st = lock(&self.state);
+        st.runners[idx] = Some(thread::current().id());
+    }
+
+    /// Shutdown: stops the stall monitor and waits for its thread (it runs no user code), then
+    /// retires any core it claimed meanwhile.
+    pub(crate) fn stop_monitor(&self, shared: &Shared) {
+        shared.monitor.stop(&shared.idle);
+        let handle = lock(&self.state).monitor.take();
+        if let Some(h) = handle {
+            if h.thread().id() != thread::current().id() {
+                let _ = h.join();
+            }
+        }
+        let waiting = std::mem::take(&mut lock(&self.state).waiting);
+        for core in waiting {
+            self.retire(core);
+        }
     }
 
     /// Step 6 of the hand-off protocol: takes core `idx` back if no thread took it yet.
@@ -138,12 +248,16 @@ impl Threads {
         Some(st.waiting.swap_remove(pos))
     }
 
-    /// A spare thread waits for a core; `None` at shutdown or after the keep-alive.
-    fn wait_for_core(&self, shared: &Shared) -> Option<Box<Core>> {
+    /// A spare thread waits for a core; `None` at shutdown or after the keep-alive. `coming`: the
+    /// thread was counted in `spares_coming` (`core_lost`).
+    fn wait_for_core(&self, shared: &Shared, coming: bool) -> Option<Box<Core>> {
         let keep_alive = shared.config.spare_keep_alive;
         let deadline = Instant::now() + keep_alive;
         let mut st = lock(&self.state);
         st.idle_spares += 1;
+        if coming {
+            st.spares_coming -= 1;
+        }
         let got = loop {
             if shared.is_shutdown() {
                 break None;
@@ -252,11 +366,16 @@ impl Threads {
         }
     }
 
-    /// (threads started and not yet exited, spares waiting for a core).
-    pub(crate) fn counts(&self) -> (usize, usize) {
+    /// (threads started and not yet exited, spares waiting for a core, rescues so far).
+    pub(crate) fn counts(&self) -> (usize, usize, u64) {
         let st = lock(&self.state);
-        (st.running, st.idle_spares)
+        (st.running, st.idle_spares, st.rescues)
     }
+}
+
+/// Whether a spare, or a thread still to be started, can take one more core.
+fn can_take_another(st: &State, shared: &Shared) -> bool {
+    st.idle_spares > st.waiting.len() || st.running < shared.config.max_threads
 }
 
 /// Starts a runtime thread, running `first` (or waiting for a core as a spare).
@@ -319,18 +438,29 @@ fn thread_main(
     });
     run_hook(shared.config.on_thread_start.as_ref());
     let mut next = first;
+    let mut coming = false;
     loop {
         let core = match next.take() {
             Some(c) => c,
-            None => match shared.threads.wait_for_core(&shared) {
+            None => match shared
+                .threads
+                .wait_for_core(&shared, std::mem::take(&mut coming))
+            {
                 Some(c) => c,
                 None => break,
             },
         };
+        shared.threads.running(core.idx);
         match run(core) {
             Some(core) => shared.threads.retire(core),
-            // The core was handed away during a poll that has now returned: back in runtime code.
-            None => blocked.store(false, Ordering::SeqCst),
+            // The core was handed away or rescued during a poll that has now returned: back in
+            // runtime code.
+            None => {
+                if !shared.threads.core_lost(&blocked) {
+                    break;
+                }
+                coming = true;
+            }
         }
     }
     run_hook(shared.config.on_thread_stop.as_ref());

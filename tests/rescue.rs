@@ -1,0 +1,315 @@
+//! Starvation rescue: a worker stuck in one poll while tasks wait behind it has its core taken over
+//! by another thread (see `Builder::stall_threshold`).
+
+// A blocking task returns the handle of the task it spawned before it blocked, to await it after.
+#![allow(clippy::async_yields_async)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{builder, eventually, watchdog};
+
+const SLEEP: Duration = Duration::from_millis(300);
+
+/// Keeps the largest value `now` ever reached.
+fn record_max(max: &AtomicUsize, now: usize) {
+    max.fetch_max(now, Ordering::SeqCst);
+}
+
+/// Spawns `n` tasks that each block their worker for `d`.
+fn spawn_sleepers(rt: &rondo::Runtime, n: usize, d: Duration) -> Vec<rondo::JoinHandle<()>> {
+    (0..n)
+        .map(|_| rt.spawn(async move { std::thread::sleep(d) }))
+        .collect()
+}
+
+#[test]
+fn every_worker_blocked_other_tasks_still_finish() {
+    watchdog(30, || {
+        let rt = builder(2).build().unwrap();
+        let workers = rt.handle().worker_count();
+        let start = Instant::now();
+        // Twice as many sleepers as workers: the threads that rescue the first cores block too.
+        let sleepers = spawn_sleepers(&rt, 2 * workers, SLEEP);
+        std::thread::sleep(Duration::from_millis(20));
+        let small: Vec<_> = (0..1000).map(|i| rt.spawn(async move { i * 2 })).collect();
+        let sum: usize = rt.block_on(async {
+            let mut sum = 0;
+            for h in small {
+                sum += h.await.unwrap();
+            }
+            sum
+        });
+        let small_done = start.elapsed();
+        assert_eq!(sum, 999 * 1000);
+        // Without rescue the small tasks wait for the sleeps (300 ms, 600 ms for the second wave).
+        assert!(
+            small_done < Duration::from_millis(250),
+            "small tasks took {small_done:?} behind {} blocked workers",
+            workers
+        );
+        for h in sleepers {
+            rt.block_on(h).unwrap();
+        }
+        let m = rt.metrics();
+        assert!(m.rescues >= 1, "{m}");
+    });
+}
+
+#[test]
+fn a_task_in_the_lifo_slot_behind_a_blocked_poll_still_runs() {
+    for workers in [1, 2] {
+        watchdog(30, move || {
+            let rt = builder(workers).build().unwrap();
+            let start = Instant::now();
+            let ran_at = rt.block_on(async move {
+                let blocker = rondo::spawn(async {
+                    // Spawned from the task: it goes to this worker's LIFO slot, which no other
+                    // worker can steal.
+                    let quick = rondo::spawn(async { Instant::now() });
+                    std::thread::sleep(Duration::from_millis(500));
+                    quick
+                });
+                blocker.await.unwrap().await.unwrap()
+            });
+            let waited = ran_at - start;
+            assert!(
+                waited < Duration::from_millis(350),
+                "the LIFO task ran {waited:?} after the start, behind a 500 ms poll"
+            );
+            assert!(rt.metrics().rescues >= 1);
+        });
+    }
+}
+
+#[test]
+fn a_stuck_poll_with_nothing_waiting_is_left_alone() {
+    watchdog(30, || {
+        let rt = builder(2).build().unwrap();
+        rt.block_on(rt.spawn(async {
+            std::thread::sleep(Duration::from_millis(100));
+        }))
+        .unwrap();
+        let m = rt.metrics();
+        assert_eq!(m.rescues, 0, "{m}");
+        assert_eq!(m.threads, m.workers.len(), "{m}");
+    });
+}
+
+#[test]
+fn rescued_threads_are_bounded_by_max_rescue_threads() {
+    watchdog(60, || {
+        let rt = builder(2).max_rescue_threads(1).build().unwrap();
+        let workers = rt.handle().worker_count();
+        let sleepers = spawn_sleepers(&rt, 3 * workers, Duration::from_millis(100));
+        let small: Vec<_> = (0..100).map(|_| rt.spawn(async {})).collect();
+        let max_threads = AtomicUsize::new(0);
+        let mut done = false;
+        while !done {
+            record_max(&max_threads, rt.metrics().threads);
+            done = sleepers.iter().all(|h| h.is_finished());
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for h in sleepers.into_iter().chain(small) {
+            rt.block_on(h).unwrap();
+        }
+        let m = rt.metrics();
+        assert!(m.rescues >= 1, "{m}");
+        // The workers, one thread stuck after a rescue, and one spare kept from an earlier one.
+        let max = max_threads.load(Ordering::SeqCst);
+        assert!(
+            max <= workers + 2,
+            "{max} threads with {workers} workers: {m}"
+        );
+    });
+}
+
+#[test]
+fn rescued_threads_retire_once_the_stall_is_over() {
+    watchdog(60, || {
+        let rt = builder(2).build().unwrap();
+        let workers = rt.handle().worker_count();
+        let sleepers = spawn_sleepers(&rt, 2 * workers, Duration::from_millis(200));
+        let small: Vec<_> = (0..100).map(|_| rt.spawn(async {})).collect();
+        let max_threads = AtomicUsize::new(0);
+        while !sleepers.iter().all(|h| h.is_finished()) {
+            record_max(&max_threads, rt.metrics().threads);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for h in sleepers.into_iter().chain(small) {
+            rt.block_on(h).unwrap();
+        }
+        assert!(
+            max_threads.load(Ordering::SeqCst) > workers,
+            "no thread was added: {}",
+            rt.metrics()
+        );
+        // Rescued threads exit when their poll returns, except one kept as a spare.
+        assert!(
+            eventually(5, || rt.metrics().threads <= workers + 1),
+            "{}",
+            rt.metrics()
+        );
+        let m = rt.metrics();
+        assert!(m.spare_threads <= 1, "{m}");
+        assert!(m.rescues >= 1, "{m}");
+        // The runtime still works with the rescued cores on their new threads.
+        let n: usize = rt.block_on(async {
+            let hs: Vec<_> = (0..100).map(|i| rondo::spawn(async move { i })).collect();
+            let mut n = 0;
+            for h in hs {
+                n += h.await.unwrap();
+            }
+            n
+        });
+        assert_eq!(n, 4950);
+    });
+}
+
+#[test]
+fn dropping_the_runtime_waits_for_a_stuck_poll_and_the_rescue_ran_the_rest() {
+    watchdog(30, || {
+        let rt = builder(2).thread_name("stuckdrop").build().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let finished = Arc::new(AtomicUsize::new(0));
+        let f = finished.clone();
+        let quick = Arc::new(AtomicUsize::new(0));
+        let q = quick.clone();
+        let stuck = rt.spawn(async move {
+            // Queued behind the stuck poll in this worker's LIFO slot: the rescue runs it.
+            drop(rondo::spawn(async move {
+                q.fetch_add(1, Ordering::SeqCst);
+            }));
+            tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(600));
+            f.fetch_add(1, Ordering::SeqCst);
+        });
+        rx.recv().unwrap();
+        assert!(eventually(5, || quick.load(Ordering::SeqCst) == 1));
+        assert_eq!(finished.load(Ordering::SeqCst), 0);
+        drop(rt);
+        // Every task's poll is over when the drop returns, the stuck one included.
+        assert_eq!(finished.load(Ordering::SeqCst), 1);
+        assert!(stuck.is_finished());
+    });
+}
+
+#[test]
+fn shutdown_timeout_with_a_stuck_poll_returns() {
+    watchdog(30, || {
+        let rt = builder(1).build().unwrap();
+        let (tx, rx) = mpsc::channel();
+        drop(rt.spawn(async move {
+            tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(1_500));
+        }));
+        rx.recv().unwrap();
+        let start = Instant::now();
+        rt.shutdown_timeout(Duration::from_millis(300));
+        // Left to its thread after the timeout, as without rescue.
+        assert!(start.elapsed() < Duration::from_millis(1_000));
+    });
+}
+
+#[test]
+fn an_idle_runtimes_monitor_does_not_wake() {
+    watchdog(30, || {
+        let rt = builder(2).build().unwrap();
+        rt.block_on(async {
+            let hs: Vec<_> = (0..1000).map(|i| rondo::spawn(async move { i })).collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+        });
+        // Let the workers park and the monitor notice.
+        std::thread::sleep(Duration::from_millis(100));
+        let before = rt.metrics().monitor_wakeups;
+        std::thread::sleep(Duration::from_millis(500));
+        let woke = rt.metrics().monitor_wakeups - before;
+        // A monitor ticking every threshold would wake 100 times or more here.
+        assert!(
+            woke <= 3,
+            "the monitor woke {woke} times in 500 ms of idleness"
+        );
+        // And it wakes again with the workers: a stall right after idleness is rescued.
+        let start = Instant::now();
+        let ran_at = rt.block_on(async {
+            let blocker = rondo::spawn(async {
+                let quick = rondo::spawn(async { Instant::now() });
+                std::thread::sleep(Duration::from_millis(400));
+                quick
+            });
+            blocker.await.unwrap().await.unwrap()
+        });
+        assert!(ran_at - start < Duration::from_millis(300));
+    });
+}
+
+#[test]
+fn zero_stall_options_are_rejected() {
+    let err = rondo::Runtime::builder()
+        .stall_threshold(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("stall_threshold"), "{err}");
+    let err = rondo::Runtime::builder()
+        .max_rescue_threads(0)
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("max_rescue_threads"), "{err}");
+}
+
+#[test]
+fn rescues_show_in_the_metrics_table_and_prometheus_text() {
+    watchdog(30, || {
+        let rt = builder(1).build().unwrap();
+        rt.block_on(async {
+            let blocker = rondo::spawn(async {
+                let quick = rondo::spawn(async {});
+                std::thread::sleep(Duration::from_millis(100));
+                quick
+            });
+            blocker.await.unwrap().await.unwrap();
+        });
+        let m = rt.metrics();
+        assert!(m.rescues >= 1);
+        assert!(m.to_string().contains(&format!("rescues {}", m.rescues)));
+        let text = m.to_prometheus();
+        assert!(text.contains("# TYPE rondo_rescues_total counter"));
+        assert!(text.contains(&format!("rondo_rescues_total {}", m.rescues)));
+        assert!(text.contains("rondo_monitor_wakeups_total"));
+    });
+}
+
+#[test]
+fn a_group_keeps_its_accounting_through_a_rescue() {
+    watchdog(30, || {
+        let rt = builder(1).build().unwrap();
+        let g = rt.group().build().unwrap();
+        let g2 = g.clone();
+        rt.block_on(async move {
+            let blocker = g2.spawn(async {
+                let quick = rondo::spawn(async {});
+                std::thread::sleep(Duration::from_millis(100));
+                quick
+            });
+            blocker.await.unwrap().await.unwrap();
+        });
+        assert!(rt.metrics().rescues >= 1);
+        // Both tasks' polls are counted once each, the stuck one included (the rescue thread's
+        // segment is flushed when its core parks).
+        assert!(
+            eventually(5, || g.metrics().polls == 2),
+            "{:?}",
+            g.metrics()
+        );
+        let m = g.metrics();
+        // The stuck poll is charged until the rescue (at least the threshold), not for its 100 ms.
+        assert!(m.busy >= Duration::from_millis(4), "{m:?}");
+        assert!(m.busy < Duration::from_millis(60), "{m:?}");
+    });
+}
