@@ -3,8 +3,8 @@
 //! - A task of a group with `max_concurrency` goes through the group's limiter, then its global
 //!   queue (never the LIFO slot, so a strand runs in FIFO order).
 //! - A task woken or spawned by a task this thread polls, on a core of the same runtime that
-//!   serves the same group: a yield (woken while running) to the back of the local queue, anything
-//!   else to the LIFO slot.
+//!   serves the same group: a yield (woken while running) to the back of the local queue (pushed
+//!   without an access to the lent core: the queue is shared), anything else to the LIFO slot.
 //! - Anywhere else (another thread, another group, a thread-local destructor, shutdown): the
 //!   group's global queue, which lists the group and wakes a sleeping worker if nobody searches.
 
