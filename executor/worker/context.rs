@@ -24,7 +24,7 @@ use crate::shim::AtomicBool;
 
 use super::core::Core;
 use super::lent::{Lease, LentSlot};
-use super::shared::Shared;
+use super::shared::{Remote, Shared};
 
 /// The slot of the core this thread polls with and the lease it holds on it; a null slot when it
 /// holds none.
@@ -108,6 +108,26 @@ pub(crate) fn with_core<R>(f: impl FnOnce(Option<&mut Core>) -> R) -> R {
         let _ = LEASE.try_with(|c| c.set(CLAIMED));
     }
     out
+}
+
+/// The `Remote` of the core this thread polls with, if it holds a lease (claimed or not: a
+/// claim this thread has not noticed yet still shows the slot). For a yield's push to the
+/// core's local queue (see `schedule`), which needs no access: the queue is shared, and a claimed
+/// core's new owner serves the queue as it finds it.
+#[inline]
+pub(crate) fn lent_remote<'a>() -> Option<&'a Remote> {
+    let (slot, _) = LEASE.try_with(Cell::get).unwrap_or(NOTHING);
+    if slot.is_null() {
+        return None;
+    }
+    // SAFETY: a lent slot is the `lent` field of a `Remote` in `Shared::cores`, alive while the
+    // lease is held (module docs); the caller uses it only during the poll.
+    Some(unsafe {
+        &*slot
+            .cast::<u8>()
+            .sub(std::mem::offset_of!(Remote, lent))
+            .cast::<Remote>()
+    })
 }
 
 /// Marks this thread as a thread of `ctx.shared`'s runtime until the guard drops.

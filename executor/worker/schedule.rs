@@ -3,8 +3,8 @@
 //! - A task of a group with `max_concurrency` goes through the group's limiter, then its global
 //!   queue (never the LIFO slot, so a strand runs in FIFO order).
 //! - A task woken or spawned by a task this thread polls, on a core of the same runtime that
-//!   serves the same group: a yield (woken while running) to the back of the local queue, anything
-//!   else to the LIFO slot.
+//!   serves the same group: a yield (woken while running) to the back of the local queue (pushed
+//!   without an access to the lent core: the queue is shared), anything else to the LIFO slot.
 //! - Anywhere else (another thread, another group, a thread-local destructor, shutdown): the
 //!   group's global queue, which lists the group and wakes a sleeping worker if nobody searches.
 
@@ -14,6 +14,7 @@ use std::sync::Arc;
 use async_task::ScheduleInfo;
 
 use crate::group::limiter::Admit;
+use crate::shim::Ordering;
 use crate::task::Runnable;
 
 use super::context;
@@ -35,6 +36,19 @@ pub(crate) fn schedule(r: Runnable, info: ScheduleInfo) {
     let g = &r.metadata().group;
     let gptr = Arc::as_ptr(g);
     let host = g.host_addr();
+    if info.woken_while_running {
+        if let Some(remote) = context::lent_remote() {
+            // SAFETY: `r` holds its group, which holds its host.
+            let shared = unsafe { &*host };
+            // A yield needs only the core's local queue, which any thread may push to: no access
+            // to the lent core. The core serves the group (so the queue keeps only the served
+            // group's tasks) and belongs to the group's runtime.
+            if ptr::eq(remote.serving.load(Ordering::Relaxed), gptr) && shared.owns(remote) {
+                shared.push_local(remote, r);
+                return;
+            }
+        }
+    }
     let r = context::with_core(|core| match core {
         Some(core) if ptr::eq(Arc::as_ptr(&core.shared), host) && core.service.serves(gptr) => {
             core.schedule_local(r, info.woken_while_running);

@@ -10,13 +10,13 @@ use async_task::ScheduleInfo;
 use crate::fair::Scheduler;
 use crate::group::list::GroupList;
 use crate::group::{GroupInner, Host, HostBinding, Hosts, PanicHook};
-use crate::shim::{AtomicBool, AtomicPtr, Ordering};
+use crate::shim::{AtomicBool, AtomicPtr, Ordering, fence};
 use crate::task::Runnable;
 use crate::time::{Keeper, Lowered, TimerHost, Timers};
 
 use super::idle::Idle;
 use super::lent::LentSlot;
-use super::local::LocalQueue;
+use super::local::{LOCAL_CAPACITY, LocalQueue};
 use super::metrics::Published;
 use super::monitor::Monitor;
 use super::parker::Parker;
@@ -195,6 +195,30 @@ impl Shared {
         });
         if let Some(idx) = chosen {
             self.cores[idx].parker.unpark();
+        }
+    }
+
+    /// True if `remote` is one of this runtime's cores.
+    #[inline]
+    pub(crate) fn owns(&self, remote: &Remote) -> bool {
+        self.cores
+            .as_ptr_range()
+            .contains(&(remote as *const Remote))
+    }
+
+    /// Pushes a task to `remote`'s local queue (spilling half of it to the global queues when it
+    /// is full), then wakes a sleeper if nobody is searching: new stealable work. A missed wake
+    /// costs parallelism, never a task: the core is awake and will run its own queue.
+    #[inline]
+    pub(crate) fn push_local(&self, remote: &Remote, r: Runnable) {
+        if let Err(r) = remote.local.push(r) {
+            let local = &remote.local;
+            let half = (0..LOCAL_CAPACITY / 2).map_while(|_| local.pop());
+            spill(half.chain(std::iter::once(r)));
+        }
+        if self.idle.wants_notify() {
+            fence(Ordering::SeqCst);
+            self.notify_work();
         }
     }
 
