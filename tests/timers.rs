@@ -465,7 +465,9 @@ fn timers_fire_while_every_worker_is_blocked() {
         // workers' queues to other threads, which run this task and fire its timer.
         rt.block_on(rt.spawn(async {
             sleep(5 * MS).await;
-            timeout(5 * MS, std::future::pending::<()>()).await.unwrap_err();
+            timeout(5 * MS, std::future::pending::<()>())
+                .await
+                .unwrap_err();
         }))
         .unwrap();
         let took = start.elapsed();
