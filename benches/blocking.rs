@@ -291,72 +291,47 @@ fn small_work(i: usize) -> usize {
 
 /// Spawns the sleepers, waits until both workers are blocked in one, then spawns and awaits the
 /// small tasks; returns the time from the first small spawn to the last small task's completion.
-/// Then waits for the sleepers, so rounds do not overlap.
-fn stall_round_rondo(rt: &rondo::Runtime, sleepers: usize) -> Duration {
-    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let sleeping: Vec<_> = (0..sleepers)
-        .map(|_| {
-            let started = started.clone();
-            rt.spawn(async move {
-                started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                std::thread::sleep(STALL_SLEEP);
-            })
-        })
-        .collect();
-    while started.load(std::sync::atomic::Ordering::SeqCst) < sleepers.min(2) {
-        std::thread::yield_now();
-    }
-    let t = Instant::now();
-    let small: Vec<_> = (0..STALL_SMALL_TASKS)
-        .map(|i| rt.spawn(async move { small_work(i) }))
-        .collect();
-    let sum = rt.block_on(async {
-        let mut sum = 0usize;
-        for h in small {
-            sum = sum.wrapping_add(h.await.unwrap());
+/// Then waits for the sleepers, so rounds do not overlap. Written once, expanded for each
+/// runtime's type (both have `spawn` and `block_on` of the same shape).
+macro_rules! stall_round {
+    ($name:ident, $rt:ty) => {
+        fn $name(rt: &$rt, sleepers: usize) -> Duration {
+            let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let sleeping: Vec<_> = (0..sleepers)
+                .map(|_| {
+                    let started = started.clone();
+                    rt.spawn(async move {
+                        started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        std::thread::sleep(STALL_SLEEP);
+                    })
+                })
+                .collect();
+            while started.load(std::sync::atomic::Ordering::SeqCst) < sleepers.min(2) {
+                std::thread::yield_now();
+            }
+            let t = Instant::now();
+            let small: Vec<_> = (0..STALL_SMALL_TASKS)
+                .map(|i| rt.spawn(async move { small_work(i) }))
+                .collect();
+            let sum = rt.block_on(async {
+                let mut sum = 0usize;
+                for h in small {
+                    sum = sum.wrapping_add(h.await.unwrap());
+                }
+                sum
+            });
+            let took = t.elapsed();
+            std::hint::black_box(sum);
+            for h in sleeping {
+                rt.block_on(h).unwrap();
+            }
+            took
         }
-        sum
-    });
-    let took = t.elapsed();
-    std::hint::black_box(sum);
-    for h in sleeping {
-        rt.block_on(h).unwrap();
-    }
-    took
+    };
 }
 
-fn stall_round_tokio(rt: &tokio::runtime::Runtime, sleepers: usize) -> Duration {
-    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let sleeping: Vec<_> = (0..sleepers)
-        .map(|_| {
-            let started = started.clone();
-            rt.spawn(async move {
-                started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                std::thread::sleep(STALL_SLEEP);
-            })
-        })
-        .collect();
-    while started.load(std::sync::atomic::Ordering::SeqCst) < sleepers.min(2) {
-        std::thread::yield_now();
-    }
-    let t = Instant::now();
-    let small: Vec<_> = (0..STALL_SMALL_TASKS)
-        .map(|i| rt.spawn(async move { small_work(i) }))
-        .collect();
-    let sum = rt.block_on(async {
-        let mut sum = 0usize;
-        for h in small {
-            sum = sum.wrapping_add(h.await.unwrap());
-        }
-        sum
-    });
-    let took = t.elapsed();
-    std::hint::black_box(sum);
-    for h in sleeping {
-        rt.block_on(h).unwrap();
-    }
-    took
-}
+stall_round!(stall_round_rondo, rondo::Runtime);
+stall_round!(stall_round_tokio, tokio::runtime::Runtime);
 
 fn ms(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e3)
