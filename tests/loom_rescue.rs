@@ -37,16 +37,24 @@ fn wake(
     let _ = still;
 }
 
+/// A core lent to a poll: the slot, the global queue wakes fall back to, the poll's lease, and the
+/// slot's word as the monitor observes it.
+#[allow(clippy::type_complexity)]
+fn lent_core() -> (Arc<LentSlot<Core>>, Arc<Mutex<Vec<u32>>>, Lease, u64) {
+    let slot = Arc::new(LentSlot::<Core>::new());
+    let global = Arc::new(Mutex::new(Vec::new()));
+    let lease = slot.lend(Box::new(Core::default()), false);
+    let observed = slot.observe();
+    (slot, global, lease, observed)
+}
+
 /// The rescuer claims the core while the poll thread wakes a task and then takes its core back:
 /// exactly one of them ends up with the core, a second claim of the same lease fails, and the
 /// wake is in the core or in the global queue, never lost and never in both.
 #[test]
 fn a_claim_and_the_polls_own_accesses_give_the_core_to_exactly_one_thread() {
     loom::model(|| {
-        let slot = Arc::new(LentSlot::<Core>::new());
-        let global = Arc::new(Mutex::new(Vec::new()));
-        let lease = slot.lend(Box::new(Core::default()), false);
-        let observed = slot.observe();
+        let (slot, global, lease, observed) = lent_core();
         assert!(is_lent(observed));
 
         let rescuer = {
@@ -84,10 +92,7 @@ fn a_claim_and_the_polls_own_accesses_give_the_core_to_exactly_one_thread() {
 #[test]
 fn a_stale_lease_never_takes_back_a_core_lent_again() {
     loom::model(|| {
-        let slot = Arc::new(LentSlot::<Core>::new());
-        let global = Arc::new(Mutex::new(Vec::new()));
-        let lease = slot.lend(Box::new(Core::default()), false);
-        let observed = slot.observe();
+        let (slot, global, lease, observed) = lent_core();
 
         let rescuer = {
             let slot = slot.clone();
@@ -125,10 +130,7 @@ fn a_stale_lease_never_takes_back_a_core_lent_again() {
 #[test]
 fn a_claim_between_two_accesses_is_seen_by_the_second() {
     loom::model(|| {
-        let slot = Arc::new(LentSlot::<Core>::new());
-        let global = Arc::new(Mutex::new(Vec::new()));
-        let lease = slot.lend(Box::new(Core::default()), false);
-        let observed = slot.observe();
+        let (slot, global, lease, observed) = lent_core();
 
         let rescuer = {
             let slot = slot.clone();
