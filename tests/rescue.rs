@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{builder, eventually, watchdog};
+use common::{builder, eventually, spin, watchdog};
 
 const SLEEP: Duration = Duration::from_millis(300);
 
@@ -97,6 +97,21 @@ fn a_stuck_poll_with_nothing_waiting_is_left_alone() {
         let m = rt.metrics();
         assert_eq!(m.rescues, 0, "{m}");
         assert_eq!(m.threads, m.workers.len(), "{m}");
+    });
+}
+
+/// A group stays listed after a worker took its last task, until the worker's next pick: a long
+/// poll of that task, with nothing else queued, is no stall behind which work waits.
+#[test]
+fn a_long_poll_of_the_only_task_is_not_rescued() {
+    watchdog(60, || {
+        let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+        for _ in 0..10 {
+            rt.block_on(rt.spawn(async { spin(Duration::from_millis(20)) }))
+                .unwrap();
+        }
+        let m = rt.metrics();
+        assert_eq!(m.rescues, 0, "{m}");
     });
 }
 

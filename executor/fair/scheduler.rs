@@ -113,6 +113,23 @@ impl Scheduler {
         self.listed.load(Ordering::SeqCst) > 0
     }
 
+    /// True if a listed group has tasks queued now: a group just listed (in the inbox: a push
+    /// listed it), or one in the rotation whose queue is not empty. `has_listed` alone also counts
+    /// a group a worker has emptied, which stays listed until that worker's next pick. Takes the
+    /// lock; for rare callers (the stall monitor).
+    pub(crate) fn has_queued_work(&self) -> bool {
+        if !self.has_listed() {
+            return false;
+        }
+        if !self.inbox.is_empty() {
+            return true;
+        }
+        lock(&self.state)
+            .rotation
+            .values()
+            .any(|g| !g.queue.is_empty())
+    }
+
     /// Called after a pusher flipped `g.listed` from false to true: queues `g` for the rotation.
     /// The count goes up first, so a worker about to park sees work (see `idle`).
     pub(crate) fn list(&self, g: &Arc<GroupInner>) {

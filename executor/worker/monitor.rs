@@ -163,7 +163,7 @@ fn run(shared: &Shared) {
 /// Rescues the stalled cores behind which work waits.
 fn rescue(shared: &Shared, stalled: &[(usize, u64)]) {
     let (awake, _) = shared.idle.counts();
-    let nobody_free = awake <= stalled.len() && shared.scheduler.has_listed();
+    let nobody_free = awake <= stalled.len() && shared.scheduler.has_queued_work();
     for &(i, word) in stalled {
         let c = &shared.cores[i];
         let waits = nobody_free || hint(word) || !c.local.is_empty();
