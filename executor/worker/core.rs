@@ -82,8 +82,16 @@ pub(crate) struct Core {
     /// Reused buffer for the wakers of fired timers.
     wakers: Vec<Waker>,
     /// The address of `shared.cores[idx].lent`, computed once: every poll lends the core there.
-    lent_slot: usize,
+    lent_slot: SlotPtr,
 }
+
+/// The address of a core's lent slot, kept by the core itself.
+struct SlotPtr(*const super::lent::LentSlot<Core>);
+
+// SAFETY: the pointer targets `shared.cores[idx].lent` of the core's own runtime, which the
+// core's `shared` field keeps alive; the slot is `Sync` (atomics), so any thread holding the core
+// may use it.
+unsafe impl Send for SlotPtr {}
 
 /// Runs `core` until the runtime shuts down (returns the core, for the caller to retire) or the
 /// core is handed to another thread during a poll (returns `None`).
@@ -102,8 +110,12 @@ pub(crate) fn run(mut core: Box<Core>) -> Option<Box<Core>> {
 
 impl Core {
     pub(crate) fn new(idx: usize, shared: Arc<Shared>, default_group: Arc<GroupInner>) -> Self {
-        let shared_lent_slot = &shared.cores[idx].lent;
-        let lent_slot = shared_lent_slot as *const _ as usize;
+        // Derived from the whole `Remote` (not from a reference to the field), so that the pointer
+        // may reach the rest of the `Remote` (`context::lent_remote`).
+        let remote: *const Remote = &shared.cores[idx];
+        // SAFETY: `remote` points to a live element of `shared.cores`; taking a field's address
+        // creates no reference.
+        let lent_slot = SlotPtr(unsafe { std::ptr::addr_of!((*remote).lent) });
         Core {
             idx,
             shared,
@@ -535,7 +547,7 @@ impl Core {
     /// Where this core is lent for a poll (`context::install`).
     #[inline]
     pub(crate) fn lent_slot(&self) -> *const super::lent::LentSlot<Core> {
-        self.lent_slot as *const _
+        self.lent_slot.0
     }
 
     /// Whether a task waits in the LIFO slot (the stall monitor's hint, carried by the lent word).
