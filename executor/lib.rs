@@ -21,7 +21,7 @@ mod worker;
 
 use std::future::Future;
 
-pub use group::{Group, GroupBuilder, GroupMetrics, current_group};
+pub use group::{Group, GroupBuilder, GroupMetrics, Scoped, current_group};
 pub use runtime::{BuildError, Builder, EnterGuard, Handle, Runtime, RuntimeMetrics};
 pub use task::{JoinError, JoinHandle, TaskPanic, yield_now};
 

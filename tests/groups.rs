@@ -375,3 +375,85 @@ fn one_hundred_thousand_groups_work() {
         assert!(eventually(20, || rt.handle().group_count() == 1));
     });
 }
+
+#[test]
+fn scope_runs_later_polls_in_the_new_group_and_its_children_join_it() {
+    watchdog(60, || {
+        let rt = rt(2);
+        let a = rt.group().name("a").build().unwrap();
+        let b = rt.group().name("b").build().unwrap();
+        let b2 = b.clone();
+        let h = a.spawn(async move {
+            // The connection's first request: served in the group it was spawned in.
+            spin(Duration::from_millis(1));
+            b2.scope(async {
+                let child =
+                    rondo::spawn(async { rondo::current_group().unwrap().name().to_string() });
+                for _ in 0..20 {
+                    spin(Duration::from_millis(1));
+                    rondo::yield_now().await;
+                }
+                (
+                    rondo::current_group().unwrap().name().to_string(),
+                    child.await.unwrap(),
+                )
+            })
+            .await
+            .unwrap()
+        });
+        let (inside, child) = rt.block_on(h).unwrap();
+        assert_eq!((inside.as_str(), child.as_str()), ("b", "b"));
+        // Every poll of the scoped work was charged to `b`, not to the task that waited for it.
+        assert!(
+            eventually(5, || {
+                let m = b.metrics();
+                m.polls >= 21 && m.busy >= Duration::from_millis(20)
+            }),
+            "{:?}",
+            b.metrics()
+        );
+        assert_eq!(b.metrics().completed, 2);
+        assert!(a.metrics().busy < b.metrics().busy, "{:?}", a.metrics());
+        assert_eq!(a.metrics().completed, 1);
+    });
+}
+
+#[test]
+fn dropping_a_scope_cancels_its_work_and_failures_come_back_as_join_errors() {
+    watchdog(60, || {
+        let rt = rt(2);
+        let g = rt.group().name("scoped").build().unwrap();
+        let drops = DropCount::new();
+        let guard = drops.guard();
+        let started = Arc::new(AtomicBool::new(false));
+        let s = started.clone();
+        let r = rt.block_on(rondo::time::timeout(
+            Duration::from_millis(20),
+            g.scope(async move {
+                let _guard = guard;
+                s.store(true, Ordering::SeqCst);
+                std::future::pending::<()>().await
+            }),
+        ));
+        assert!(r.is_err());
+        assert!(started.load(Ordering::SeqCst));
+        // Dropped by a worker (never inline in the dropping task), and counted as cancelled.
+        assert!(eventually(5, || drops.get() == 1));
+        assert!(eventually(5, || g.metrics().cancelled == 1));
+
+        let err = rt
+            .block_on(g.scope(async { panic!("scoped work panicked") }))
+            .unwrap_err();
+        assert!(err.is_panic());
+
+        let (tx, rx) = oneshot::channel::<()>();
+        let waiting = rt.spawn({
+            let g = g.clone();
+            async move { g.scope(rx).await }
+        });
+        assert!(eventually(5, || g.metrics().unfinished == 1));
+        g.cancel();
+        assert!(rt.block_on(waiting).unwrap().unwrap_err().is_cancelled());
+        drop(tx);
+    });
+}

@@ -25,6 +25,7 @@ pub(crate) mod list;
 pub(crate) mod listed;
 pub(crate) mod queue;
 mod registry;
+mod scope;
 mod spawn;
 
 use std::error::Error;
@@ -39,6 +40,7 @@ use crate::task::JoinHandle;
 pub use current::current_group;
 pub(crate) use current::{GroupScope, with_current};
 pub(crate) use inner::{GroupInner, Host, HostBinding, HostOf, Hosts, PanicHook};
+pub use scope::Scoped;
 pub(crate) use spawn::{spawn_in, spawn_with};
 
 /// The largest weight a group may have.
@@ -251,6 +253,33 @@ impl Group {
         F::Output: Send + 'static,
     {
         spawn_in(&self.inner, future)
+    }
+
+    /// Runs `future` as a task of this group and waits for it: every poll of it is charged to and
+    /// scheduled by this group, and tasks it spawns join this group. Use it when the right group
+    /// is known only mid-flight, for example a connection's tenant after its first request was
+    /// parsed. Unlike dropping a [`JoinHandle`], dropping the returned [`Scoped`] cancels the
+    /// work; a panic or a cancellation of the work comes back as a [`JoinError`](crate::JoinError).
+    ///
+    /// The future must be `Send + 'static`, because it runs as a task of its own.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let tenant = rt.group().name("tenant-b").build().unwrap();
+    /// let name = rt.block_on(rondo::spawn(async move {
+    ///     // ... parse the request, learn the tenant, then serve it in the tenant's group:
+    ///     tenant
+    ///         .scope(async { rondo::current_group().unwrap().name().to_string() })
+    ///         .await
+    /// }));
+    /// assert_eq!(name.unwrap().unwrap(), "tenant-b");
+    /// ```
+    pub fn scope<F>(&self, future: F) -> Scoped<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        Scoped::new(spawn_in(&self.inner, future))
     }
 
     /// The group's name.
