@@ -156,3 +156,48 @@ fn an_idle_group_banks_no_credit() {
         );
     });
 }
+
+/// Work that reaches a group from another group's task (a spawn or a wake on a worker) runs beside
+/// the waking group on that worker, but does not bring back credit it banked while idle: it gets
+/// its share among the backlogged groups, not a worker of its own.
+#[test]
+fn a_group_reached_from_another_group_banks_no_credit() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    watchdog(120, || {
+        let rt = two_workers();
+        let stop = Arc::new(AtomicBool::new(false));
+        let sender = rt.group().name("sender").build().unwrap();
+        let served = rt.group().name("served").build().unwrap();
+        let x = rt.group().name("x").build().unwrap();
+        let y = rt.group().name("y").build().unwrap();
+        // `served` runs once, then idles while `x` and `y` run.
+        rt.block_on(served.spawn(async { spin(Duration::from_micros(50)) }))
+            .unwrap();
+        let (st, xt, yt) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicU64::new(0)),
+        );
+        let chunk = Duration::from_micros(50);
+        let mut hs = spawn_backlogged(&x, 4, chunk, &xt, &stop);
+        hs.extend(spawn_backlogged(&y, 4, chunk, &yt, &stop));
+        std::thread::sleep(Duration::from_millis(300));
+        let before = xt.load(Ordering::SeqCst) + yt.load(Ordering::SeqCst);
+        // A task of `sender` starts a task of `served`: on its worker, beside `sender`.
+        let (s2, t2, stop2) = (served.clone(), st.clone(), stop.clone());
+        let started = rt
+            .block_on(sender.spawn(async move { vec![s2.spawn(backlogged(chunk, t2, stop2))] }))
+            .unwrap();
+        hs.extend(started);
+        std::thread::sleep(Duration::from_millis(400));
+        stop_all(&rt, &stop, hs);
+        let others = (xt.load(Ordering::SeqCst) + yt.load(Ordering::SeqCst) - before) as f64;
+        let s = st.load(Ordering::SeqCst) as f64;
+        // Ideal is a third (its one task could use half). With the time banked while idle,
+        // `served` would keep the worker it started on to itself: half.
+        assert!(
+            s < 0.43 * (others + s) && s > 0.2 * (others + s),
+            "the group started from another group's task got {s} ns, the two others {others} ns"
+        );
+    });
+}

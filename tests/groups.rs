@@ -457,3 +457,41 @@ fn dropping_a_scope_cancels_its_work_and_failures_come_back_as_join_errors() {
         drop(tx);
     });
 }
+
+#[test]
+fn a_wake_across_groups_runs_on_the_waking_worker() {
+    use futures::{SinkExt, StreamExt};
+    watchdog(60, || {
+        let rt = rt(2);
+        let a = rt.group().name("a").build().unwrap();
+        let b = rt.group().name("b").build().unwrap();
+        let (mut to_b, mut at_b) = futures::channel::mpsc::channel::<u32>(1);
+        let (mut to_a, mut at_a) = futures::channel::mpsc::channel::<u32>(1);
+        drop(b.spawn(async move {
+            while let Some(v) = at_b.next().await {
+                if to_a.send(v).await.is_err() {
+                    break;
+                }
+            }
+        }));
+        let lifo =
+            |rt: &rondo::Runtime| -> u64 { rt.metrics().workers.iter().map(|w| w.lifo_hits).sum() };
+        let before = lifo(&rt);
+        rt.block_on(a.spawn(async move {
+            for i in 0..1_000 {
+                to_b.send(i).await.unwrap();
+                assert_eq!(at_a.next().await, Some(i));
+            }
+        }))
+        .unwrap();
+        // Each round trip is two wakes across groups, each from a task a worker polls; they go to
+        // that worker's LIFO slot (not through the other group's global queue) unless the woken
+        // group is ahead of the waking one, which two groups doing the same work never are for
+        // long.
+        let hits = lifo(&rt) - before;
+        assert!(
+            hits >= 1_000,
+            "{hits} LIFO hits in 1,000 cross-group round trips"
+        );
+    });
+}

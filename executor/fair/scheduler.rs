@@ -43,6 +43,14 @@ const SMALL_QUEUE: usize = 16;
 /// operating system merely preempted for a while keeps its group's credit.
 const STALE_AFTER: Duration = Duration::from_millis(20);
 
+/// Sets a group's virtual runtime and its lock-free hint (`GroupInner::vtime_hint`), under the
+/// group's lock.
+fn set_vruntime(g: &GroupInner, gs: &mut GroupSched, vruntime: u128) {
+    gs.vruntime = vruntime;
+    let hint = u64::try_from(vruntime / SCALE).unwrap_or(u64::MAX);
+    g.vtime_hint.store(hint, Ordering::Relaxed);
+}
+
 /// Service time a worker owes a group, charged at its next visit to the scheduler.
 pub(crate) type Charge = (Arc<GroupInner>, u64);
 
@@ -150,7 +158,8 @@ impl Scheduler {
                 self.listed.fetch_sub(1, Ordering::SeqCst);
                 continue;
             }
-            gs.vruntime = gs.vruntime.max(st.floor);
+            let entered = gs.vruntime.max(st.floor);
+            set_vruntime(&g, &mut gs, entered);
             gs.in_rotation = true;
             gs.listed_at = Some(since);
             let key = (gs.vruntime, g.id);
@@ -161,15 +170,15 @@ impl Scheduler {
 
     fn charge_locked(st: &mut SchedState, g: &GroupInner, gs: &mut GroupSched, ns: u64) {
         let delta = u128::from(ns) * SCALE / u128::from(gs.weight.max(1));
-        if gs.in_rotation {
-            if let Some(entry) = st.rotation.remove(&(gs.vruntime, g.id)) {
-                gs.vruntime += delta;
-                st.rotation.insert((gs.vruntime, g.id), entry);
-            } else {
-                gs.vruntime += delta;
-            }
+        let entry = if gs.in_rotation {
+            st.rotation.remove(&(gs.vruntime, g.id))
         } else {
-            gs.vruntime += delta;
+            None
+        };
+        let charged = gs.vruntime + delta;
+        set_vruntime(g, gs, charged);
+        if let Some(entry) = entry {
+            st.rotation.insert((gs.vruntime, g.id), entry);
         }
         for s in st.served.iter_mut().flatten() {
             if s.group == g.id {
@@ -316,6 +325,42 @@ impl Scheduler {
                 others_listed: st.rotation.len() > usize::from(gs.in_rotation),
             },
         }
+    }
+
+    /// May a worker serving `serving` run a task of `woken` (woken by one of `serving`'s tasks)
+    /// next, on its own, without the task going through `woken`'s global queue and the rotation?
+    /// Yes if `woken` is not ahead of `serving` by more than one `quantum` of its own service:
+    /// the scheduler would then pick it at least as soon. Its service is charged to it like any
+    /// other segment's, and a quantum end still switches to a group the rotation says is behind.
+    ///
+    /// A group out of the rotation that is further behind is first lifted to one quantum below
+    /// `serving` under its own lock (an idle group banks no more credit than that, as it would not
+    /// entering the rotation at the floor). Otherwise this reads the groups' hints only, no lock:
+    /// it runs on every cross-group wake on a worker. The hints miss charges not applied yet (at
+    /// most a quantum's worth per worker), which shifts the comparison by as much, never the
+    /// shares.
+    pub(crate) fn may_run_beside(
+        serving: &GroupInner,
+        woken: &GroupInner,
+        quantum: Duration,
+    ) -> bool {
+        let ahead_of = serving.vtime_hint.load(Ordering::Relaxed);
+        let vtime = woken.vtime_hint.load(Ordering::Relaxed);
+        let weight = woken.weight_hint.load(Ordering::Relaxed).max(1);
+        let slack = (quantum.as_nanos() / u128::from(weight)) as u64;
+        if vtime > ahead_of.saturating_add(slack) {
+            return false;
+        }
+        let floor = ahead_of.saturating_sub(slack);
+        if vtime < floor {
+            let mut gs = lock(&woken.sched);
+            // The rotation's key is the virtual runtime: only a group out of it may move.
+            if !gs.in_rotation {
+                let lifted = gs.vruntime.max(u128::from(floor) * SCALE);
+                set_vruntime(woken, &mut gs, lifted);
+            }
+        }
+        true
     }
 
     /// Empties the rotation, the inbox and the served entries (shutdown's last step): they hold

@@ -4,8 +4,8 @@
 //! group, parks, hands its core to another thread, or its quantum ends; its polls and busy time
 //! are then flushed to the group's metrics, and its measured duration is charged to the group's
 //! virtual runtime at the worker's next visit to the scheduler (a pick, a quantum end, parking, or
-//! once [`MAX_PENDING_CHARGES`] are pending), so a charge is never more than a quantum late and
-//! costs no extra lock.
+//! once charges to [`MAX_PENDING_CHARGES`] groups are pending), so a charge is never more than a
+//! quantum late and costs no extra lock.
 //!
 //! The clock is read at segment boundaries and every `interval` polls, an interval adapted so that
 //! reading it costs about one read per [`CLOCK_EVERY`] of work.
@@ -88,9 +88,17 @@ impl Service {
         Some((g, ns))
     }
 
-    /// Keeps `charge` for the next scheduler visit, or applies everything now if several piled up.
+    /// Keeps `charge` for the next scheduler visit, or applies everything now if several groups'
+    /// charges piled up. Charges to one group are summed, so a worker alternating between two
+    /// groups (a message and its reply) visits the scheduler at its quantum end, not every few
+    /// segments.
     pub(crate) fn defer(&mut self, charge: Charge, scheduler: &Scheduler) {
-        self.pending.push(charge);
+        let (g, ns) = charge;
+        if let Some(same) = self.pending.iter_mut().find(|(p, _)| Arc::ptr_eq(p, &g)) {
+            same.1 += ns;
+            return;
+        }
+        self.pending.push((g, ns));
         if self.pending.len() >= MAX_PENDING_CHARGES {
             scheduler.charge_all(&mut self.pending, None);
         }

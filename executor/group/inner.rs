@@ -19,7 +19,7 @@ use std::time::Instant;
 use async_task::ScheduleInfo;
 use event_listener::Event;
 
-use crate::shim::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::shim::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::task::meta::{Binding, Outcome, Owner, Tasks};
 use crate::task::{Runnable, TaskMeta, TaskPanic};
 
@@ -96,6 +96,11 @@ pub(crate) struct GroupInner {
     pub(crate) registry: Registry,
     // Region 2.
     pub(crate) sched: Mutex<GroupSched>,
+    /// `sched.vruntime` in virtual nanoseconds (charged nanoseconds ÷ weight), and `sched.weight`:
+    /// copies written with them under the lock, read without it where a hint is enough (may a
+    /// cross-group wake run beside the served group: `fair::Scheduler::may_run_beside`).
+    pub(crate) vtime_hint: AtomicU64,
+    pub(crate) weight_hint: AtomicU32,
     pub(crate) polls: AtomicU64,
     pub(crate) busy_ns: AtomicU64,
     pub(crate) wait_ns: AtomicU64,
@@ -141,6 +146,8 @@ impl GroupInner {
                     in_rotation: false,
                     listed_at: None,
                 }),
+                vtime_hint: AtomicU64::new(0),
+                weight_hint: AtomicU32::new(weight),
                 polls: AtomicU64::new(0),
                 busy_ns: AtomicU64::new(0),
                 wait_ns: AtomicU64::new(0),

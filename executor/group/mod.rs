@@ -317,7 +317,10 @@ impl Group {
     /// ```
     pub fn set_weight(&self, weight: u32) -> Result<(), GroupError> {
         check_weight(weight)?;
-        lock(&self.inner.sched).weight = weight;
+        let mut gs = lock(&self.inner.sched);
+        gs.weight = weight;
+        self.inner.weight_hint.store(weight, Ordering::Relaxed);
+        drop(gs);
         Ok(())
     }
 

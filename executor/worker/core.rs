@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::task::Waker;
 use std::time::Instant;
 
-use crate::fair::{Service, Verdict};
+use crate::fair::{Scheduler, Service, Verdict};
 use crate::group::Host;
 use crate::group::{GroupInner, GroupScope, with_current};
 use crate::shim::{Ordering, fence};
@@ -173,12 +173,46 @@ impl Core {
         if is_yield {
             self.push_local(r);
         } else if let Some(prev) = self.lifo.replace(r) {
-            self.push_local(prev);
+            self.demote(prev);
         } else {
             return;
         }
-        // New stealable work: wake a sleeper if nobody is searching. A missed wake here costs
-        // parallelism, never a task: this core is awake and will run its own queue.
+        self.new_stealable_work();
+    }
+
+    /// Routes a task of another group than the served one, woken or spawned by the task this core
+    /// is polling: into the LIFO slot if fairness allows (see `schedule`), else back to the caller
+    /// for the group's global queue.
+    pub(crate) fn schedule_beside(&mut self, r: Runnable) -> Option<Runnable> {
+        let Some(serving) = self.service.group() else {
+            return Some(r);
+        };
+        let quantum = self.shared.config.quantum;
+        if !Scheduler::may_run_beside(serving, &r.metadata().group, quantum) {
+            return Some(r);
+        }
+        if let Some(prev) = self.lifo.replace(r) {
+            self.demote(prev);
+            self.new_stealable_work();
+        }
+        None
+    }
+
+    /// Moves a task out of the LIFO slot. The local queue holds the served group's tasks only (a
+    /// quantum end's verdict applies to all of it): a task of another group goes to its group's
+    /// global queue.
+    fn demote(&mut self, r: Runnable) {
+        if self.service.serves(Arc::as_ptr(&r.metadata().group)) {
+            self.push_local(r);
+        } else {
+            let g = r.metadata().group.clone();
+            push_global(&g, r);
+        }
+    }
+
+    /// New stealable work: wake a sleeper if nobody is searching. A missed wake here costs
+    /// parallelism, never a task: this core is awake and will run its own queue.
+    fn new_stealable_work(&self) {
         if self.shared.idle.wants_notify() {
             fence(Ordering::SeqCst);
             self.shared.notify_work();
@@ -208,7 +242,7 @@ impl Core {
                 self.counts.lifo_hits += 1;
                 return Some(r);
             }
-            self.push_local(r);
+            self.demote(r);
         }
         self.lifo_streak = 0;
         if let Some(r) = self.remote().local.pop() {

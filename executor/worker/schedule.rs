@@ -5,8 +5,13 @@
 //! - A task woken or spawned by a task this thread polls, on a core of the same runtime that
 //!   serves the same group: a yield (woken while running) to the back of the local queue (pushed
 //!   without an access to the lent core: the queue is shared), anything else to the LIFO slot.
-//! - Anywhere else (another thread, another group, a thread-local destructor, shutdown): the
-//!   group's global queue, which lists the group and wakes a sleeping worker if nobody searches.
+//! - A task of another group, woken or spawned the same way: to the LIFO slot as well if the
+//!   scheduler says that group may run beside the served one (it is not ahead of it by more than
+//!   a quantum: `Scheduler::may_run_beside`), so a message between groups is handled on the core
+//!   that sent it, with its time charged to the receiver's group; otherwise as below.
+//! - Anywhere else (another thread, a thread-local destructor, shutdown, a group that is ahead):
+//!   the group's global queue, which lists the group and wakes a sleeping worker if nobody
+//!   searches.
 
 use std::ptr;
 use std::sync::Arc;
@@ -50,9 +55,13 @@ pub(crate) fn schedule(r: Runnable, info: ScheduleInfo) {
         }
     }
     let r = context::with_core(|core| match core {
-        Some(core) if ptr::eq(Arc::as_ptr(&core.shared), host) && core.service.serves(gptr) => {
-            core.schedule_local(r, info.woken_while_running);
-            None
+        Some(core) if ptr::eq(Arc::as_ptr(&core.shared), host) => {
+            if core.service.serves(gptr) {
+                core.schedule_local(r, info.woken_while_running);
+                None
+            } else {
+                core.schedule_beside(r)
+            }
         }
         _ => Some(r),
     });
