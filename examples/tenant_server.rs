@@ -4,10 +4,20 @@
 //!
 //! The server (in `examples/tenant/mod.rs`) is hyper 1.x HTTP/1.1 over async-io sockets, served
 //! with `rondo::hyper`'s timer. The tenant is in the path: `/a/...` is tenant A, `/b/...` tenant
-//! B; `/a/work` burns 1 ms of CPU, `/b/hello` answers at once. A connection's tenant is known
-//! only once its first request is parsed, so connections run in the default group and each
-//! request's handler runs in its tenant's group (`group.spawn(handler).await`): the CPU it burns
-//! is charged to its tenant.
+//! B; `/a/work` burns 1 ms of CPU, `/b/hello` answers at once. A connection's tenant is known only
+//! once its first request arrives, and a task cannot move between groups, so the rondo server
+//! places work in two ways:
+//! - **per connection**: a light task peeks at the connection's first request line (without
+//!   taking it from the socket) and spawns the connection into that tenant's group; its handlers
+//!   run inline. Later requests on the connection are charged to the same tenant.
+//! - **per request**: connections run in the default group, and each request's handler is spawned
+//!   into its tenant's group and awaited (`group.spawn(handler).await`), so the CPU it burns is
+//!   charged to its tenant whatever the connection carries. It costs two more trips through the
+//!   run queues per request.
+//!
+//! The heavy handler yields once before it burns its CPU, on every server: otherwise hyper's
+//! connection task goes on to the connection's next request within the same poll, and one poll
+//! runs for many milliseconds (see `respond` in `examples/tenant/mod.rs`).
 //!
 //! The load driver, in the same process, is blocking clients on threads: 32 keep-alive
 //! connections from A hit `/a/work` as fast as they are answered, while 2 connections from B send
@@ -15,7 +25,7 @@
 //! server, all with 2 worker threads, and B's latency with A idle for reference.
 //!
 //! ```sh
-//! cargo run --release --features hyper --example tenant_server                  # the comparison, ~15 s
+//! cargo run --release --features hyper --example tenant_server                  # the comparison, ~20 s
 //! cargo run --release --features hyper --example tenant_server -- --secs 10     # longer windows
 //! cargo run --release --features hyper --example tenant_server -- serve 8080    # just serve
 //! ```

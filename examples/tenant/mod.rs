@@ -14,6 +14,7 @@
 #![allow(dead_code)]
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -43,9 +44,16 @@ pub fn spin(d: Duration) {
     }
 }
 
-/// The answer to `path`, computed on the calling thread: the heavy endpoint spins first.
-fn respond(path: &str) -> Response<Full<Bytes>> {
+/// The answer to `path`. The heavy endpoint first yields to its runtime once (`yield_now` is that
+/// runtime's): without it, hyper's connection task goes on to the connection's next request in the
+/// same poll when one has arrived (its dispatcher serves up to 16 before it yields, and sockets
+/// from outside the runtime spend none of the runtime's cooperative budget), so a single poll
+/// would burn many milliseconds for one tenant while the other's requests wait, and on rondo the
+/// stall monitor would count the worker as stuck. A CPU-heavy handler should yield, or run as a
+/// task of its own, on any runtime.
+async fn respond(path: &str, yield_now: impl Future<Output = ()>) -> Response<Full<Bytes>> {
     if path.ends_with("/work") {
+        yield_now.await;
         spin(WORK);
         Response::new(Full::new(Bytes::from_static(b"worked")))
     } else {
@@ -236,11 +244,13 @@ async fn rondo_route(
     let path = req.uri().path().to_owned();
     match tenants.as_deref().and_then(|t| t.of(&path)) {
         // Cancelled only when the runtime shuts down under the request.
+        // The handler is a task of its own, so the connection's poll already ends at the spawn: it
+        // needs no yield.
         Some(group) => group
-            .spawn(async move { respond(&path) })
+            .spawn(async move { respond(&path, async {}).await })
             .await
             .unwrap_or_else(|_| unavailable()),
-        None => respond(&path),
+        None => respond(&path, rondo::yield_now()).await,
     }
 }
 
@@ -272,7 +282,9 @@ impl TokioServer {
                 let _ = stream.set_nodelay(true);
                 tokio::spawn(async move {
                     let service = service_fn(|req: Request<Incoming>| async move {
-                        Ok::<_, Infallible>(respond(req.uri().path()))
+                        Ok::<_, Infallible>(
+                            respond(req.uri().path(), tokio::task::yield_now()).await,
+                        )
                     });
                     let _ = http1::Builder::new()
                         .timer(hyper_util::rt::TokioTimer::new())
@@ -351,7 +363,9 @@ async fn smol_accept(
         let Some(ex) = executor.upgrade() else { return };
         ex.spawn(async move {
             let service = service_fn(|req: Request<Incoming>| async move {
-                Ok::<_, Infallible>(respond(req.uri().path()))
+                Ok::<_, Infallible>(
+                    respond(req.uri().path(), futures_lite::future::yield_now()).await,
+                )
             });
             let _ = http1::Builder::new()
                 .timer(smol_hyper::rt::SmolTimer::new())
