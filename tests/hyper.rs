@@ -259,7 +259,7 @@ fn executor_spawns_into_the_current_group() {
                     .unwrap();
             });
         });
-        assert_ne!(rx.recv_timeout(Duration::from_secs(20)).unwrap(), "tenant");
+        assert_eq!(rx.recv_timeout(Duration::from_secs(20)).unwrap(), "default");
         assert_eq!(tenant.metrics().spawned, 2);
 
         // A GroupExecutor spawns into its group from anywhere, here from a task of `tenant`.
