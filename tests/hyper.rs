@@ -7,6 +7,7 @@ mod common;
 #[path = "../examples/tenant/mod.rs"]
 mod tenant;
 
+use std::convert::Infallible;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc;
@@ -17,8 +18,9 @@ use futures::{AsyncReadExt, AsyncWriteExt};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::client::conn::http1 as client_http1;
+use hyper::client::conn::http2 as client_http2;
 use hyper::rt::{Executor, Timer};
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use rondo::hyper::{GroupExecutor, RondoExecutor, RondoTimer};
@@ -275,6 +277,81 @@ fn executor_spawns_into_the_current_group() {
         assert_eq!(rx.recv_timeout(Duration::from_secs(20)).unwrap(), "other");
         rt.block_on(other.wait_idle());
         assert_eq!(other.metrics().completed, 1);
+    });
+}
+
+/// The group of the task that polls the request's handler.
+async fn whose(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let name = rondo::current_group().map_or("none".to_string(), |g| g.name().to_string());
+    Ok(Response::new(Full::new(Bytes::from(name))))
+}
+
+/// HTTP/2 on both ends: hyper runs each stream's handler in a task it spawns through the server's
+/// executor, and the client connection's background work through the client's. With
+/// `RondoExecutor` the handlers run in the connection's group; with `GroupExecutor`, in its group.
+#[test]
+fn http2_streams_run_where_the_executor_spawns_them() {
+    watchdog(60, || {
+        let rt = rondo::Runtime::builder().worker_threads(2).build().unwrap();
+        let tenant = rt.group().name("tenant").build().unwrap();
+        let pinned = rt.group().name("pinned").build().unwrap();
+        let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap();
+        let addr = listener.get_ref().local_addr().unwrap();
+        let (tenant2, pinned2) = (tenant.clone(), pinned.clone());
+        rt.spawn(async move {
+            // The first connection is served with RondoExecutor, the second with GroupExecutor,
+            // both from a task of `tenant`.
+            for round in 0..2 {
+                let (stream, _) = listener.accept().await.unwrap();
+                let pinned = pinned2.clone();
+                tenant2.spawn(async move {
+                    let io = FuturesIo::new(stream);
+                    let served = if round == 0 {
+                        http2::Builder::new(RondoExecutor::new())
+                            .timer(RondoTimer::new())
+                            .serve_connection(io, service_fn(whose))
+                            .await
+                    } else {
+                        http2::Builder::new(GroupExecutor::new(pinned))
+                            .timer(RondoTimer::new())
+                            .serve_connection(io, service_fn(whose))
+                            .await
+                    };
+                    served.unwrap();
+                });
+            }
+        });
+        for expected in ["tenant", "pinned"] {
+            let names = rt.block_on(rondo::spawn(async move {
+                let stream = Async::<TcpStream>::connect(addr).await.unwrap();
+                let (mut send, conn) = client_http2::Builder::new(RondoExecutor::new())
+                    .timer(RondoTimer::new())
+                    .handshake(FuturesIo::new(stream))
+                    .await
+                    .unwrap();
+                rondo::spawn(async move {
+                    let _ = conn.await;
+                });
+                // Several streams at once on the one connection.
+                let requests: Vec<_> = (0..8)
+                    .map(|_| {
+                        let req = Request::get(format!("http://{addr}/"))
+                            .body(Full::new(Bytes::new()))
+                            .unwrap();
+                        send.send_request(req)
+                    })
+                    .collect();
+                let mut names = Vec::new();
+                for r in requests {
+                    let body = r.await.unwrap().into_body().collect().await.unwrap();
+                    names.push(String::from_utf8(body.to_bytes().to_vec()).unwrap());
+                }
+                names
+            }));
+            assert_eq!(names.unwrap(), vec![expected; 8]);
+        }
+        assert!(tenant.metrics().spawned >= 2 + 8, "{:?}", tenant.metrics());
+        assert!(pinned.metrics().spawned >= 8, "{:?}", pinned.metrics());
     });
 }
 
