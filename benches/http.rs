@@ -18,8 +18,8 @@
 //! that each drive the async-io reactor while waiting (what `smol` does), with smol-hyper's timer.
 //!
 //! `cargo bench --features hyper --bench http`. Worker threads: `RONDO_BENCH_WORKERS` (default 2).
-//! Rounds: `HTTP_BENCH_ROUNDS` (default 2); seconds per measurement: `HTTP_BENCH_SECS` (default 2).
-//! The whole run takes about 35 s per round with the defaults.
+//! Rounds: `HTTP_BENCH_ROUNDS` (default 3); seconds per measurement: `HTTP_BENCH_SECS` (default 2).
+//! The whole run takes about 30 s per round with the defaults (90 s in all), plus the build.
 
 #[path = "../examples/tenant/mod.rs"]
 mod tenant;
@@ -182,12 +182,27 @@ fn measure(kind: Kind, workers: usize, secs: f64, wrk: bool) -> io::Result<Row> 
     Ok(row)
 }
 
-fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> Option<T> {
+/// The median of `v`: the middle value, or the mean of the two middle values (`mid`) for an even
+/// count.
+fn median<T: Copy + PartialOrd>(mut v: Vec<T>, mid: fn(T, T) -> T) -> Option<T> {
     if v.is_empty() {
         return None;
     }
     v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
-    Some(v[v.len() / 2])
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        mid(v[n / 2 - 1], v[n / 2])
+    })
+}
+
+fn mid_f64(a: f64, b: f64) -> f64 {
+    (a + b) / 2.0
+}
+
+fn mid_duration(a: Duration, b: Duration) -> Duration {
+    (a + b) / 2
 }
 
 fn ms(d: Option<Duration>) -> String {
@@ -235,7 +250,7 @@ fn print_table(rows: &[(Kind, Row)]) {
 
 fn main() -> io::Result<()> {
     let workers: usize = env_or("RONDO_BENCH_WORKERS", 2);
-    let rounds: usize = env_or("HTTP_BENCH_ROUNDS", 2);
+    let rounds: usize = env_or("HTTP_BENCH_ROUNDS", 3);
     let secs: f64 = env_or("HTTP_BENCH_SECS", 2.0);
     let wrk = Command::new("wrk").arg("--version").output().is_ok();
     let kinds = [
@@ -273,18 +288,33 @@ fn main() -> io::Result<()> {
         .zip(all)
         .map(|(&kind, rows)| {
             let pick = |f: &dyn Fn(&Row) -> Option<(Duration, Duration)>| {
-                let p50 = median(rows.iter().filter_map(|r| f(r).map(|p| p.0)).collect());
-                let p99 = median(rows.iter().filter_map(|r| f(r).map(|p| p.1)).collect());
+                let p50 = median(
+                    rows.iter().filter_map(|r| f(r).map(|p| p.0)).collect(),
+                    mid_duration,
+                );
+                let p99 = median(
+                    rows.iter().filter_map(|r| f(r).map(|p| p.1)).collect(),
+                    mid_duration,
+                );
                 p50.zip(p99)
             };
             let row = Row {
-                req_per_sec: median(rows.iter().filter_map(|r| r.req_per_sec).collect()),
-                cpu_per_req: median(rows.iter().filter_map(|r| r.cpu_per_req).collect()),
-                switches_per_req: median(rows.iter().filter_map(|r| r.switches_per_req).collect()),
-                light_p50: median(rows.iter().filter_map(|r| r.light_p50).collect()),
+                req_per_sec: median(rows.iter().filter_map(|r| r.req_per_sec).collect(), mid_f64),
+                cpu_per_req: median(
+                    rows.iter().filter_map(|r| r.cpu_per_req).collect(),
+                    mid_duration,
+                ),
+                switches_per_req: median(
+                    rows.iter().filter_map(|r| r.switches_per_req).collect(),
+                    mid_f64,
+                ),
+                light_p50: median(
+                    rows.iter().filter_map(|r| r.light_p50).collect(),
+                    mid_duration,
+                ),
                 b_alone: pick(&|r| r.b_alone),
                 b_flood: pick(&|r| r.b_flood),
-                a_per_sec: median(rows.iter().filter_map(|r| r.a_per_sec).collect()),
+                a_per_sec: median(rows.iter().filter_map(|r| r.a_per_sec).collect(), mid_f64),
             };
             (kind, row)
         })
