@@ -159,7 +159,8 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
-/// Serves until the process is killed, printing each tenant's group metrics every 5 s.
+/// Serves until the process is killed (with a group per connection), printing each tenant's
+/// group metrics every 5 s.
 fn serve(port: u16, workers: usize) -> Result<(), Box<dyn Error>> {
     let server = RondoServer::start_on(port, workers, PerConnection)?;
     println!(
@@ -171,9 +172,11 @@ fn serve(port: u16, workers: usize) -> Result<(), Box<dyn Error>> {
         for t in ['a', 'b'] {
             if let Some(g) = server.group(t) {
                 let m = g.metrics();
+                // Connections run in their tenant's group, so its finished tasks are closed
+                // connections and its busy time is all its requests' work.
                 println!(
-                    "{}: {} requests handled, {:?} of worker time",
-                    m.name, m.completed, m.busy
+                    "{}: {} connections open, {} closed, {:?} of worker time",
+                    m.name, m.unfinished, m.completed, m.busy
                 );
             }
         }
