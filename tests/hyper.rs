@@ -407,8 +407,8 @@ fn tcp_round_trips_on_loopback() {
 /// With one group, B's requests queue behind A's (32 connections × 1 ms on 2 workers: many
 /// milliseconds); with groups, B's work gets the next free worker. The configurations run back to
 /// back in the same test, so load from elsewhere on the machine slows all of them; the test asks
-/// for a 2× better median, well inside the difference groups make, and gives the comparison three
-/// tries before failing.
+/// for a 2× better median per connection and 1.5× per request, well inside the difference groups
+/// make, and gives the comparison three tries before failing.
 #[test]
 fn tenant_groups_shield_light_requests_from_a_flood() {
     use tenant::Placement::{OneGroup, PerConnection, PerRequest};
@@ -437,7 +437,10 @@ fn tenant_groups_shield_light_requests_from_a_flood() {
                 "B p50: group per connection {conn:?}, per request {req:?}, one group {one:?}"
             );
             tries.push((conn, req, one));
-            if one >= conn * 2 && one >= req * 2 {
+            // Per request, B's request waits for a worker up to three times (its connection, its
+            // handler, its connection again), each behind up to one 1 ms poll of A's: a smaller
+            // margin than per connection, which waits once.
+            if one >= conn * 2 && one.as_secs_f64() >= req.as_secs_f64() * 1.5 {
                 return;
             }
         }
