@@ -12,6 +12,8 @@
 mod blocking;
 mod fair;
 pub mod group;
+#[cfg(feature = "hyper")]
+pub mod hyper;
 pub mod runtime;
 mod shim;
 pub mod sync;
@@ -172,4 +174,7 @@ fn assert_send_sync() {
     is::<JoinError>();
     is::<BuildError>();
     is::<GroupMetrics>();
+    // hyper requires its sleeps to be `Send + Sync`; `rondo::hyper` relies on rondo's sleep being
+    // both, so this keeps it so with or without the feature.
+    is::<time::Sleep>();
 }
