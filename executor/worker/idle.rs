@@ -121,6 +121,22 @@ impl Idle {
         }
     }
 
+    /// Chooses sleeper `idx` to wake, if it is still registered (a notification aimed at the
+    /// keeper whose thread dispatches the wake, see `reactor`): as [`Idle::notify_one`] for that
+    /// sleeper, `mark` runs under the lock. False if `idx` is awake already.
+    #[cfg(all(feature = "io", not(loom)))]
+    pub fn claim(&self, idx: usize, mark: impl FnOnce(usize)) -> bool {
+        let mut sleepers = lock(&self.sleepers);
+        let Some(pos) = sleepers.iter().position(|&i| i == idx) else {
+            return false;
+        };
+        sleepers.swap_remove(pos);
+        let prev = self.state.fetch_add(AWAKE + SEARCHING, Ordering::SeqCst);
+        mark(idx);
+        self.first_awake(prev);
+        true
+    }
+
     /// After a SeqCst increment of the awake count from `prev`: the first awake worker wakes the
     /// stall monitor if it sleeps (see the module docs). Rare: only when every worker slept.
     #[inline]

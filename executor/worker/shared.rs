@@ -190,6 +190,16 @@ impl Shared {
     /// Wakes one sleeping core if nobody is searching (see `idle`). The caller has fenced after
     /// making its work visible.
     pub(crate) fn notify_work(&self) {
+        #[cfg(all(feature = "io", not(loom)))]
+        if let Some(idx) = super::reactor::reacting_core(self) {
+            // This thread dispatches readiness wakes for the keeper `idx`: wake the keeper itself
+            // (see `reactor`), unless it is awake already.
+            let mark = |i: usize| self.cores[i].notified.store(true, Ordering::Release);
+            if self.idle.claim(idx, mark) {
+                self.cores[idx].parker.unpark();
+                return;
+            }
+        }
         let chosen = self.idle.notify_one(|idx| {
             self.cores[idx].notified.store(true, Ordering::Release);
         });
