@@ -70,6 +70,15 @@ impl Keeper {
         self.core.store(NONE, Ordering::SeqCst);
     }
 
+    /// The core that keeps time now, if any.
+    #[cfg(all(feature = "io", not(loom)))]
+    pub fn core(&self) -> Option<usize> {
+        match self.core.load(Ordering::SeqCst) {
+            NONE => None,
+            k => Some(k),
+        }
+    }
+
     /// The armer's half: `earliest` was just lowered to `tick`, and the armer fenced.
     pub fn lowered(&self, tick: u64) -> Lowered {
         if self.until.load(Ordering::SeqCst) <= tick {

@@ -66,7 +66,19 @@ impl Idle {
 
     /// Chooses a sleeper to wake (step 1). `mark(idx)` runs under the lock and must set that
     /// worker's notified flag; the caller unparks the returned worker's thread afterwards.
+    // Only the loom models call it with the `io` feature on (the runtime always states a preference).
+    #[cfg_attr(all(feature = "io", not(loom)), allow(dead_code))]
     pub fn notify_one(&self, mark: impl FnOnce(usize)) -> Option<usize> {
+        self.notify_preferring(None, mark)
+    }
+
+    /// [`Idle::notify_one`], choosing sleeper `prefer` if it is one (the keeper, see `reactor`),
+    /// otherwise the one that slept last.
+    pub fn notify_preferring(
+        &self,
+        prefer: Option<usize>,
+        mark: impl FnOnce(usize),
+    ) -> Option<usize> {
         let s = self.state.load(Ordering::SeqCst);
         if s & SEARCH_MASK != 0 || s / AWAKE >= self.workers {
             return None;
@@ -76,7 +88,11 @@ impl Idle {
         if s & SEARCH_MASK != 0 {
             return None;
         }
-        let idx = sleepers.pop()?;
+        let preferred = prefer.and_then(|p| sleepers.iter().position(|&i| i == p));
+        let idx = match preferred {
+            Some(pos) => sleepers.swap_remove(pos),
+            None => sleepers.pop()?,
+        };
         let prev = self.state.fetch_add(AWAKE + SEARCHING, Ordering::SeqCst);
         mark(idx);
         self.first_awake(prev);

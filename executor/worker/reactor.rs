@@ -41,6 +41,12 @@
 //! waker skips the reactor notification on the reactor's own thread) instead of waking a sleeping
 //! core; the keeper leaves the reactor and runs what it dispatched. More work wakes more cores
 //! through the searching protocol (`idle`), as for any batch.
+//!
+//! A wake from outside the runtime (async-io's fallback thread dispatching while it holds the
+//! reactor, any foreign thread) that must wake a sleeping core wakes the keeper if it sleeps
+//! (`Idle::notify_preferring`): a keeper that found the reactor taken sleeps without it and would
+//! otherwise never try again, so the fallback thread would keep dispatching. A wake from one of
+//! the runtime's own threads wakes another sleeper, leaving the keeper in the reactor.
 
 use std::cell::Cell;
 use std::future::Future;

@@ -190,19 +190,27 @@ impl Shared {
     /// Wakes one sleeping core if nobody is searching (see `idle`). The caller has fenced after
     /// making its work visible.
     pub(crate) fn notify_work(&self) {
+        let mark = |idx: usize| self.cores[idx].notified.store(true, Ordering::Release);
         #[cfg(all(feature = "io", not(loom)))]
-        if let Some(idx) = super::reactor::reacting_core(self) {
-            // This thread dispatches readiness wakes for the keeper `idx`: wake the keeper itself
-            // (see `reactor`), unless it is awake already.
-            let mark = |i: usize| self.cores[i].notified.store(true, Ordering::Release);
-            if self.idle.claim(idx, mark) {
-                self.cores[idx].parker.unpark();
-                return;
+        let prefer = {
+            if let Some(idx) = super::reactor::reacting_core(self) {
+                // This thread dispatches readiness wakes for the keeper `idx`: wake the keeper
+                // itself, unless it is awake already (see `reactor`).
+                if self.idle.claim(idx, mark) {
+                    self.cores[idx].parker.unpark();
+                    return;
+                }
             }
-        }
-        let chosen = self.idle.notify_one(|idx| {
-            self.cores[idx].notified.store(true, Ordering::Release);
-        });
+            // A wake from outside the runtime (async-io's thread dispatching while it holds the
+            // reactor, a foreign thread) goes to the keeper, which then retries the reactor when
+            // it parks again; a worker's wake leaves the keeper where it is (see `reactor`).
+            let ours =
+                super::context::with_thread(|t| t.is_some_and(|t| ptr::eq(&*t.shared, self)));
+            if ours { None } else { self.keeper.core() }
+        };
+        #[cfg(not(all(feature = "io", not(loom))))]
+        let prefer = None;
+        let chosen = self.idle.notify_preferring(prefer, mark);
         if let Some(idx) = chosen {
             self.cores[idx].parker.unpark();
         }
