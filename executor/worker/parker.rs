@@ -162,7 +162,9 @@ impl Parker {
     #[cfg_attr(not(any(loom, feature = "io")), allow(dead_code))]
     pub fn cancel_wait(&self) {
         let mut slot = lock(&self.lock);
-        self.state.store(EMPTY, Ordering::SeqCst);
+        // A read-modify-write: if it consumes a token, it synchronises with the unparker, so the
+        // caller's re-check sees the flag that unparker set first.
+        self.state.swap(EMPTY, Ordering::SeqCst);
         let old = slot.take();
         drop(slot);
         drop(old);
