@@ -89,8 +89,7 @@ fn readiness_wakes_are_dispatched_on_a_worker_when_workers_are_idle() {
             }))
             .unwrap();
             peer.join().unwrap();
-            let v = names.lock().unwrap().clone();
-            v
+            names.lock().unwrap().clone()
         });
         let on_workers = names.iter().filter(|n| n.starts_with("io-wake")).count();
         let on_fallback = names.iter().filter(|n| *n == "async-io").count();
