@@ -22,7 +22,9 @@
 //!    that group's global queue (a short queue whole).
 //! 6. Stealing half of another core's local queue (at most half the workers search at once).
 //! 7. Parking (see `idle`). Due timers are fired first; one parked core, the keeper, sleeps
-//!    until the earliest timer (see `time::driver`), the others until woken.
+//!    until the earliest timer (see `time::driver`), the others until woken. With the `io`
+//!    feature the keeper sleeps in the I/O reactor (see `reactor`), which runs this loop as a
+//!    future with the same steps (`park_begin`, `park_step`, `park_end`).
 //!
 //! # Service segments and the quantum
 //! See `fair::segment`. When the quantum ends and another listed group is behind the served one,

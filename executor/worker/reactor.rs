@@ -123,13 +123,13 @@ impl Future for RunLoop {
             return Poll::Ready(None);
         };
         loop {
-            if let Some(park) = &mut this.park {
+            if let Some(mut park) = this.park.take() {
                 if park.poll(&mut core, cx).is_pending() {
                     set_reacting((&*core.shared, core.idx));
+                    this.park = Some(park);
                     this.core = Some(core);
                     return Poll::Pending;
                 }
-                let park = this.park.take().expect("parked");
                 core.park_end(park.keeping);
             }
             if core.shared.is_shutdown() {
