@@ -92,14 +92,19 @@ async fn async_io_ping_pong(
     let addr: SocketAddr = listener.get_ref().local_addr().unwrap();
     let sp = spawn.clone();
     let server = spawn(Box::pin(async move {
+        // The echo tasks are awaited, not dropped: dropping an async-executor task cancels it.
+        let mut echoes = Vec::with_capacity(conns);
         for _ in 0..conns {
             let (mut s, _) = listener.accept().await.unwrap();
-            drop(sp(Box::pin(async move {
+            echoes.push(sp(Box::pin(async move {
                 let mut buf = [0u8; MSG];
                 while s.read_exact(&mut buf).await.is_ok() {
                     s.write_all(&buf).await.unwrap();
                 }
             })));
+        }
+        for e in echoes {
+            e.await;
         }
     }));
     let clients: Vec<_> = (0..conns)
@@ -114,10 +119,10 @@ async fn async_io_ping_pong(
             }))
         })
         .collect();
-    server.await;
     for c in clients {
         c.await;
     }
+    server.await;
 }
 
 /// The same over tokio's sockets.

@@ -542,8 +542,13 @@ impl Core {
         let shared = &*self.shared;
         let remote = &shared.cores[self.idx];
         if take_flag(&remote.notified) {
-            // The notifier counted us awake and searching.
-            self.searching = true;
+            // The notifier counted us awake and searching (the keeper's own claim: awake only,
+            // and its flag was written before `notified`).
+            #[cfg(all(feature = "io", not(loom)))]
+            let searching = !remote.claimed.swap(false, Ordering::Relaxed);
+            #[cfg(not(all(feature = "io", not(loom))))]
+            let searching = true;
+            self.searching = searching;
             return Step::Woke;
         }
         if shared.is_shutdown() {
@@ -588,10 +593,17 @@ impl Core {
 
     fn wake_self(&mut self) {
         let remote = &self.shared.cores[self.idx];
-        self.shared
-            .idle
-            .wake_self(self.idx, || remote.notified.store(false, Ordering::Relaxed));
-        self.searching = true;
+        #[cfg_attr(not(all(feature = "io", not(loom))), allow(unused_mut))]
+        let mut searching = true;
+        self.shared.idle.wake_self(self.idx, || {
+            remote.notified.store(false, Ordering::Relaxed);
+            // The keeper's own claim counted it awake only (see `reactor`).
+            #[cfg(all(feature = "io", not(loom)))]
+            if remote.claimed.swap(false, Ordering::Relaxed) {
+                searching = false;
+            }
+        });
+        self.searching = searching;
     }
 
     /// Where this core is lent for a poll (`context::install`).

@@ -66,7 +66,8 @@ impl Idle {
 
     /// Chooses a sleeper to wake (step 1). `mark(idx)` runs under the lock and must set that
     /// worker's notified flag; the caller unparks the returned worker's thread afterwards.
-    // Only the loom models call it with the `io` feature on (the runtime always states a preference).
+    // With the `io` feature the runtime states a preference (`notify_preferring`); the loom models
+    // and the build without the feature call this.
     #[cfg_attr(all(feature = "io", not(loom)), allow(dead_code))]
     pub fn notify_one(&self, mark: impl FnOnce(usize)) -> Option<usize> {
         self.notify_preferring(None, mark)
@@ -137,9 +138,11 @@ impl Idle {
         }
     }
 
-    /// Chooses sleeper `idx` to wake, if it is still registered (a notification aimed at the
-    /// keeper whose thread dispatches the wake, see `reactor`): as [`Idle::notify_one`] for that
-    /// sleeper, `mark` runs under the lock. False if `idx` is awake already.
+    /// Wakes sleeper `idx` if it is still registered: the keeper, on whose thread the reactor
+    /// dispatches this wake (see `reactor`). Unlike [`Idle::notify_one`] it counts the sleeper
+    /// awake but not searching: it runs the work its own thread dispatched, so finding it must not
+    /// wake another sleeper (step 2); a second wake in the same dispatch sees no searcher and wakes
+    /// one. `mark` runs under the lock. False if `idx` is awake already.
     #[cfg(all(feature = "io", not(loom)))]
     pub fn claim(&self, idx: usize, mark: impl FnOnce(usize)) -> bool {
         let mut sleepers = lock(&self.sleepers);
@@ -147,7 +150,7 @@ impl Idle {
             return false;
         };
         sleepers.swap_remove(pos);
-        let prev = self.state.fetch_add(AWAKE + SEARCHING, Ordering::SeqCst);
+        let prev = self.state.fetch_add(AWAKE, Ordering::SeqCst);
         mark(idx);
         self.first_awake(prev);
         true
