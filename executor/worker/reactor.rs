@@ -39,8 +39,10 @@
 //! waits, its thread is marked ([`reacting_core`]), so the first such wake claims the keeper
 //! itself as the woken core (`Idle::claim`, no other thread woken, no system call: async-io's
 //! waker skips the reactor notification on the reactor's own thread) instead of waking a sleeping
-//! core; the keeper leaves the reactor and runs what it dispatched. More work wakes more cores
-//! through the searching protocol (`idle`), as for any batch.
+//! core; the keeper leaves the reactor and runs what it dispatched. The claim counts it awake but
+//! not searching (`Remote::claimed` tells its parking loop so), so finding that work wakes nobody
+//! else; a second wake in the same dispatch sees no searcher and wakes a sleeping core, as for
+//! any batch.
 //!
 //! A wake from outside the runtime (async-io's fallback thread dispatching while it holds the
 //! reactor, any foreign thread) that must wake a sleeping core wakes the keeper if it sleeps
