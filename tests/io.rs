@@ -1,7 +1,7 @@
 //! I/O with the `io` feature: workers drive the async-io reactor. TCP echo round trips, I/O while
 //! a worker is blocked, timers while a core sleeps in the reactor, and shutdown. Where readiness
 //! wakes are dispatched is tested in `tests/io_dispatch.rs`, alone in its process.
-#![cfg(not(loom))]
+#![cfg(not(any(loom, miri)))]
 
 mod common;
 

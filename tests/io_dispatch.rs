@@ -1,7 +1,7 @@
 //! Where readiness wakes are dispatched with the `io` feature: on the worker sleeping in the
 //! reactor, not on async-io's fallback thread. In a file of its own: async-io has one reactor per
 //! process, and the runtimes of other tests would compete for it.
-#![cfg(not(loom))]
+#![cfg(not(any(loom, miri)))]
 
 mod common;
 

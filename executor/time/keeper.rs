@@ -73,7 +73,7 @@ impl Keeper {
     }
 
     /// The core that keeps time now, if any.
-    #[cfg(all(feature = "io", not(loom)))]
+    #[cfg(all(feature = "io", not(loom), not(miri)))]
     pub fn core(&self) -> Option<usize> {
         match self.core.load(Ordering::SeqCst) {
             NONE => None,

@@ -110,7 +110,7 @@ pub(super) enum Step {
 /// Runs `core` until the runtime shuts down (returns the core, for the caller to retire) or the
 /// core is handed to another thread during a poll (returns `None`). With the `io` feature,
 /// `reactor::run` runs the same steps as a future instead.
-#[cfg(not(all(feature = "io", not(loom))))]
+#[cfg(not(all(feature = "io", not(loom), not(miri))))]
 pub(crate) fn run(mut core: Box<Core>) -> Option<Box<Core>> {
     while !core.shared.is_shutdown() {
         match core.next_task() {
@@ -485,7 +485,7 @@ impl Core {
     }
 
     /// Parks until notified or shut down; as the keeper, until the earliest timer too.
-    #[cfg(not(all(feature = "io", not(loom))))]
+    #[cfg(not(all(feature = "io", not(loom), not(miri))))]
     #[inline(never)]
     fn park(&mut self) {
         if !self.park_begin() {
@@ -544,9 +544,9 @@ impl Core {
         if take_flag(&remote.notified) {
             // The notifier counted us awake and searching (the keeper's own claim: awake only,
             // and its flag was written before `notified`).
-            #[cfg(all(feature = "io", not(loom)))]
+            #[cfg(all(feature = "io", not(loom), not(miri)))]
             let searching = !remote.claimed.swap(false, Ordering::Relaxed);
-            #[cfg(not(all(feature = "io", not(loom))))]
+            #[cfg(not(all(feature = "io", not(loom), not(miri))))]
             let searching = true;
             self.searching = searching;
             return Step::Woke;
@@ -593,12 +593,12 @@ impl Core {
 
     fn wake_self(&mut self) {
         let remote = &self.shared.cores[self.idx];
-        #[cfg_attr(not(all(feature = "io", not(loom))), allow(unused_mut))]
+        #[cfg_attr(not(all(feature = "io", not(loom), not(miri))), allow(unused_mut))]
         let mut searching = true;
         self.shared.idle.wake_self(self.idx, || {
             remote.notified.store(false, Ordering::Relaxed);
             // The keeper's own claim counted it awake only (see `reactor`).
-            #[cfg(all(feature = "io", not(loom)))]
+            #[cfg(all(feature = "io", not(loom), not(miri)))]
             if remote.claimed.swap(false, Ordering::Relaxed) {
                 searching = false;
             }

@@ -68,7 +68,7 @@ impl Idle {
     /// worker's notified flag; the caller unparks the returned worker's thread afterwards.
     // With the `io` feature the runtime states a preference (`notify_preferring`); the loom models
     // and the build without the feature call this.
-    #[cfg_attr(all(feature = "io", not(loom)), allow(dead_code))]
+    #[cfg_attr(all(feature = "io", not(loom), not(miri)), allow(dead_code))]
     pub fn notify_one(&self, mark: impl FnOnce(usize)) -> Option<usize> {
         self.notify_preferring(None, mark)
     }
@@ -143,7 +143,7 @@ impl Idle {
     /// awake but not searching: it runs the work its own thread dispatched, so finding it must not
     /// wake another sleeper (step 2); a second wake in the same dispatch sees no searcher and wakes
     /// one. `mark` runs under the lock. False if `idx` is awake already.
-    #[cfg(all(feature = "io", not(loom)))]
+    #[cfg(all(feature = "io", not(loom), not(miri)))]
     pub fn claim(&self, idx: usize, mark: impl FnOnce(usize)) -> bool {
         let mut sleepers = lock(&self.sleepers);
         let Some(pos) = sleepers.iter().position(|&i| i == idx) else {

@@ -28,7 +28,7 @@ pub(crate) mod local;
 pub(crate) mod metrics;
 pub(crate) mod monitor;
 pub(crate) mod parker;
-#[cfg(all(feature = "io", not(loom)))]
+#[cfg(all(feature = "io", not(loom), not(miri)))]
 mod reactor;
 mod schedule;
 pub(crate) mod shared;

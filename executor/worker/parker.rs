@@ -120,7 +120,7 @@ impl Parker {
     /// Consumes the token if it is set; otherwise registers `cx`'s waker, which the next
     /// `unpark` wakes, and returns `Pending`. After `Pending`, the caller either polls again
     /// (woken or not) or calls [`Parker::cancel_wait`].
-    #[cfg_attr(not(any(loom, feature = "io")), allow(dead_code))]
+    #[cfg_attr(not(any(loom, all(feature = "io", not(miri)))), allow(dead_code))]
     pub fn poll_park(&self, cx: &mut Context<'_>) -> Poll<()> {
         if self
             .state
@@ -159,7 +159,7 @@ impl Parker {
 
     /// The sleeper of [`Parker::poll_park`] stops waiting for another reason: takes its waker
     /// back and consumes the token, if any (the caller re-checks every reason to wake anyway).
-    #[cfg_attr(not(any(loom, feature = "io")), allow(dead_code))]
+    #[cfg_attr(not(any(loom, all(feature = "io", not(miri)))), allow(dead_code))]
     pub fn cancel_wait(&self) {
         let mut slot = lock(&self.lock);
         // A read-modify-write: if it consumes a token, it synchronises with the unparker, so the

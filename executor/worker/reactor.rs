@@ -1,4 +1,5 @@
-//! Workers drive the `async-io` reactor: the keeper sleeps in it (feature `io`).
+//! Workers drive the `async-io` reactor: the keeper sleeps in it (feature `io`; compiled out
+//! under loom and Miri, where the worker loop of `core` runs as without the feature).
 //!
 //! # Who holds the reactor
 //! async-io lets a thread drive its reactor only from `async_io::block_on`: while the future it

@@ -78,7 +78,7 @@ pub(crate) struct Remote {
     pub(crate) notified: AtomicBool,
     /// Set with `notified` when the keeper's own thread woke it (`Idle::claim`): it is counted
     /// awake but not searching.
-    #[cfg(all(feature = "io", not(loom)))]
+    #[cfg(all(feature = "io", not(loom), not(miri)))]
     pub(crate) claimed: AtomicBool,
     pub(crate) parker: Parker,
     /// The group this core serves now, or null. Read by other cores to decide whether to expose
@@ -95,7 +95,7 @@ impl Remote {
         Remote {
             local: LocalQueue::new(),
             notified: AtomicBool::new(false),
-            #[cfg(all(feature = "io", not(loom)))]
+            #[cfg(all(feature = "io", not(loom), not(miri)))]
             claimed: AtomicBool::new(false),
             parker: Parker::new(),
             serving: AtomicPtr::new(ptr::null_mut()),
@@ -197,7 +197,7 @@ impl Shared {
     /// making its work visible.
     pub(crate) fn notify_work(&self) {
         let mark = |idx: usize| self.cores[idx].notified.store(true, Ordering::Release);
-        #[cfg(all(feature = "io", not(loom)))]
+        #[cfg(all(feature = "io", not(loom), not(miri)))]
         let prefer = {
             if let Some(idx) = super::reactor::reacting_core(self) {
                 // This thread dispatches readiness wakes for the keeper `idx`: wake the keeper
@@ -218,9 +218,9 @@ impl Shared {
                 super::context::with_thread(|t| t.is_some_and(|t| ptr::eq(&*t.shared, self)));
             if ours { None } else { self.keeper.core() }
         };
-        #[cfg(all(feature = "io", not(loom)))]
+        #[cfg(all(feature = "io", not(loom), not(miri)))]
         let chosen = self.idle.notify_preferring(prefer, mark);
-        #[cfg(not(all(feature = "io", not(loom))))]
+        #[cfg(not(all(feature = "io", not(loom), not(miri))))]
         let chosen = self.idle.notify_one(mark);
         if let Some(idx) = chosen {
             self.cores[idx].parker.unpark();

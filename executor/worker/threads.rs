@@ -42,7 +42,7 @@ use crate::shim::{AtomicBool, Condvar, Mutex, Ordering, lock};
 
 use super::context::{ThreadCtx, ThreadGuard};
 use super::core::Core;
-#[cfg(not(all(feature = "io", not(loom))))]
+#[cfg(not(all(feature = "io", not(loom), not(miri))))]
 use super::core::run;
 use super::shared::{Shared, run_hook};
 
@@ -453,9 +453,9 @@ fn thread_main(
             },
         };
         shared.threads.running(core.idx);
-        #[cfg(all(feature = "io", not(loom)))]
+        #[cfg(all(feature = "io", not(loom), not(miri)))]
         let ran = super::reactor::run(core);
-        #[cfg(not(all(feature = "io", not(loom))))]
+        #[cfg(not(all(feature = "io", not(loom), not(miri))))]
         let ran = run(core);
         match ran {
             Some(core) => shared.threads.retire(core),
