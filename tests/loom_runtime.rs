@@ -270,6 +270,77 @@ fn shutdown_never_misses_a_parking_core() {
     });
 }
 
+/// The waker of a model's block_on.
+struct Woken(loom::sync::Notify);
+
+impl std::task::Wake for Woken {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.notify();
+    }
+}
+
+/// A core waiting in the reactor (the runtime's own `Parker` in its waker mode): its loop polls
+/// `poll_park` from a `block_on` until two flags are set, while two notifiers each set their flag
+/// and unpark. An unpark between the core's check and its registration, or one that takes the
+/// waker while the core re-registers, is never lost: the core always ends.
+#[test]
+fn an_unpark_always_wakes_a_waiting_core() {
+    // Three threads: bounded like the other three-thread models.
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| {
+        let parker = Arc::new(Parker::new());
+        let flags = Arc::new(AtomicUsize::new(0));
+        let notifiers: Vec<_> = (0..2)
+            .map(|_| {
+                let (parker, flags) = (parker.clone(), flags.clone());
+                thread::spawn(move || {
+                    flags.fetch_add(1, Ordering::SeqCst);
+                    parker.unpark();
+                })
+            })
+            .collect();
+        // A block_on: poll, and wait for the waker between polls.
+        let woken = std::sync::Arc::new(Woken(loom::sync::Notify::new()));
+        let waker = std::task::Waker::from(woken.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        while flags.load(Ordering::SeqCst) < 2 {
+            if parker.poll_park(&mut cx).is_pending() {
+                woken.0.wait();
+            }
+        }
+        for n in notifiers {
+            n.join().unwrap();
+        }
+    });
+}
+
+/// A core that stops waiting through its waker (its deadline passed: `cancel_wait`) and then
+/// blocks in the same parker (it lost the keeper role) never sleeps through a shutdown that
+/// unparked it while its waker was registered.
+#[test]
+fn a_cancelled_wait_then_a_park_misses_no_unpark() {
+    loom::model(|| {
+        let parker = Arc::new(Parker::new());
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let core = {
+            let (parker, shutdown) = (parker.clone(), shutdown.clone());
+            thread::spawn(move || {
+                let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                if !shutdown.load(Ordering::SeqCst) && parker.poll_park(&mut cx).is_pending() {
+                    parker.cancel_wait();
+                }
+                while !shutdown.load(Ordering::SeqCst) {
+                    parker.park();
+                }
+            })
+        };
+        shutdown.store(true, Ordering::SeqCst);
+        parker.unpark();
+        core.join().unwrap();
+    });
+}
+
 /// The runtime's own local queue: its owner pushes and pops while a thief steals half into its own
 /// queue. Every item is taken exactly once, by the owner, the thief's return value, or the thief's
 /// queue.

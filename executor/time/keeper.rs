@@ -1,7 +1,9 @@
 //! The keeper: which parked core sleeps until the earliest timer, and when an armer must wake it.
 //!
 //! At most one parked core keeps time: it parks with a timeout at the timers' `earliest` bound;
-//! the others park without one. The protocol with an armer (see `driver`) is a Dekker pair:
+//! the others park without one. With the `io` feature a parking core takes the role even when no
+//! timer is armed (it publishes `NEVER`, so any arm unparks it), and sleeps in the I/O reactor
+//! (`worker::reactor`). The protocol with an armer (see `driver`) is a Dekker pair:
 //! - the armer lowers `earliest`, fences (SeqCst), then reads the keeper's wake-up tick
 //!   ([`Keeper::lowered`]): if the keeper wakes too late (or there is none), the armer wakes it
 //!   (or a sleeping core, which becomes the keeper when it parks again);
@@ -68,6 +70,15 @@ impl Keeper {
     pub fn stop(&self) {
         self.until.store(NEVER, Ordering::SeqCst);
         self.core.store(NONE, Ordering::SeqCst);
+    }
+
+    /// The core that keeps time now, if any.
+    #[cfg(all(feature = "io", not(loom), not(miri)))]
+    pub fn core(&self) -> Option<usize> {
+        match self.core.load(Ordering::SeqCst) {
+            NONE => None,
+            k => Some(k),
+        }
     }
 
     /// The armer's half: `earliest` was just lowered to `tick`, and the armer fenced.

@@ -22,7 +22,9 @@
 //!    that group's global queue (a short queue whole).
 //! 6. Stealing half of another core's local queue (at most half the workers search at once).
 //! 7. Parking (see `idle`). Due timers are fired first; one parked core, the keeper, sleeps
-//!    until the earliest timer (see `time::driver`), the others until woken.
+//!    until the earliest timer (see `time::driver`), the others until woken. With the `io`
+//!    feature the keeper sleeps in the I/O reactor (see `reactor`), which runs this loop as a
+//!    future with the same steps (`park_begin`, `park_step`, `park_end`).
 //!
 //! # Service segments and the quantum
 //! See `fair::segment`. When the quantum ends and another listed group is behind the served one,
@@ -93,8 +95,22 @@ struct SlotPtr(*const super::lent::LentSlot<Core>);
 // may use it.
 unsafe impl Send for SlotPtr {}
 
+/// What a parking core does next (`Core::park_step`).
+pub(super) enum Step {
+    /// Awake: notified, shut down, or it fired due timers.
+    Woke,
+    /// The timers' bound moved while the keeper published its tick: look again.
+    Retry,
+    /// Sleep until unparked.
+    Park,
+    /// Keep time: sleep until unparked or the deadline (`None`: no timer is armed).
+    Keep(Option<Instant>),
+}
+
 /// Runs `core` until the runtime shuts down (returns the core, for the caller to retire) or the
-/// core is handed to another thread during a poll (returns `None`).
+/// core is handed to another thread during a poll (returns `None`). With the `io` feature,
+/// `reactor::run` runs the same steps as a future instead.
+#[cfg(not(all(feature = "io", not(loom), not(miri))))]
 pub(crate) fn run(mut core: Box<Core>) -> Option<Box<Core>> {
     while !core.shared.is_shutdown() {
         match core.next_task() {
@@ -163,7 +179,7 @@ impl Core {
     }
 
     #[inline]
-    fn remote(&self) -> &Remote {
+    pub(super) fn remote(&self) -> &Remote {
         &self.shared.cores[self.idx]
     }
 
@@ -228,7 +244,7 @@ impl Core {
         }
     }
 
-    fn next_task(&mut self) -> Option<Runnable> {
+    pub(super) fn next_task(&mut self) -> Option<Runnable> {
         self.tick = self.tick.wrapping_add(1);
         if self.tick % GLOBAL_INTERVAL == 0 {
             let r = self.service.group().and_then(|g| g.queue.pop());
@@ -355,7 +371,7 @@ impl Core {
         None
     }
 
-    fn found_work(&mut self) {
+    pub(super) fn found_work(&mut self) {
         if std::mem::replace(&mut self.searching, false) && self.shared.idle.stop_searching() {
             // The last searcher found work: more may be queued, so wake one more (idle step 2).
             fence(Ordering::SeqCst);
@@ -503,8 +519,32 @@ impl Core {
     }
 
     /// Parks until notified or shut down; as the keeper, until the earliest timer too.
+    #[cfg(not(all(feature = "io", not(loom), not(miri))))]
     #[inline(never)]
     fn park(&mut self) {
+        if !self.park_begin() {
+            return;
+        }
+        let mut keeping = false;
+        loop {
+            match self.park_step(&mut keeping, false) {
+                Step::Woke => break,
+                Step::Retry => {}
+                Step::Park => self.remote().parker.park(),
+                Step::Keep(deadline) => {
+                    let wait = deadline.map_or(std::time::Duration::MAX, |d| {
+                        d.saturating_duration_since(Instant::now())
+                    });
+                    self.remote().parker.park_timeout(wait);
+                }
+            }
+        }
+        self.park_end(keeping);
+    }
+
+    /// The start of a park: ends the segment, fires due timers, registers as a sleeper and
+    /// re-checks for work. False if the core stays awake (work appeared, or shutdown).
+    pub(super) fn park_begin(&mut self) -> bool {
         let now = Instant::now();
         if let Some(c) = self.end_segment(now) {
             self.service.pending().push(c);
@@ -516,66 +556,88 @@ impl Core {
         shared.scheduler.charge_all(self.service.pending(), parking);
         // What due timers wake is work: the re-check below sees it.
         self.fire_due_timers(now);
-        let remote = &shared.cores[self.idx];
         shared
             .idle
             .sleep(self.idx, std::mem::replace(&mut self.searching, false));
         fence(Ordering::SeqCst);
         if shared.has_visible_work(self.idx) || shared.is_shutdown() {
             self.wake_self();
-            return;
+            return false;
         }
         self.counts.parks += 1;
         self.publish_counts();
-        let mut keeping = false;
-        loop {
-            if take_flag(&remote.notified) {
-                // The notifier counted us awake and searching.
-                self.searching = true;
-                break;
-            }
-            if shared.is_shutdown() {
-                self.wake_self();
-                break;
-            }
-            let due = shared.timers.earliest();
-            if due == NEVER || !(keeping || shared.keeper.try_keep(self.idx)) {
-                if std::mem::take(&mut keeping) {
-                    shared.keeper.stop();
-                }
-                remote.parker.park();
-                continue;
-            }
-            keeping = true;
-            // Publish the wake-up tick, then re-read the bound (see `time::keeper`).
-            shared.keeper.publish(due);
-            if shared.timers.earliest() < due {
-                continue;
-            }
-            let now = Instant::now();
-            if shared.timers.now_tick(now) >= due {
-                shared.keeper.stop();
-                keeping = false;
-                self.wake_self();
-                self.fire_timers(now);
-                break;
-            }
-            remote
-                .parker
-                .park_timeout(shared.timers.instant_of(due).saturating_duration_since(now));
+        true
+    }
+
+    /// One turn of the parking loop: woken (a notification, shutdown, a due timer fired), or how
+    /// to sleep. `keeping` says whether this core is the keeper; with `keep_without_timers` it
+    /// takes the keeper role even when no timer is armed (the keeper sleeps in the reactor).
+    pub(super) fn park_step(&mut self, keeping: &mut bool, keep_without_timers: bool) -> Step {
+        let shared = &*self.shared;
+        let remote = &shared.cores[self.idx];
+        if take_flag(&remote.notified) {
+            // The notifier counted us awake and searching (the keeper's own claim: awake only,
+            // and its flag was written before `notified`).
+            #[cfg(all(feature = "io", not(loom), not(miri)))]
+            let searching = !remote.claimed.swap(false, Ordering::Relaxed);
+            #[cfg(not(all(feature = "io", not(loom), not(miri))))]
+            let searching = true;
+            self.searching = searching;
+            return Step::Woke;
         }
-        if keeping {
+        if shared.is_shutdown() {
+            self.wake_self();
+            return Step::Woke;
+        }
+        let due = shared.timers.earliest();
+        if (due == NEVER && !keep_without_timers) || !(*keeping || shared.keeper.try_keep(self.idx))
+        {
+            if std::mem::take(keeping) {
+                shared.keeper.stop();
+            }
+            return Step::Park;
+        }
+        *keeping = true;
+        // Publish the wake-up tick, then re-read the bound (see `time::keeper`).
+        shared.keeper.publish(due);
+        if shared.timers.earliest() < due {
+            return Step::Retry;
+        }
+        if due == NEVER {
+            return Step::Keep(None);
+        }
+        let now = Instant::now();
+        if shared.timers.now_tick(now) >= due {
             shared.keeper.stop();
+            *keeping = false;
+            self.wake_self();
+            self.fire_timers(now);
+            return Step::Woke;
+        }
+        Step::Keep(Some(shared.timers.instant_of(due)))
+    }
+
+    /// The end of a park: gives up the keeper role and starts a fresh quantum.
+    pub(super) fn park_end(&mut self, keeping: bool) {
+        if keeping {
+            self.shared.keeper.stop();
         }
         self.service.restart_quantum(Instant::now());
     }
 
     fn wake_self(&mut self) {
         let remote = &self.shared.cores[self.idx];
-        self.shared
-            .idle
-            .wake_self(self.idx, || remote.notified.store(false, Ordering::Relaxed));
-        self.searching = true;
+        #[cfg_attr(not(all(feature = "io", not(loom), not(miri))), allow(unused_mut))]
+        let mut searching = true;
+        self.shared.idle.wake_self(self.idx, || {
+            remote.notified.store(false, Ordering::Relaxed);
+            // The keeper's own claim counted it awake only (see `reactor`).
+            #[cfg(all(feature = "io", not(loom), not(miri)))]
+            if remote.claimed.swap(false, Ordering::Relaxed) {
+                searching = false;
+            }
+        });
+        self.searching = searching;
     }
 
     /// Where this core is lent for a poll (`context::install`).

@@ -66,7 +66,20 @@ impl Idle {
 
     /// Chooses a sleeper to wake (step 1). `mark(idx)` runs under the lock and must set that
     /// worker's notified flag; the caller unparks the returned worker's thread afterwards.
+    // With the `io` feature the runtime states a preference (`notify_preferring`); the loom models
+    // and the build without the feature call this.
+    #[cfg_attr(all(feature = "io", not(loom), not(miri)), allow(dead_code))]
     pub fn notify_one(&self, mark: impl FnOnce(usize)) -> Option<usize> {
+        self.notify_preferring(None, mark)
+    }
+
+    /// [`Idle::notify_one`], choosing sleeper `prefer` if it is one (the keeper, see `reactor`),
+    /// otherwise the one that slept last.
+    pub fn notify_preferring(
+        &self,
+        prefer: Option<usize>,
+        mark: impl FnOnce(usize),
+    ) -> Option<usize> {
         let s = self.state.load(Ordering::SeqCst);
         if s & SEARCH_MASK != 0 || s / AWAKE >= self.workers {
             return None;
@@ -76,7 +89,11 @@ impl Idle {
         if s & SEARCH_MASK != 0 {
             return None;
         }
-        let idx = sleepers.pop()?;
+        let preferred = prefer.and_then(|p| sleepers.iter().position(|&i| i == p));
+        let idx = match preferred {
+            Some(pos) => sleepers.swap_remove(pos),
+            None => sleepers.pop()?,
+        };
         let prev = self.state.fetch_add(AWAKE + SEARCHING, Ordering::SeqCst);
         mark(idx);
         self.first_awake(prev);
@@ -119,6 +136,24 @@ impl Idle {
         } else {
             consume();
         }
+    }
+
+    /// Wakes sleeper `idx` if it is still registered: the keeper, on whose thread the reactor
+    /// dispatches this wake (see `reactor`). Unlike [`Idle::notify_one`] it counts the sleeper
+    /// awake but not searching: it runs the work its own thread dispatched, so finding it must not
+    /// wake another sleeper (step 2); a second wake in the same dispatch sees no searcher and wakes
+    /// one. `mark` runs under the lock. False if `idx` is awake already.
+    #[cfg(all(feature = "io", not(loom), not(miri)))]
+    pub fn claim(&self, idx: usize, mark: impl FnOnce(usize)) -> bool {
+        let mut sleepers = lock(&self.sleepers);
+        let Some(pos) = sleepers.iter().position(|&i| i == idx) else {
+            return false;
+        };
+        sleepers.swap_remove(pos);
+        let prev = self.state.fetch_add(AWAKE, Ordering::SeqCst);
+        mark(idx);
+        self.first_awake(prev);
+        true
     }
 
     /// After a SeqCst increment of the awake count from `prev`: the first awake worker wakes the

@@ -13,6 +13,8 @@
 //! - `lent`: the slot through which a poll reaches its core and a rescue claims it.
 //! - `monitor`: the stall monitor, which rescues a core whose poll is stuck while work waits.
 //! - `metrics`: what each core counts for `Runtime::metrics`.
+//! - `reactor` (feature `io`): the worker loop inside `async_io::block_on`, so the keeper sleeps in
+//!   the I/O reactor and readiness wakes are dispatched on a worker thread.
 //!
 //! This layer builds on `fair` (which group to serve, what to charge), `group` and `task`.
 
@@ -26,6 +28,8 @@ pub(crate) mod local;
 pub(crate) mod metrics;
 pub(crate) mod monitor;
 pub(crate) mod parker;
+#[cfg(all(feature = "io", not(loom), not(miri)))]
+mod reactor;
 mod schedule;
 pub(crate) mod shared;
 pub(crate) mod threads;

@@ -6,7 +6,21 @@
 //! token or registers itself as parked under the lock before it waits, and a waker that finds it
 //! registered takes the same lock before it signals. An unpark that comes before the wait is never
 //! lost (loom model: `tests/loom_runtime.rs`, `shutdown_never_misses_a_parking_core`).
+//!
+//! # Waiting through a waker
+//! A core that sleeps in the I/O reactor does not block here: it waits inside
+//! `async_io::block_on`, which parks in the reactor while the future it polls is pending. So the
+//! parker has a second mode, [`Parker::poll_park`]: the sleeper stores the block_on waker in the
+//! slot under the lock and sets the state to `WAITING` (still under the lock), then returns
+//! `Pending`. `unpark` swaps in the token; if it replaced `WAITING`, it takes the waker out under
+//! the lock and wakes it after releasing the lock (a waker may run arbitrary code: the reactor's
+//! notification). The sleeper registers under the lock and the waker takes under the lock, so a
+//! token set before the registration is seen by the registration's compare-exchange, and one set
+//! after finds the waker (loom model: `tests/loom_runtime.rs`, `an_unpark_always_wakes_a_waiting_core`).
+//! When the sleeper stops waiting for another reason (its timer), [`Parker::cancel_wait`] takes the
+//! waker back and consumes any token, as `park_timeout` does.
 
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::shim::{AtomicUsize, Condvar, Mutex, Ordering, lock};
@@ -14,13 +28,16 @@ use crate::shim::{AtomicUsize, Condvar, Mutex, Ordering, lock};
 const EMPTY: usize = 0;
 const PARKED: usize = 1;
 const NOTIFIED: usize = 2;
+/// A waker is registered in the slot (see the module docs).
+const WAITING: usize = 3;
 
 /// See the module docs. The state word lets `unpark` skip the lock and the condition variable's
 /// system call when nobody sleeps (the common case: the woken core has not parked yet, or is
 /// awake already).
 pub struct Parker {
     state: AtomicUsize,
-    lock: Mutex<()>,
+    /// The waker of a sleeper that waits through [`Parker::poll_park`].
+    lock: Mutex<Option<Waker>>,
     cv: Condvar,
 }
 
@@ -35,7 +52,7 @@ impl Parker {
     pub fn new() -> Self {
         Parker {
             state: AtomicUsize::new(EMPTY),
-            lock: Mutex::new(()),
+            lock: Mutex::new(None),
             cv: Condvar::new(),
         }
     }
@@ -100,15 +117,78 @@ impl Parker {
         self.state.store(EMPTY, Ordering::SeqCst);
     }
 
+    /// Consumes the token if it is set; otherwise registers `cx`'s waker, which the next
+    /// `unpark` wakes, and returns `Pending`. After `Pending`, the caller either polls again
+    /// (woken or not) or calls [`Parker::cancel_wait`].
+    #[cfg_attr(not(any(loom, all(feature = "io", not(miri)))), allow(dead_code))]
+    pub fn poll_park(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self
+            .state
+            .compare_exchange(NOTIFIED, EMPTY, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            return Poll::Ready(());
+        }
+        let mut slot = lock(&self.lock);
+        match self
+            .state
+            .compare_exchange(EMPTY, WAITING, Ordering::SeqCst, Ordering::SeqCst)
+        {
+            // Registered now, or still registered from the previous poll: only the waker may
+            // have changed.
+            Ok(_) | Err(WAITING) => {
+                let old = match &mut *slot {
+                    Some(w) if w.will_wake(cx.waker()) => None,
+                    s => s.replace(cx.waker().clone()),
+                };
+                drop(slot);
+                drop(old);
+                Poll::Pending
+            }
+            Err(actual) => {
+                // The token arrived between the first check and the lock.
+                debug_assert_eq!(actual, NOTIFIED);
+                self.state.store(EMPTY, Ordering::SeqCst);
+                let old = slot.take();
+                drop(slot);
+                drop(old);
+                Poll::Ready(())
+            }
+        }
+    }
+
+    /// The sleeper of [`Parker::poll_park`] stops waiting for another reason: takes its waker
+    /// back and consumes the token, if any (the caller re-checks every reason to wake anyway).
+    #[cfg_attr(not(any(loom, all(feature = "io", not(miri)))), allow(dead_code))]
+    pub fn cancel_wait(&self) {
+        let mut slot = lock(&self.lock);
+        // A read-modify-write: if it consumes a token, it synchronises with the unparker, so the
+        // caller's re-check sees the flag that unparker set first.
+        self.state.swap(EMPTY, Ordering::SeqCst);
+        let old = slot.take();
+        drop(slot);
+        drop(old);
+    }
+
     /// Sets the token and wakes the sleeper, if any.
     pub fn unpark(&self) {
-        if self.state.swap(NOTIFIED, Ordering::SeqCst) != PARKED {
-            return;
+        match self.state.swap(NOTIFIED, Ordering::SeqCst) {
+            PARKED => {
+                // The sleeper set PARKED under the lock and waits on the condition variable:
+                // taking the lock here means it is waiting (or about to re-check the state), so
+                // the notification cannot fall between its check and its wait.
+                drop(lock(&self.lock));
+                self.cv.notify_one();
+            }
+            WAITING => {
+                // The waker is woken after the lock is released (see the module docs). It may be
+                // gone already: the sleeper cancelled its wait, or another unpark took it.
+                let waker = lock(&self.lock).take();
+                if let Some(w) = waker {
+                    w.wake();
+                }
+            }
+            _ => {}
         }
-        // The sleeper set PARKED under the lock and waits on the condition variable: taking the
-        // lock here means it is waiting (or about to re-check the state), so the notification
-        // cannot fall between its check and its wait.
-        drop(lock(&self.lock));
-        self.cv.notify_one();
     }
 }

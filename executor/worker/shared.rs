@@ -76,6 +76,10 @@ pub(crate) struct Remote {
     pub(crate) local: LocalQueue<Runnable>,
     /// Set (under the sleepers lock) by the notifier that chose this core.
     pub(crate) notified: AtomicBool,
+    /// Set with `notified` when the keeper's own thread woke it (`Idle::claim`): it is counted
+    /// awake but not searching.
+    #[cfg(all(feature = "io", not(loom), not(miri)))]
+    pub(crate) claimed: AtomicBool,
     pub(crate) parker: Parker,
     /// The group this core serves now, or null. Read by other cores to decide whether to expose
     /// their local surplus (`others_serve_other_groups`) and by metrics.
@@ -91,6 +95,8 @@ impl Remote {
         Remote {
             local: LocalQueue::new(),
             notified: AtomicBool::new(false),
+            #[cfg(all(feature = "io", not(loom), not(miri)))]
+            claimed: AtomicBool::new(false),
             parker: Parker::new(),
             serving: AtomicPtr::new(ptr::null_mut()),
             counts: Published::default(),
@@ -190,9 +196,32 @@ impl Shared {
     /// Wakes one sleeping core if nobody is searching (see `idle`). The caller has fenced after
     /// making its work visible.
     pub(crate) fn notify_work(&self) {
-        let chosen = self.idle.notify_one(|idx| {
-            self.cores[idx].notified.store(true, Ordering::Release);
-        });
+        let mark = |idx: usize| self.cores[idx].notified.store(true, Ordering::Release);
+        #[cfg(all(feature = "io", not(loom), not(miri)))]
+        let prefer = {
+            if let Some(idx) = super::reactor::reacting_core(self) {
+                // This thread dispatches readiness wakes for the keeper `idx`: wake the keeper
+                // itself, unless it is awake already (see `reactor`).
+                let claim = |i: usize| {
+                    self.cores[i].claimed.store(true, Ordering::Relaxed);
+                    mark(i);
+                };
+                if self.idle.claim(idx, claim) {
+                    self.cores[idx].parker.unpark();
+                    return;
+                }
+            }
+            // A wake from outside the runtime (async-io's thread dispatching while it holds the
+            // reactor, a foreign thread) goes to the keeper, which then retries the reactor when
+            // it parks again; a worker's wake leaves the keeper where it is (see `reactor`).
+            let ours =
+                super::context::with_thread(|t| t.is_some_and(|t| ptr::eq(&*t.shared, self)));
+            if ours { None } else { self.keeper.core() }
+        };
+        #[cfg(all(feature = "io", not(loom), not(miri)))]
+        let chosen = self.idle.notify_preferring(prefer, mark);
+        #[cfg(not(all(feature = "io", not(loom), not(miri))))]
+        let chosen = self.idle.notify_one(mark);
         if let Some(idx) = chosen {
             self.cores[idx].parker.unpark();
         }

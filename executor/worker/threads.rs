@@ -41,7 +41,9 @@ use crate::group::Host;
 use crate::shim::{AtomicBool, Condvar, Mutex, Ordering, lock};
 
 use super::context::{ThreadCtx, ThreadGuard};
-use super::core::{Core, run};
+use super::core::Core;
+#[cfg(not(all(feature = "io", not(loom), not(miri))))]
+use super::core::run;
 use super::shared::{Shared, run_hook};
 
 pub(crate) struct Threads {
@@ -451,7 +453,11 @@ fn thread_main(
             },
         };
         shared.threads.running(core.idx);
-        match run(core) {
+        #[cfg(all(feature = "io", not(loom), not(miri)))]
+        let ran = super::reactor::run(core);
+        #[cfg(not(all(feature = "io", not(loom), not(miri))))]
+        let ran = run(core);
+        match ran {
             Some(core) => shared.threads.retire(core),
             // The core was handed away or rescued during a poll that has now returned: back in
             // runtime code.

@@ -1,0 +1,243 @@
+//! Workers drive the `async-io` reactor: the keeper sleeps in it (feature `io`; compiled out
+//! under loom and Miri, where the worker loop of `core` runs as without the feature).
+//!
+//! # Who holds the reactor
+//! async-io lets a thread drive its reactor only from `async_io::block_on`: while the future it
+//! polls is pending, block_on takes the reactor's lock if it is free and waits for I/O events
+//! (and async-io timers) there; otherwise it parks the thread until the future's waker is woken.
+//! So each runtime thread runs its worker loop as the future of one `async_io::block_on` ([`run`]),
+//! for as long as it holds a core (a block_on that returned would wake async-io's fallback thread,
+//! which then takes the reactor). Running tasks happens inside that poll.
+//!
+//! When the loop has nothing to run, the core parks (`Core::park_begin`, `Core::park_step`). With
+//! this feature a parking core takes the keeper role whether or not a timer is armed (at most
+//! one core holds it, see `time::keeper`); the keeper does not block in its parker but returns
+//! `Pending` from the loop's poll, after it
+//! - armed an async-io `Timer` at the next rondo timer deadline (if any), and
+//! - registered block_on's waker in its parker ([`Parker::poll_park`](super::parker::Parker)).
+//!
+//! block_on then sleeps in the reactor, with the timer as its timeout. The other parking cores
+//! block in their parkers as without the feature. Whoever unparks the keeper (a notification,
+//! shutdown, an armer whose timer is earlier than the keeper's deadline: `Lowered::Unpark`) wakes
+//! that waker, and async-io's waker interrupts the reactor's wait (`Reactor::notify`) when it is
+//! woken from another thread while its thread is blocked on I/O. The keeper's loop then polls
+//! again, re-checks every reason to wake, and runs what it found or returns `Pending` again.
+//!
+//! async-io has one reactor per process. If another thread holds it (async-io's fallback thread,
+//! a foreign `block_on`), block_on parks the keeper without it until the waker is woken, and that
+//! thread dispatches the I/O events and fires the keeper's timer; when every worker is busy, the
+//! fallback thread keeps I/O flowing as it does without the feature. But a block_on thread that
+//! leaves the reactor hands it to nobody: a thread parked without it waits for its waker, and the
+//! fallback thread notices an unattended reactor only after a back-off of up to 10 ms. So the
+//! keepers of several runtimes in one process do not all rely on the reactor for their
+//! deadlines: a process-wide flag ([`REACTOR`]) lets one keeper at a time sleep in the reactor;
+//! the keeper of another runtime parks in its parker with a timeout at its deadline, as without
+//! the feature, and takes the flag at a later park if it is free.
+//!
+//! # Where readiness wakes go
+//! The wakes a reactor pass dispatches run on the keeper's thread, between two polls of its loop,
+//! where it holds no lent core: the tasks go to their groups' global queues. While the keeper
+//! waits, its thread is marked ([`reacting_core`]), so the first such wake claims the keeper
+//! itself as the woken core (`Idle::claim`, no other thread woken, no system call: async-io's
+//! waker skips the reactor notification on the reactor's own thread) instead of waking a sleeping
+//! core; the keeper leaves the reactor and runs what it dispatched. The claim counts it awake but
+//! not searching (`Remote::claimed` tells its parking loop so), so finding that work wakes nobody
+//! else; a second wake in the same dispatch sees no searcher and wakes a sleeping core, as for
+//! any batch.
+//!
+//! A wake from outside the runtime (async-io's fallback thread dispatching while it holds the
+//! reactor, any foreign thread) that must wake a sleeping core wakes the keeper if it sleeps
+//! (`Idle::notify_preferring`): a keeper that found the reactor taken sleeps without it and would
+//! otherwise never try again, so the fallback thread would keep dispatching. A wake from one of
+//! the runtime's own threads wakes another sleeper, leaving the keeper in the reactor.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use async_io::Timer;
+
+use crate::group::Host;
+
+use super::core::{Core, Step};
+use super::shared::Shared;
+
+/// Held by the one keeper in the process that sleeps in the reactor (see the module docs).
+static REACTOR: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// The runtime and core index of the keeper waiting in the reactor on this thread (see the
+    /// module docs); null while the thread runs its loop.
+    static REACTING: Cell<(*const Shared, usize)> = const { Cell::new((ptr::null(), 0)) };
+}
+
+/// The core this thread keeps in the reactor for `shared`, if it is waiting there now: a wake on
+/// this thread then comes from the reactor's dispatch.
+#[inline]
+pub(crate) fn reacting_core(shared: &Shared) -> Option<usize> {
+    let (s, idx) = REACTING.try_with(Cell::get).ok()?;
+    ptr::eq(s, shared).then_some(idx)
+}
+
+fn set_reacting(v: (*const Shared, usize)) {
+    let _ = REACTING.try_with(|c| c.set(v));
+}
+
+/// Runs `core` inside `async_io::block_on` (see the module docs); returns as `core::run` does.
+pub(crate) fn run(core: Box<Core>) -> Option<Box<Core>> {
+    async_io::block_on(RunLoop {
+        core: Some(core),
+        park: None,
+    })
+}
+
+/// The worker loop as a future: runs tasks, and returns `Pending` only while its core keeps time
+/// in the reactor.
+struct RunLoop {
+    core: Option<Box<Core>>,
+    /// Set while the core is parked (between `park_begin` and `park_end`).
+    park: Option<Parking>,
+}
+
+/// A parked core's state across polls.
+struct Parking {
+    /// The core holds the keeper role.
+    keeping: bool,
+    /// A waker is registered in the core's parker (`Parker::poll_park`).
+    waiting: bool,
+    /// The async-io timer at the keeper's deadline.
+    timer: Option<(Instant, Timer)>,
+    /// The keeper holds [`REACTOR`].
+    reacting: bool,
+}
+
+impl Future for RunLoop {
+    type Output = Option<Box<Core>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        set_reacting((ptr::null(), 0));
+        let Some(mut core) = this.core.take() else {
+            // Polled after completion: block_on never does that.
+            return Poll::Ready(None);
+        };
+        loop {
+            if let Some(mut park) = this.park.take() {
+                if park.poll(&mut core, cx).is_pending() {
+                    set_reacting((&*core.shared, core.idx));
+                    this.park = Some(park);
+                    this.core = Some(core);
+                    return Poll::Pending;
+                }
+                core.park_end(park.keeping);
+            }
+            if core.shared.is_shutdown() {
+                return Poll::Ready(Some(core));
+            }
+            match core.next_task() {
+                Some(r) => {
+                    core.found_work();
+                    core = match core.run_task(r) {
+                        Some(c) => c,
+                        None => return Poll::Ready(None),
+                    };
+                }
+                None => {
+                    if core.park_begin() {
+                        this.park = Some(Parking {
+                            keeping: false,
+                            waiting: false,
+                            timer: None,
+                            reacting: false,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Parking {
+    /// The parking loop (`Core::park`'s, with the keeper sleeping in the reactor): `Ready` once
+    /// the core is awake.
+    fn poll(&mut self, core: &mut Core, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            match core.park_step(&mut self.keeping, true) {
+                Step::Woke => {
+                    self.stop_waiting(core);
+                    return Poll::Ready(());
+                }
+                Step::Retry => {}
+                Step::Park => {
+                    self.stop_waiting(core);
+                    core.remote().parker.park();
+                }
+                Step::Keep(deadline) => {
+                    if !self.reacting {
+                        self.reacting = REACTOR
+                            .compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed)
+                            .is_ok();
+                    }
+                    if !self.reacting {
+                        // Another runtime's keeper sleeps in the reactor: keep time as without
+                        // the feature (see the module docs).
+                        let parker = &core.remote().parker;
+                        match deadline {
+                            Some(at) => {
+                                parker.park_timeout(at.saturating_duration_since(Instant::now()))
+                            }
+                            None => parker.park(),
+                        }
+                        continue;
+                    }
+                    if let Some(at) = deadline {
+                        let timer = match &mut self.timer {
+                            Some((t, timer)) if *t == at => timer,
+                            slot => &mut slot.insert((at, Timer::at(at))).1,
+                        };
+                        if Pin::new(timer).poll(cx).is_ready() {
+                            // The deadline passed: the next step fires the timers.
+                            self.timer = None;
+                            continue;
+                        }
+                    } else {
+                        self.timer = None;
+                    }
+                    match core.remote().parker.poll_park(cx) {
+                        Poll::Ready(()) => self.waiting = false,
+                        Poll::Pending => {
+                            self.waiting = true;
+                            return Poll::Pending;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes back a registered waker and drops the timer: the core no longer waits through
+    /// block_on.
+    fn stop_waiting(&mut self, core: &Core) {
+        if std::mem::take(&mut self.waiting) {
+            core.remote().parker.cancel_wait();
+        }
+        self.timer = None;
+        if std::mem::take(&mut self.reacting) {
+            REACTOR.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for RunLoop {
+    fn drop(&mut self) {
+        // Unwinding out of the loop (a runtime bug: user panics are caught in `run_task`) with the
+        // core parked: leave no waker behind in its parker.
+        if let (Some(park), Some(core)) = (&mut self.park, &self.core) {
+            park.stop_waiting(core);
+        }
+    }
+}
