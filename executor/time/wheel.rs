@@ -70,6 +70,9 @@ pub(crate) struct Wheel {
     elapsed: u64,
     /// Linked entries with a slack window, by earliest tick.
     slack: BTreeSet<(u64, u32)>,
+    /// What one `process` fires, with each entry's earliest tick, sorted before the wakers are
+    /// handed out (kept to reuse its allocation).
+    firing: Vec<(u64, Waker)>,
 }
 
 impl Default for Wheel {
@@ -86,6 +89,7 @@ impl Wheel {
             occupied: [0; LEVELS],
             elapsed: 0,
             slack: BTreeSet::new(),
+            firing: Vec::new(),
         }
     }
 
@@ -153,15 +157,18 @@ impl Wheel {
     }
 
     /// Fires every timer whose latest tick is at most `now`, and every timer with a slack window
-    /// whose earliest tick is; pushes their wakers to `out`. Returns how many fired.
+    /// whose earliest tick is; pushes their wakers to `out` in the order of their deadlines (a
+    /// late pass fires a higher level's slot whole, whose list is in arming order). Returns how
+    /// many fired.
     pub(crate) fn process(&mut self, now: u64, out: &mut Vec<Waker>) -> usize {
+        let mut firing = std::mem::take(&mut self.firing);
         let mut fired = 0;
         while let Some(&(at, k)) = self.slack.first() {
             if at > now {
                 break;
             }
             self.unlink(k);
-            self.fire(k, out);
+            self.fire(k, &mut firing);
             fired += 1;
         }
         while let Some((level, slot, start)) = self.next_slot() {
@@ -177,22 +184,23 @@ impl Wheel {
                 e.prev = NIL;
                 e.next = NIL;
                 e.place = Place::Fired;
+                if e.latest > e.at {
+                    self.slack.remove(&(e.at, k));
+                }
                 if e.latest <= now {
-                    if e.latest > e.at {
-                        self.slack.remove(&(e.at, k));
-                    }
-                    self.fire(k, out);
+                    self.fire(k, &mut firing);
                     fired += 1;
                 } else {
-                    if e.latest > e.at {
-                        self.slack.remove(&(e.at, k));
-                    }
                     self.link(k);
                 }
                 k = next;
             }
         }
         self.elapsed = self.elapsed.max(now);
+        // Stable: timers with the same earliest tick keep the order they were found in.
+        firing.sort_by_key(|(at, _)| *at);
+        out.extend(firing.drain(..).map(|(_, w)| w));
+        self.firing = firing;
         fired
     }
 
@@ -226,11 +234,11 @@ impl Wheel {
         out.extend(self.entries.iter_mut().filter_map(|(_, e)| e.waker.take()));
     }
 
-    fn fire(&mut self, k: u32, out: &mut Vec<Waker>) {
+    fn fire(&mut self, k: u32, firing: &mut Vec<(u64, Waker)>) {
         let e = &mut self.entries[k as usize];
         e.place = Place::Fired;
         if let Some(w) = e.waker.take() {
-            out.push(w);
+            firing.push((e.at, w));
         }
     }
 
@@ -347,6 +355,17 @@ mod tests {
         Waker::from(Arc::new(Flag(Default::default())))
     }
 
+    /// A waker that runs `f` when woken.
+    fn waker_fn(f: impl Fn() + Send + Sync + 'static) -> Waker {
+        struct F<T>(T);
+        impl<T: Fn() + Send + Sync + 'static> Wake for F<T> {
+            fn wake(self: Arc<Self>) {
+                (self.0)()
+            }
+        }
+        Waker::from(Arc::new(F(f)))
+    }
+
     /// A small deterministic generator, so failures reproduce.
     struct Rng(u64);
     impl Rng {
@@ -454,6 +473,25 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_late_pass_fires_in_deadline_order() {
+        let mut wheel = Wheel::new();
+        let fired = Arc::new(std::sync::Mutex::new(Vec::new()));
+        // Far enough ahead to sit in one level-1 slot, armed in a scrambled order.
+        for k in [7u64, 3, 9, 1, 5] {
+            let fired = fired.clone();
+            wheel.insert(
+                100 + k,
+                100 + k,
+                waker_fn(move || fired.lock().unwrap().push(k)),
+            );
+        }
+        let mut out = Vec::new();
+        assert_eq!(wheel.process(200, &mut out), 5);
+        out.into_iter().for_each(Waker::wake);
+        assert_eq!(*fired.lock().unwrap(), [1, 3, 5, 7, 9]);
     }
 
     #[test]
