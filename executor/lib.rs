@@ -143,8 +143,9 @@ pub fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
     worker::block_in_place(f)
 }
 
-/// The README's examples, compiled and run as doctests.
-#[cfg(doctest)]
+/// The README's examples, compiled and run as doctests (its HTTP server needs the `hyper` feature:
+/// `cargo test --all-features`, as CI runs).
+#[cfg(all(doctest, feature = "hyper"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
