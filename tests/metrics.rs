@@ -57,7 +57,8 @@ fn lifo_hits_busy_time_and_queues_move_with_the_workload() {
     // Published at the worker's next park or quantum end, which a loaded machine may delay past
     // `settled`'s pause.
     assert!(
-        eventually(10, || rt.metrics().workers[0].busy >= Duration::from_millis(25)),
+        eventually(10, || rt.metrics().workers[0].busy
+            >= Duration::from_millis(25)),
         "{:?}",
         rt.metrics().workers[0]
     );

@@ -163,7 +163,7 @@ impl HandedOff {
         }
     }
 
-    /// Takes the core back into this thread's cell if no thread took it yet; the rest of the poll
+    /// Takes the core back from its lent slot if no thread took it yet; the rest of the poll
     /// is then a new service segment of the polled task's group, which counts the poll when it
     /// returns. Otherwise the poll continues without a core (and the thread becomes a spare when it
     /// returns), so the poll is counted to the task's group here.

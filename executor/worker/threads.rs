@@ -13,7 +13,7 @@
 //! 5. The blocked thread waits for its future on its own, running no other task.
 //! 6. When the future is done, the thread takes its core back if no thread took it yet
 //!    ([`Threads::reclaim`]); the task's poll then continues and returns normally.
-//! 7. Otherwise the poll continues without a core; when it returns, the worker loop finds the cell
+//! 7. Otherwise the poll continues without a core; when it returns, the worker loop finds the lent slot
 //!    empty and ends, and the thread becomes a spare: it waits for a core to be handed off, and
 //!    exits after `spare_keep_alive` without one.
 //!
@@ -24,7 +24,7 @@
 //! the core to a spare or a new thread (step 3 on). The stuck thread is not marked blocked: its
 //! poll is a task's poll like any other, so shutdown waits for it (at most its timeout) and every
 //! poll is over when `Runtime` drop returns. The stuck
-//! poll continues without a core; when it returns, its thread finds the cell empty (step 7) and
+//! poll continues without a core; when it returns, its thread finds the lent slot empty (step 7) and
 //! becomes a spare if none is idle, or exits. At most `Config::max_rescue_threads` rescued threads
 //! may still be stuck at once; beyond that the monitor waits for one to return.
 //!
