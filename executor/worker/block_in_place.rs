@@ -6,9 +6,9 @@
 //! this thread, and afterwards the thread takes its core back if no thread took it yet. While the
 //! core is away, the thread is marked blocked, so shutdown does not wait for it.
 //!
-//! - A second call in the same poll, after the core was taken by another thread, finds the lent slot
-//!   empty and just runs its closure (nothing left to hand over). The same holds inside a waiting
-//!   nested `block_on`, and on any thread that holds no core.
+//! - A second call in the same poll, after the core was taken by another thread, finds the lent
+//!   slot empty and just runs its closure (nothing left to hand over). The same holds inside a
+//!   waiting nested `block_on`, and on any thread that holds no core.
 //! - If the runtime already runs its thread limit and no spare is idle, the core cannot be handed
 //!   over; the closure then runs with the core kept, as a blocking call in a task would.
 //! - Accounting: the task's group stays the current group throughout, and its metrics count the

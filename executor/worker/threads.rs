@@ -13,9 +13,9 @@
 //! 5. The blocked thread waits for its future on its own, running no other task.
 //! 6. When the future is done, the thread takes its core back if no thread took it yet
 //!    ([`Threads::reclaim`]); the task's poll then continues and returns normally.
-//! 7. Otherwise the poll continues without a core; when it returns, the worker loop finds the lent slot
-//!    empty and ends, and the thread becomes a spare: it waits for a core to be handed off, and
-//!    exits after `spare_keep_alive` without one.
+//! 7. Otherwise the poll continues without a core; when it returns, the worker loop finds the lent
+//!    slot empty and ends, and the thread becomes a spare: it waits for a core to be handed off,
+//!    and exits after `spare_keep_alive` without one.
 //!
 //! # Rescue (the stall monitor, `monitor`)
 //! A core lent to a poll that has run longer than `Config::stall_threshold` while work waits is
@@ -23,10 +23,10 @@
 //! [`Threads::rescue`] ends the core's segment, moves its LIFO task to its local queue and gives
 //! the core to a spare or a new thread (step 3 on). The stuck thread is not marked blocked: its
 //! poll is a task's poll like any other, so shutdown waits for it (at most its timeout) and every
-//! poll is over when `Runtime` drop returns. The stuck
-//! poll continues without a core; when it returns, its thread finds the lent slot empty (step 7) and
-//! becomes a spare if none is idle, or exits. At most `Config::max_rescue_threads` rescued threads
-//! may still be stuck at once; beyond that the monitor waits for one to return.
+//! poll is over when `Runtime` drop returns. The stuck poll continues without a core; when it
+//! returns, its thread finds the lent slot empty (step 7) and becomes a spare if none is idle, or
+//! exits. At most `Config::max_rescue_threads` rescued threads may still be stuck at once; beyond
+//! that the monitor waits for one to return.
 //!
 //! At shutdown every core retires (its thread drops what only it can reach), cores still waiting
 //! for a thread are retired by the shutting-down thread, spares exit, and every thread that is not
