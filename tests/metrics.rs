@@ -55,12 +55,14 @@ fn lifo_hits_busy_time_and_queues_move_with_the_workload() {
     let w = settled(&rt, 1);
     assert!(w.lifo_hits >= 1, "{w:?}");
     // Published at the worker's next park or quantum end, which a loaded machine may delay past
-    // `settled`'s pause.
+    // `settled`'s pause. On a loaded 2-core CI machine this worker once counted only 21.6 ms of
+    // the 30 ms poll, and not the poll itself, which is what a stall-monitor claim leaves (the
+    // segment ends at the claim); so the bound is the part before a claim can come.
     assert!(
         eventually(10, || rt.metrics().workers[0].busy
-            >= Duration::from_millis(25)),
-        "{:?}",
-        rt.metrics().workers[0]
+            >= Duration::from_millis(4)),
+        "{}",
+        rt.metrics()
     );
 
     // Hold the worker, then queue ten tasks of a group: they wait in its global queue.
