@@ -31,7 +31,7 @@ use std::future::Future;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use common::{cores, print_table, workers};
+use common::{cores, median, print_table, workers};
 
 const ROUNDS: usize = 9;
 const ROUND_TRIPS: usize = 2_000;
@@ -197,11 +197,6 @@ fn spawners<H: Blocking>(h: &H, n: usize) -> (Duration, Duration) {
     (spawned - first, ran - first)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
     let n = workers();
     println!(
@@ -239,7 +234,7 @@ fn main() {
                 figures[1].push(t);
             }
         }
-        let med = figures.map(median);
+        let med = figures.map(|v| median(&v));
         match w {
             Workload::Spawners(1) => per_spawn[0] = med,
             Workload::Spawners(_) => per_spawn[1] = med,

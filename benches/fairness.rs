@@ -29,7 +29,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{AePool, BlockOn, RondoGroup, Spawner, Workload, cores, print_table, spin, workers};
+use common::{
+    AePool, BlockOn, RondoGroup, Spawner, Workload, cores, median, print_table, spin, workers,
+};
 
 const FLOOD_TASKS: usize = 20_000;
 const SMALL_TASKS: usize = 200;
@@ -279,12 +281,6 @@ struct ManyTimes {
 
 fn minimum(v: &[f64]) -> f64 {
     v.iter().copied().fold(f64::INFINITY, f64::min)
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Creates `groups` groups, spawns `per_group` empty tasks into each from the `block_on` thread,

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use futures::channel::{mpsc, oneshot};
 use futures::{SinkExt, StreamExt};
 
-use common::{AePool, BlockOn, RondoGroup, Spawner, Tokio, cores, print_table, workers};
+use common::{AePool, BlockOn, RondoGroup, Spawner, Tokio, cores, median, print_table, workers};
 
 const ROUNDS: usize = 7;
 const PAIRS: usize = 512;
@@ -194,11 +194,6 @@ impl Row {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
     let n = workers();
     println!(
@@ -241,7 +236,7 @@ fn main() {
                 }
             }
         }
-        let [r, t, a] = ns.map(median);
+        let [r, t, a] = ns.map(|v| median(&v));
         rows.push(vec![
             row.name(),
             format!("{r:.0}"),

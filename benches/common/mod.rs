@@ -463,6 +463,13 @@ pub async fn chained_spawn<S: Spawner>(sp: S) -> Duration {
 // Formatting
 // ---------------------------------------------------------------------------------------------
 
+/// The middle value of `v` (the upper one of the two middles for an even count).
+pub fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// Prints a table with a header row, a rule, and left-aligned first / right-aligned other columns.
 pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
     let cols = header.len();
