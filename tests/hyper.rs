@@ -119,6 +119,29 @@ fn http1_server_and_client_on_rondo() {
     });
 }
 
+/// A connection closed `closed_after` from its start: no sooner than `timeout` (else the message
+/// says it closed `early`), within 15 s, and the server reported a header-read timeout.
+fn closed_by_the_timeout(
+    closed_after: Duration,
+    timeout: Duration,
+    outcomes: &mpsc::Receiver<Result<(), hyper::Error>>,
+    early: &str,
+) {
+    assert!(closed_after >= timeout, "closed {closed_after:?} {early}");
+    assert!(
+        closed_after < Duration::from_secs(15),
+        "closed only after {closed_after:?}"
+    );
+    let err = outcomes
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        err.is_timeout(),
+        "the connection ended with {err:?}, not a timeout"
+    );
+}
+
 #[test]
 fn header_read_timeout_closes_a_silent_connection() {
     watchdog(60, || {
@@ -145,22 +168,7 @@ fn header_read_timeout_closes_a_silent_connection() {
         let _ = n;
         let mut rest = Vec::new();
         let _ = silent.read_to_end(&mut rest);
-        assert!(
-            closed_after >= timeout,
-            "closed after {closed_after:?}, before the timeout"
-        );
-        assert!(
-            closed_after < Duration::from_secs(15),
-            "closed only after {closed_after:?}"
-        );
-        let err = outcomes
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap()
-            .unwrap_err();
-        assert!(
-            err.is_timeout(),
-            "the connection ended with {err:?}, not a timeout"
-        );
+        closed_by_the_timeout(closed_after, timeout, &outcomes, "before the timeout");
 
         // A keep-alive connection: the second request's header timer is the first one, moved by
         // `RondoTimer::reset`. It must be moved later, or the connection would close 250 ms too
@@ -180,21 +188,11 @@ fn header_read_timeout_closes_a_silent_connection() {
         let mut rest = Vec::new();
         let _ = conn.read_to_end(&mut rest);
         let closed_after = second.elapsed();
-        assert!(
-            closed_after >= timeout,
-            "closed {closed_after:?} after the second request: the timer was not moved"
-        );
-        assert!(
-            closed_after < Duration::from_secs(15),
-            "closed only after {closed_after:?}"
-        );
-        let err = outcomes
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap()
-            .unwrap_err();
-        assert!(
-            err.is_timeout(),
-            "the connection ended with {err:?}, not a timeout"
+        closed_by_the_timeout(
+            closed_after,
+            timeout,
+            &outcomes,
+            "after the second request: the timer was not moved",
         );
     });
 }
