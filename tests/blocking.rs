@@ -368,7 +368,13 @@ fn no_pool_thread_outlives_the_runtime() {
         run_at_once(&rt, 6);
         assert_eq!(threads_named("noleak-blocking"), 6);
         drop(rt);
-        assert_eq!(threads_named("noleak"), 0);
+        // Every thread was joined; a joined thread's /proc entry can outlive the join by a moment
+        // (the kernel wakes the joiner before it reaps the task), which a loaded CI machine saw.
+        assert!(
+            eventually(5, || threads_named("noleak") == 0),
+            "{} threads left",
+            threads_named("noleak")
+        );
     });
 }
 
