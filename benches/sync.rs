@@ -57,6 +57,19 @@ fn ns_per_op(mut body: impl FnMut()) -> f64 {
     best
 }
 
+/// `ns_per_op` of one acquire and one release while three other permits of the same semaphore are
+/// held: each release gives back the oldest of four permits, taken three acquires ago (the
+/// semaphore changed since, as when several tasks hold permits at once).
+fn overlapping<P>(mut acquire: impl FnMut() -> P) -> f64 {
+    let mut held: std::collections::VecDeque<P> = (0..3).map(|_| acquire()).collect();
+    let ns = ns_per_op(|| {
+        held.push_back(acquire());
+        drop(black_box(held.pop_front()));
+    });
+    drop(held);
+    ns
+}
+
 /// About 1 µs of work: a calibrated spin.
 fn busy(spins: u64) {
     let mut x = 0u64;
@@ -364,6 +377,10 @@ fn main() {
     let rsb = Semaphore::with_barging(1, bound());
     let ts = tokio::sync::Semaphore::new(1);
     let als = async_lock::Semaphore::new(1);
+    let rs4 = Semaphore::new(4);
+    let rsb4 = Semaphore::with_barging(4, bound());
+    let ts4 = tokio::sync::Semaphore::new(4);
+    let als4 = async_lock::Semaphore::new(4);
     let mut rows = vec![
         Row {
             name: "uncontended shared acquire+release".into(),
@@ -395,6 +412,17 @@ fn main() {
                 ns_per_op(|| drop(black_box(now(black_box(&rsb).acquire())))),
                 ns_per_op(|| drop(black_box(now(black_box(&ts).acquire())))),
                 ns_per_op(|| drop(black_box(now(black_box(&als).acquire())))),
+            ],
+            higher_is_better: false,
+        },
+        Row {
+            name: "semaphore, 4 overlapping permits, acquire+release".into(),
+            unit: "ns/op",
+            values: [
+                overlapping(|| now(black_box(&rs4).acquire())),
+                overlapping(|| now(black_box(&rsb4).acquire())),
+                overlapping(|| now(black_box(&ts4).acquire())),
+                overlapping(|| now(black_box(&als4).acquire())),
             ],
             higher_is_better: false,
         },
