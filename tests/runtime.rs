@@ -789,3 +789,57 @@ fn a_panicking_destructor_does_not_take_down_a_worker() {
         drop(rt);
     });
 }
+
+/// A task spawned from outside the runtime while every worker is busy with long polls of tasks of
+/// its own group (each yielding to the back of its worker's local queue) runs after a few of those
+/// polls: a worker looks at the group's global queue after every quantum end, not only every 61
+/// picks, which with 1 ms polls kept such a task (an HTTP request woken by the reactor's thread,
+/// say) waiting for tens of milliseconds. Counted in polls, so a slow machine does not matter.
+#[test]
+fn a_task_woken_from_outside_waits_a_few_long_polls_not_sixty_one() {
+    for workers in [1, 2] {
+        watchdog(120, move || {
+            let rt = common::builder(workers)
+                .quantum(Duration::from_micros(100))
+                .build()
+                .unwrap();
+            let workers = rt.handle().worker_count();
+            let polls = Arc::new(AtomicUsize::new(0));
+            let stop = Arc::new(AtomicBool::new(false));
+            let spinners: Vec<_> = (0..8 * workers)
+                .map(|_| {
+                    let (polls, stop) = (polls.clone(), stop.clone());
+                    rt.spawn(async move {
+                        while !stop.load(Ordering::Relaxed) {
+                            // Longer than the quantum: every poll ends one.
+                            common::spin(Duration::from_micros(300));
+                            polls.fetch_add(1, Ordering::SeqCst);
+                            rondo::yield_now().await;
+                        }
+                    })
+                })
+                .collect();
+            // Let the spinners fill the local queues.
+            assert!(eventually(10, || polls.load(Ordering::SeqCst) >= 64 * workers));
+            let mut waits = Vec::new();
+            for _ in 0..10 {
+                let before = polls.load(Ordering::SeqCst);
+                let p = polls.clone();
+                let after = rt.block_on(rt.spawn(async move { p.load(Ordering::SeqCst) }));
+                waits.push(after.unwrap() - before);
+            }
+            stop.store(true, Ordering::Relaxed);
+            for s in spinners {
+                rt.block_on(s).unwrap();
+            }
+            // Each worker finishes the poll it is in, then looks at the global queue; a few
+            // polls more for a worker count the OS time-slices on two cores.
+            let bound = 4 * workers + 4;
+            assert!(
+                waits.iter().all(|&w| w <= bound),
+                "{workers} workers: spinner polls between a spawn from outside and its first \
+                 poll: {waits:?} (at most {bound} expected)"
+            );
+        });
+    }
+}

@@ -11,8 +11,10 @@
 //! queue, parker, notification flag and served group) lives in `Shared::cores[idx]`.
 //!
 //! # Where a worker looks for its next task (in order)
-//! 1. Every `GLOBAL_INTERVAL` ticks, the global queue of the group it serves, so tasks woken from
-//!    outside are not starved by local ping-pong.
+//! 1. Every `GLOBAL_INTERVAL` ticks and after every quantum end, the global queue of the group it
+//!    serves, so tasks woken from outside are not starved by local ping-pong (short polls: the
+//!    tick count comes first) or by a local queue of long polls (the quantum end comes first: 61
+//!    polls of a millisecond would keep a woken task waiting for 61 ms).
 //! 2. The LIFO slot, at most `LIFO_CAP` times in a row (a message-passing pair stays on one warm
 //!    core without starving the local queue).
 //! 3. The local queue (FIFO).
@@ -72,6 +74,8 @@ pub(crate) struct Core {
     lifo: Option<Runnable>,
     lifo_streak: u32,
     tick: u32,
+    /// A quantum ended since the last look at the served group's global queue.
+    global_due: bool,
     searching: bool,
     pub(crate) service: Service,
     /// The scheduler holds a "served" entry for this core (see `Scheduler::update_floor`).
@@ -139,6 +143,7 @@ impl Core {
             lifo: None,
             lifo_streak: 0,
             tick: 0,
+            global_due: false,
             searching: false,
             service: Service::new(),
             reported_serving: false,
@@ -246,7 +251,7 @@ impl Core {
 
     pub(super) fn next_task(&mut self) -> Option<Runnable> {
         self.tick = self.tick.wrapping_add(1);
-        if self.tick % GLOBAL_INTERVAL == 0 {
+        if std::mem::take(&mut self.global_due) | (self.tick % GLOBAL_INTERVAL == 0) {
             let r = self.service.group().and_then(|g| g.queue.pop());
             if r.is_some() {
                 return r;
@@ -465,6 +470,7 @@ impl Core {
 
     #[inline(never)]
     fn quantum_end(&mut self, now: Instant) {
+        self.global_due = true;
         self.fire_due_timers(now);
         self.service.restart_quantum(now);
         self.publish_counts();
@@ -503,7 +509,11 @@ impl Core {
                 // Other workers serve other groups and only see this group's global queue: expose
                 // the older half of the local backlog there, so a group with more runnable tasks
                 // than one worker can run gets the other workers' time its weight entitles it to.
-                // A group with a single runnable task keeps it (half of one is none).
+                // A group with a single runnable task keeps it (half of one is none). The next
+                // pick must not take the spilled tasks straight back from the global queue, so it
+                // skips the look that follows a quantum end; the local queue halves at every
+                // quantum end meanwhile, so what waits in the global queue is reached soon.
+                self.global_due = false;
                 for _ in 0..local.len() / 2 {
                     match local.pop() {
                         Some(r) => batch.push(r),
