@@ -147,6 +147,7 @@ fn measure(kind: Kind, workers: usize, secs: f64, wrk: bool) -> io::Result<Row> 
         a_conns: 32,
         b_conns: 2,
         b_pause: Duration::from_millis(5),
+        b_path: "/b/hello",
         warmup: Duration::from_millis(300),
         measure: Duration::from_secs_f64(secs),
     };

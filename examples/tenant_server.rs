@@ -85,6 +85,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         a_conns: o.a_conns,
         b_conns: 2,
         b_pause: Duration::from_millis(5),
+        b_path: "/b/hello",
         warmup: Duration::from_millis(500),
         measure: Duration::from_secs_f64(o.secs),
     };

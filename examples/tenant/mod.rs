@@ -462,6 +462,8 @@ pub struct TenantLoad {
     pub a_conns: usize,
     pub b_conns: usize,
     pub b_pause: Duration,
+    /// The path B requests: `/b/hello` (light) or `/b/work` (as heavy as A's, but rare).
+    pub b_path: &'static str,
     /// Load before measuring starts (connections opened, queues filled).
     pub warmup: Duration,
     /// How long B's latencies and A's requests are counted.
@@ -515,13 +517,13 @@ pub fn run_tenants(addr: SocketAddr, load: &TenantLoad) -> io::Result<TenantRepo
     for i in 0..load.b_conns {
         let (stop, measuring, b_lat) = (stop.clone(), measuring.clone(), b_lat.clone());
         let mut client = Client::connect(addr)?;
-        let pause = load.b_pause;
+        let (pause, path) = (load.b_pause, load.b_path);
         threads.push(thread::Builder::new().name(format!("load-b-{i}")).spawn(
             move || -> io::Result<()> {
                 let mut mine = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
                     let start = Instant::now();
-                    client.get("/b/hello")?;
+                    client.get(path)?;
                     let took = start.elapsed();
                     if measuring.load(Ordering::Relaxed) {
                         mine.push(took);
