@@ -5,6 +5,7 @@
 mod common;
 
 use common::Probe;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -208,13 +209,27 @@ fn add_permits_overflow_panics() {
     sem.add_permits(1);
 }
 
+/// Held permits count towards `MAX_PERMITS`: adding one to a full semaphore with one permit out
+/// panics and adds nothing, so the held permit's release cannot overflow the free count. Forgotten
+/// permits (held or free) leave room for new ones.
 #[test]
-fn permit_drop_clamps_instead_of_overflowing() {
+fn add_permits_counts_held_and_forgotten_permits() {
     let sem = Semaphore::new(Semaphore::MAX_PERMITS);
     let p = sem.try_acquire().unwrap();
-    sem.add_permits(1);
+    let add = std::panic::catch_unwind(AssertUnwindSafe(|| sem.add_permits(1)));
+    let msg = add.expect_err("adding to a full semaphore must panic");
+    let msg = msg.downcast_ref::<String>().unwrap();
+    assert!(msg.contains("free and held"), "{msg}");
+    assert_eq!(sem.available_permits(), Semaphore::MAX_PERMITS - 1);
     drop(p);
     assert_eq!(sem.available_permits(), Semaphore::MAX_PERMITS);
+
+    sem.try_acquire_many(2).unwrap().forget();
+    sem.add_permits(1);
+    assert_eq!(sem.forget_permits(3), 3);
+    sem.add_permits(4);
+    assert_eq!(sem.available_permits(), Semaphore::MAX_PERMITS);
+    assert!(std::panic::catch_unwind(AssertUnwindSafe(|| sem.add_permits(1))).is_err());
 }
 
 #[test]

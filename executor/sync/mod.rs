@@ -12,8 +12,9 @@
 //! shared holds (plain and upgradable). For the semaphore: bit 0 = closed, bit 1 = `QUEUED`, bit 2 =
 //! `HANDOFF`, bits 3.. = free permits. An uncontended acquire is a single compare-and-swap on this
 //! word (the lock's first guess is "free", so no load precedes it); it completes on the future's
-//! first poll, allocates nothing and never touches the line. An uncontended release is one CAS
-//! (the lock's first guess is "I am the only holder").
+//! first poll, allocates nothing and never touches the line. An uncontended release of the lock is
+//! one CAS (its first guess is "I am the only holder"); a fair semaphore's release is one
+//! `fetch_add`, a barging one's a CAS (it must see `QUEUED` before it publishes).
 //!
 //! **One FIFO line.** Everyone who cannot take the fast path locks the primitive's internal mutex, which
 //! guards a FIFO line of waiters: a doubly linked list threaded through a [`slab`], so a cancelled
@@ -77,7 +78,8 @@
 //!
 //! **Limits.** Reader counts above [`AsyncOneManyLock::MAX_READERS`] panic (in the acquiring task, never
 //! corrupting the state); permit counts above [`Semaphore::MAX_PERMITS`] panic in `new`, `add_permits`
-//! and `acquire_many`, and `add_permits` checks before it publishes anything. A future that is polled
+//! and `acquire_many`; `add_permits` counts the permits in existence (free and held) and checks
+//! before it publishes anything, so no release can push the free count past the maximum. A future that is polled
 //! once and then neither polled nor dropped while at the head of a line holds up everyone behind it
 //! (in hand-off mode); this is inherent to direct hand-off.
 //!

@@ -56,6 +56,11 @@ const NOT_QUEUED: usize = usize::MAX;
 /// | [`with_barging`](Self::with_barging) | — (always FIFO) | — (always barging, unbounded) |
 pub struct Semaphore {
     state: AtomicUsize,
+    /// Permits in existence: free, held, and handed to waiters. Only `add_permits` raises it, after
+    /// checking it stays at most `MAX_PERMITS` (before anything is published), so the free count,
+    /// a part of it, cannot exceed `MAX_PERMITS` either: a release needs no overflow check, and in
+    /// a fair semaphore it is one `fetch_add`.
+    circulating: AtomicUsize,
     /// How long a waiter may be overtaken before permits are handed off; zero for a fair semaphore.
     bound: Duration,
     line: Mutex<Line>,
@@ -111,23 +116,20 @@ fn too_many(what: &str, n: usize) -> ! {
 
 #[cold]
 #[inline(never)]
-fn overflow(n: usize, free: usize) -> ! {
+fn overflow(n: usize, existing: usize) -> ! {
     panic!(
-        "Semaphore::add_permits: adding {n} permits to {free} free ones would exceed Semaphore::MAX_PERMITS ({}); nothing was added",
+        "Semaphore::add_permits: adding {n} permits to the {existing} this semaphore has (free and \
+         held) would exceed Semaphore::MAX_PERMITS ({}); nothing was added",
         Semaphore::MAX_PERMITS
     )
 }
 
-/// `s` with `n` more free permits: clamped at `MAX_PERMITS` with `saturate`, else `Err` if the sum
-/// would exceed it. Checked before anything is published.
-fn add(s: usize, n: usize, saturate: bool) -> Result<usize, ()> {
-    let free = s >> SHIFT;
-    let total = match free.checked_add(n) {
-        Some(t) if t <= Semaphore::MAX_PERMITS => t,
-        _ if saturate => Semaphore::MAX_PERMITS,
-        _ => return Err(()),
-    };
-    Ok((total << SHIFT) | (s & (CLOSED | QUEUED | HANDOFF)))
+/// `s` with `n` more free permits. The sum cannot exceed `MAX_PERMITS` (see
+/// `Semaphore::circulating`); the clamp only keeps a broken invariant from wrapping the word.
+fn add(s: usize, n: usize) -> usize {
+    let free = (s >> SHIFT).saturating_add(n).min(Semaphore::MAX_PERMITS);
+    debug_assert_eq!(free, (s >> SHIFT) + n, "more permits than were ever added");
+    (free << SHIFT) | (s & (CLOSED | QUEUED | HANDOFF))
 }
 
 impl Semaphore {
@@ -184,6 +186,7 @@ impl Semaphore {
         );
         Semaphore {
             state: AtomicUsize::new(permits << SHIFT),
+            circulating: AtomicUsize::new(permits),
             bound,
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
@@ -207,6 +210,7 @@ impl Semaphore {
         );
         Semaphore {
             state: AtomicUsize::new(permits << SHIFT),
+            circulating: AtomicUsize::new(permits),
             bound,
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
@@ -440,7 +444,8 @@ impl Semaphore {
     ///
     /// # Panics
     ///
-    /// If the free permits would exceed `Semaphore::MAX_PERMITS`; nothing is added then.
+    /// If the semaphore's permits, free and held together, would exceed `Semaphore::MAX_PERMITS`;
+    /// nothing is added then.
     ///
     /// ```
     /// let sem = rondo::sync::Semaphore::new(0);
@@ -451,7 +456,14 @@ impl Semaphore {
         if n > Self::MAX_PERMITS {
             too_many("add_permits", n);
         }
-        self.release(n, false);
+        if let Err(existing) = update(&self.circulating, |c| {
+            c.checked_add(n)
+                .filter(|&t| t <= Self::MAX_PERMITS)
+                .ok_or(c)
+        }) {
+            overflow(n, existing);
+        }
+        self.release(n);
     }
 
     /// Removes up to `n` free permits for good and returns how many were removed (fewer than `n` if
@@ -471,7 +483,9 @@ impl Semaphore {
             Ok(s - (k << SHIFT))
         });
         let free = prev.map_or(0, |s| s >> SHIFT);
-        n.min(free)
+        let removed = n.min(free);
+        self.circulating.fetch_sub(removed, Ordering::Relaxed);
+        removed
     }
 
     /// The number of permits free right now.
@@ -519,30 +533,38 @@ impl Semaphore {
         self.state.load(Ordering::Acquire) & CLOSED != 0
     }
 
-    /// Returns `n` permits. With `saturate`, the free count is clamped at `MAX_PERMITS` (permit drops
-    /// must not panic); otherwise exceeding it panics before anything is published. Without waiters
-    /// this is one CAS; with waiters the line is served under the mutex.
+    /// Returns `n` permits. In a fair semaphore this is one `fetch_add`, then the line is served
+    /// under the mutex if anyone waits. In a barging one it is one CAS without waiters; with
+    /// waiters the permits are published under the mutex.
     #[inline]
-    fn release(&self, n: usize, saturate: bool) {
+    fn release(&self, n: usize) {
         if n == 0 {
+            return;
+        }
+        if self.bound.is_zero() {
+            // In hand-off mode no newcomer can take the permits while anyone waits, so they are
+            // published at once and the mutex is held only to hand them on. No overflow check:
+            // see `circulating`.
+            let prev = self.state.fetch_add(n << SHIFT, Ordering::Release);
+            if prev & QUEUED != 0 {
+                self.serve();
+            }
             return;
         }
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
             // In barging mode the permits are published under the mutex, after the head's wait was
-            // checked, so a waiter past the bound gets them before any newcomer. In hand-off mode no
-            // newcomer can take them, so they are published at once and the mutex is held only to
-            // hand them on.
+            // checked, so a waiter past the bound gets them before any newcomer; in hand-off mode
+            // (`HANDOFF`, the head waited past the bound) as in a fair semaphore.
             if s & (QUEUED | HANDOFF) == QUEUED {
-                return self.release_slow(n, saturate);
+                return self.release_slow(n);
             }
-            let Ok(new) = add(s, n, saturate) else {
-                overflow(n, s >> SHIFT)
-            };
-            match self
-                .state
-                .compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed)
-            {
+            match self.state.compare_exchange_weak(
+                s,
+                add(s, n),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) if s & QUEUED != 0 => return self.serve(),
                 Ok(_) => return,
                 Err(actual) => s = actual,
@@ -551,14 +573,9 @@ impl Semaphore {
     }
 
     #[cold]
-    fn release_slow(&self, n: usize, saturate: bool) {
+    fn release_slow(&self, n: usize) {
         let mut line = lock(&self.line);
-        if let Err(free) = update(&self.state, |s| {
-            add(s, n, saturate).map_err(|()| s >> SHIFT)
-        }) {
-            drop(line);
-            overflow(n, free);
-        }
+        let _ = update::<()>(&self.state, |s| Ok(add(s, n)));
         let wakers = self.dispatch(&mut line);
         drop(line);
         wakers.wake_all();
@@ -705,9 +722,8 @@ impl Semaphore {
         serve_line(&self.line, |line| {
             let (status, n) = line.waiters.remove(key);
             match status {
-                // Permits never exceed MAX_PERMITS in total unless `add_permits` was misused; clamp.
                 Status::Granted => {
-                    let _ = update(&self.state, |s| add(s, n, true));
+                    let _ = update::<()>(&self.state, |s| Ok(add(s, n)));
                 }
                 Status::Notified => line.notified -= n,
                 _ => {}
@@ -796,6 +812,7 @@ impl<'a> SemaphorePermit<'a> {
     /// assert_eq!(sem.available_permits(), 1);
     /// ```
     pub fn forget(mut self) {
+        self.sem.circulating.fetch_sub(self.n, Ordering::Relaxed);
         self.n = 0;
     }
 
@@ -848,7 +865,7 @@ impl<'a> SemaphorePermit<'a> {
 
 impl Drop for SemaphorePermit<'_> {
     fn drop(&mut self) {
-        self.sem.release(self.n, true);
+        self.sem.release(self.n);
     }
 }
 
@@ -877,6 +894,7 @@ impl SemaphorePermitArc {
     /// assert_eq!(sem.available_permits(), 1);
     /// ```
     pub fn forget(mut self) {
+        self.sem.circulating.fetch_sub(self.n, Ordering::Relaxed);
         self.n = 0;
     }
 
@@ -932,7 +950,7 @@ impl SemaphorePermitArc {
 
 impl Drop for SemaphorePermitArc {
     fn drop(&mut self) {
-        self.sem.release(self.n, true);
+        self.sem.release(self.n);
     }
 }
 
