@@ -149,8 +149,9 @@ pub fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-/// The runtime's lock-free protocols, exposed only to the loom models in `tests/loom_runtime.rs`,
-/// `tests/loom_blocking.rs` and `tests/loom_rescue.rs`.
+/// The runtime's lock-free protocols and the core hand-off's rendezvous, exposed only to the loom
+/// models in `tests/loom_runtime.rs`, `tests/loom_blocking.rs`, `tests/loom_rescue.rs` and
+/// `tests/loom_handoff.rs`.
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod loom_support {
@@ -163,6 +164,7 @@ pub mod loom_support {
     pub use crate::worker::lent::{Lease, LentSlot, generation, hint, is_lent};
     pub use crate::worker::local::{LOCAL_CAPACITY, LocalQueue};
     pub use crate::worker::parker::Parker;
+    pub use crate::worker::threads::{HandedCore, Placed, Threads};
 }
 
 #[allow(dead_code)]

@@ -14,6 +14,7 @@ use crate::shim::{AtomicBool, AtomicPtr, Ordering, fence};
 use crate::task::Runnable;
 use crate::time::{Keeper, Lowered, TimerHost, Timers};
 
+use super::core::Core;
 use super::idle::Idle;
 use super::lent::LentSlot;
 use super::local::{LOCAL_CAPACITY, LocalQueue};
@@ -113,7 +114,7 @@ pub(crate) struct Shared {
     shutdown: AtomicBool,
     pub(crate) config: Config,
     pub(crate) groups: GroupList<GroupInner>,
-    pub(crate) threads: Threads,
+    pub(crate) threads: Threads<Core>,
     /// The stall monitor's state (see `monitor`).
     pub(crate) monitor: Monitor,
     /// The runtime's blocking pool (see [`BlockingBinding`]).

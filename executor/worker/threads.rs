@@ -31,10 +31,25 @@
 //! At shutdown every core retires (its thread drops what only it can reach), cores still waiting
 //! for a thread are retired by the shutting-down thread, spares exit, and every thread that is not
 //! blocked in user code is joined.
+//!
+//! # The rendezvous and the runtime's part
+//! `Threads` is generic over the core it passes between threads ([`HandedCore`]): the rendezvous
+//! (the waiting list and the count of idle spares, the spare's wait with its keep-alive, the
+//! reclaim, and the retirement of cores at shutdown) is one impl that needs only a core's index,
+//! its preparation and its retirement, so the loom models (`tests/loom_handoff.rs`) run this very
+//! code with cores of their own. Placing a core does not start a thread: it says whether a spare
+//! was notified or a thread must be started ([`Placed`]), and the runtime's part, in
+//! `impl Threads<Core>`, starts it. That part also holds the threads' body and the rescue, whose
+//! checks and claim happen under one hold of the lock.
 
 use std::sync::Arc;
-use std::thread::{self, ThreadId};
-use std::time::Instant;
+use std::thread;
+use std::time::{Duration, Instant};
+
+#[cfg(loom)]
+use loom::thread::{ThreadId, current as current_thread};
+#[cfg(not(loom))]
+use std::thread::{ThreadId, current as current_thread};
 
 use crate::group::GroupInner;
 use crate::group::Host;
@@ -46,19 +61,53 @@ use super::core::Core;
 use super::core::run;
 use super::shared::{Shared, run_hook};
 
-pub(crate) struct Threads {
-    state: Mutex<State>,
+/// What the rendezvous needs of a core: the runtime's [`Core`], or a loom model's own.
+pub trait HandedCore {
+    /// The core's index, by which the thread that handed it off takes it back.
+    fn idx(&self) -> usize;
+    /// Step 3, before the core joins the waiting list (no lock held).
+    fn prepare(&mut self);
+    /// Ends the core for good (shutdown).
+    fn retire(self: Box<Self>);
+}
+
+impl HandedCore for Core {
+    fn idx(&self) -> usize {
+        self.idx
+    }
+    fn prepare(&mut self) {
+        self.prepare_hand_off();
+    }
+    fn retire(self: Box<Self>) {
+        Core::retire(*self);
+    }
+}
+
+/// Who takes a core just put in the waiting list (step 3).
+#[must_use = "`StartThread`: no spare was woken, so the caller must start a thread"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placed {
+    /// An idle spare was notified.
+    SpareNotified,
+    /// No spare is free for it: the caller starts a thread (if that fails the core stays waiting
+    /// for the next spare, and its local queue is stealable meanwhile).
+    StartThread,
+}
+
+/// The threads of a runtime and the cores waiting for one (see the module docs).
+pub struct Threads<C> {
+    state: Mutex<State<C>>,
     /// Spares wait here for a core.
     spare: Condvar,
     /// Shutdown waits here for the cores to retire.
     retired: Condvar,
 }
 
-struct State {
+struct State<C> {
     /// Cores handed off and not yet taken by a thread (boxed: a core moves between threads as one
     /// pointer).
     #[allow(clippy::vec_box)]
-    waiting: Vec<Box<Core>>,
+    waiting: Vec<Box<C>>,
     /// Spare threads waiting on `spare`.
     idle_spares: usize,
     /// Rescued threads on their way to `spare` (counted so two returning at once keep one).
@@ -84,8 +133,13 @@ struct Record {
     blocked: Arc<AtomicBool>,
 }
 
-impl Threads {
-    pub(crate) fn new() -> Self {
+/// The rendezvous itself: how a core waits for a thread, is taken, taken back or retired. The
+/// runtime calls these with its `Core`s, the loom models (`tests/loom_handoff.rs`) with cores of
+/// their own.
+impl<C: HandedCore> Threads<C> {
+    /// No cores yet ([`open`](Self::open) counts them), no threads.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
         Threads {
             state: Mutex::new(State {
                 waiting: Vec::new(),
@@ -104,108 +158,102 @@ impl Threads {
         }
     }
 
-    /// Starts the runtime's first threads, one per core.
-    pub(crate) fn start(
-        shared: &Arc<Shared>,
-        default_group: &Arc<GroupInner>,
-    ) -> Result<(), String> {
-        let n = shared.cores.len();
-        {
-            let mut st = lock(&shared.threads.state);
-            st.live_cores = n;
-            st.runners = (0..n).map(|_| None).collect();
-        }
-        for idx in 0..n {
-            let core = Box::new(Core::new(idx, shared.clone(), default_group.clone()));
-            if let Err((core, e)) = spawn_thread(shared, default_group, Some(core)) {
-                // The caller shuts the runtime down; this core never ran.
-                if let Some(core) = core {
-                    shared.threads.retire(core);
-                }
-                // The cores after this one were never created.
-                for _ in idx + 1..n {
-                    shared.threads.count_retired();
-                }
-                return Err(format!("could not start worker thread {idx} of {n}: {e}"));
-            }
-        }
-        let monitor = super::monitor::start(shared)
-            .map_err(|e| format!("could not start the stall monitor thread: {e}"))?;
-        lock(&shared.threads.state).monitor = Some(monitor);
-        Ok(())
+    /// Counts `n` live cores, with indices `0..n`, before any of them is handed off.
+    pub fn open(&self, n: usize) {
+        let mut st = lock(&self.state);
+        st.live_cores = n;
+        st.runners = (0..n).map(|_| None).collect();
     }
 
-    /// Step 3 of the hand-off protocol: gives `core` to a spare thread or a new one. Gives it back
-    /// if no spare is idle and the runtime already runs `Config::max_threads` threads: the caller
-    /// must not wait then, since every thread may be waiting on work only this core would run.
-    pub(crate) fn hand_off(&self, core: Box<Core>) -> Result<(), Box<Core>> {
-        if !can_take_another(&lock(&self.state), &core.shared) {
+    /// Whether a spare, or a thread still to be started, can take one more core.
+    pub fn can_take_another(&self, max_threads: usize) -> bool {
+        can_take_another(&lock(&self.state), max_threads)
+    }
+
+    /// Step 3 of the hand-off protocol, for a core the calling thread owns: gives it back if no
+    /// spare is idle and `max_threads` threads run (the caller must not wait then, since every
+    /// thread may be waiting on work only this core would run); otherwise [`place`](Self::place)s
+    /// it.
+    pub fn offer(
+        &self,
+        core: Box<C>,
+        max_threads: usize,
+        is_shutdown: impl Fn() -> bool,
+    ) -> Result<Placed, Box<C>> {
+        if !self.can_take_another(max_threads) {
             return Err(core);
         }
-        self.adopt(core);
-        Ok(())
+        Ok(self.place(core, is_shutdown))
     }
 
-    /// Steps 3 and 4 for a core this thread owns and no thread runs: prepares it and gives it to a
-    /// spare thread or a new one.
-    fn adopt(&self, mut core: Box<Core>) {
-        let shared = core.shared.clone();
-        let default_group = core.default_group.clone();
-        core.prepare_hand_off();
-        let spawn = {
-            let mut st = lock(&self.state);
-            st.waiting.push(core);
-            if shared.is_shutdown() {
-                // Claimed just before shutdown began: the shutting-down thread retires it.
-                self.retired.notify_all();
-            }
-            if st.idle_spares >= st.waiting.len() {
-                self.spare.notify_one();
-                false
-            } else {
-                true
-            }
-        };
-        if spawn {
-            // A failure leaves the core waiting: a spare takes it when one frees up, and its local
-            // queue is stealable meanwhile.
-            let _ = spawn_thread(&shared, &default_group, None);
+    /// Steps 3 and 4 for a core this thread owns and no thread runs: prepares it, puts it in the
+    /// waiting list and wakes a spare for it if one is idle.
+    pub fn place(&self, mut core: Box<C>, is_shutdown: impl Fn() -> bool) -> Placed {
+        core.prepare();
+        let mut st = lock(&self.state);
+        st.waiting.push(core);
+        if is_shutdown() {
+            // Placed just as shutdown began: the shutting-down thread retires it.
+            self.retired.notify_all();
+        }
+        if st.idle_spares >= st.waiting.len() {
+            self.spare.notify_one();
+            Placed::SpareNotified
+        } else {
+            Placed::StartThread
         }
     }
 
-    /// The stall monitor's rescue of core `idx`, observed lent under `observed` with work waiting
-    /// (see the module docs). Claims it, unless the runtime shuts down, the rescued threads
-    /// already number `max_rescue_threads` or no thread could take it. True if it was claimed.
-    pub(crate) fn rescue(&self, shared: &Shared, idx: usize, observed: u64) -> bool {
-        let core = {
-            let mut st = lock(&self.state);
-            if shared.is_shutdown()
-                || st.rescued.len() >= shared.config.max_rescue_threads
-                || !can_take_another(&st, shared)
-            {
-                return false;
+    /// Step 6 of the hand-off protocol: takes core `idx` back if no thread took it yet.
+    pub fn reclaim(&self, idx: usize) -> Option<Box<C>> {
+        let mut st = lock(&self.state);
+        let pos = st.waiting.iter().position(|c| c.idx() == idx)?;
+        Some(st.waiting.swap_remove(pos))
+    }
+
+    /// Step 4: a spare thread waits for a core; `None` at shutdown or once `keep_alive` has passed
+    /// on `now`'s clock (`Instant::now`; a loom model's own, since loom's timed wait never times
+    /// out: the model advances its clock and wakes the spares). `coming`: the thread was counted in
+    /// `spares_coming` (`core_lost`).
+    pub fn wait_for_core(
+        &self,
+        is_shutdown: impl Fn() -> bool,
+        keep_alive: Duration,
+        now: impl Fn() -> Instant,
+        coming: bool,
+    ) -> Option<Box<C>> {
+        let deadline = now() + keep_alive;
+        let mut st = lock(&self.state);
+        st.idle_spares += 1;
+        if coming {
+            st.spares_coming -= 1;
+        }
+        let got = loop {
+            if is_shutdown() {
+                break None;
             }
-            // Claimed under the lock, so the stuck thread, once its poll returns and it finds
-            // the core gone, sees itself counted as rescued (`core_lost` takes the lock).
-            let Some(core) = shared.cores[idx].lent.claim(observed) else {
-                return false;
+            if let Some(core) = st.waiting.pop() {
+                break Some(core);
+            }
+            let t = now();
+            if t >= deadline {
+                break None;
+            }
+            st = match self.spare.wait_timeout(st, deadline - t) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
             };
-            if let Some(id) = st.runners[idx].take() {
-                st.rescued.push(id);
-            }
-            st.rescues += 1;
-            core
         };
-        self.adopt(core);
-        true
+        st.idle_spares -= 1;
+        got
     }
 
     /// Step 7: the calling thread's poll returned and its core is gone (handed off or rescued).
     /// Returns whether the thread stays as a spare: a rescued thread stays only if no other spare
     /// is idle or on its way, so rescue threads do not outlast the stall. A staying thread is
     /// counted in `spares_coming` until it waits (`wait_for_core(.., true)`).
-    fn core_lost(&self, blocked: &AtomicBool) -> bool {
-        let me = thread::current().id();
+    pub fn core_lost(&self, blocked: &AtomicBool) -> bool {
+        let me = current_thread().id();
         let mut st = lock(&self.state);
         blocked.store(false, Ordering::SeqCst);
         let stay = match st.rescued.iter().position(|&t| t == me) {
@@ -221,74 +269,20 @@ impl Threads {
         stay
     }
 
-    /// Records the thread that now runs core `idx` (for a rescue to count it).
-    fn running(&self, idx: usize) {
+    /// Records the calling thread as the one that now runs core `idx` (for a rescue to count it).
+    pub fn running(&self, idx: usize) {
         let mut st = lock(&self.state);
-        st.runners[idx] = Some(thread::current().id());
-    }
-
-    /// Shutdown: stops the stall monitor and waits for its thread (it runs no user code), then
-    /// retires any core it claimed meanwhile.
-    pub(crate) fn stop_monitor(&self, shared: &Shared) {
-        shared.monitor.stop(&shared.idle);
-        let handle = lock(&self.state).monitor.take();
-        if let Some(h) = handle {
-            if h.thread().id() != thread::current().id() {
-                let _ = h.join();
-            }
-        }
-        let waiting = std::mem::take(&mut lock(&self.state).waiting);
-        for core in waiting {
-            self.retire(core);
-        }
-    }
-
-    /// Step 6 of the hand-off protocol: takes core `idx` back if no thread took it yet.
-    pub(crate) fn reclaim(&self, idx: usize) -> Option<Box<Core>> {
-        let mut st = lock(&self.state);
-        let pos = st.waiting.iter().position(|c| c.idx == idx)?;
-        Some(st.waiting.swap_remove(pos))
-    }
-
-    /// A spare thread waits for a core; `None` at shutdown or after the keep-alive. `coming`: the
-    /// thread was counted in `spares_coming` (`core_lost`).
-    fn wait_for_core(&self, shared: &Shared, coming: bool) -> Option<Box<Core>> {
-        let keep_alive = shared.config.spare_keep_alive;
-        let deadline = Instant::now() + keep_alive;
-        let mut st = lock(&self.state);
-        st.idle_spares += 1;
-        if coming {
-            st.spares_coming -= 1;
-        }
-        let got = loop {
-            if shared.is_shutdown() {
-                break None;
-            }
-            if let Some(core) = st.waiting.pop() {
-                break Some(core);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                break None;
-            }
-            st = match self.spare.wait_timeout(st, deadline - now) {
-                Ok((g, _)) => g,
-                Err(p) => p.into_inner().0,
-            };
-        };
-        st.idle_spares -= 1;
-        got
+        st.runners[idx] = Some(current_thread().id());
     }
 
     /// Wakes every spare (shutdown: they exit).
-    pub(crate) fn wake_spares(&self) {
+    pub fn wake_spares(&self) {
         let _st = lock(&self.state);
         self.spare.notify_all();
     }
 
     /// A core ends for good (shutdown).
-    #[allow(clippy::boxed_local)] // cores travel boxed; unboxing one to retire it would copy it
-    pub(crate) fn retire(&self, core: Box<Core>) {
+    pub fn retire(&self, core: Box<C>) {
         core.retire();
         self.count_retired();
     }
@@ -301,14 +295,19 @@ impl Threads {
         }
     }
 
+    /// Shutdown: retires the cores waiting for a thread (no thread holds them).
+    pub fn retire_waiting(&self) {
+        let waiting = std::mem::take(&mut lock(&self.state).waiting);
+        for core in waiting {
+            self.retire(core);
+        }
+    }
+
     /// Shutdown: retires the cores no thread holds, then waits until every core retired or
     /// `deadline` passes. True if all did.
-    pub(crate) fn wait_retired(&self, deadline: Option<Instant>) -> bool {
+    pub fn wait_retired(&self, deadline: Option<Instant>) -> bool {
         loop {
-            let waiting = std::mem::take(&mut lock(&self.state).waiting);
-            for core in waiting {
-                self.retire(core);
-            }
+            self.retire_waiting();
             let st = lock(&self.state);
             if st.live_cores == 0 {
                 return true;
@@ -343,6 +342,102 @@ impl Threads {
         }
     }
 
+    /// (threads started and not yet exited, spares waiting for a core, rescues so far).
+    pub fn counts(&self) -> (usize, usize, u64) {
+        let st = lock(&self.state);
+        (st.running, st.idle_spares, st.rescues)
+    }
+}
+
+/// What only the runtime's cores do: start threads for them, and rescue them.
+impl Threads<Core> {
+    /// Starts the runtime's first threads, one per core.
+    pub(crate) fn start(
+        shared: &Arc<Shared>,
+        default_group: &Arc<GroupInner>,
+    ) -> Result<(), String> {
+        let n = shared.cores.len();
+        shared.threads.open(n);
+        for idx in 0..n {
+            let core = Box::new(Core::new(idx, shared.clone(), default_group.clone()));
+            if let Err((core, e)) = spawn_thread(shared, default_group, Some(core)) {
+                // The caller shuts the runtime down; this core never ran.
+                if let Some(core) = core {
+                    shared.threads.retire(core);
+                }
+                // The cores after this one were never created.
+                for _ in idx + 1..n {
+                    shared.threads.count_retired();
+                }
+                return Err(format!("could not start worker thread {idx} of {n}: {e}"));
+            }
+        }
+        let monitor = super::monitor::start(shared)
+            .map_err(|e| format!("could not start the stall monitor thread: {e}"))?;
+        lock(&shared.threads.state).monitor = Some(monitor);
+        Ok(())
+    }
+
+    /// Step 3 of the hand-off protocol: gives `core` to a spare thread or a new one. Gives it back
+    /// if no spare is idle and the runtime already runs `Config::max_threads` threads (see
+    /// [`offer`](Self::offer)).
+    pub(crate) fn hand_off(&self, core: Box<Core>) -> Result<(), Box<Core>> {
+        let shared = core.shared.clone();
+        let default_group = core.default_group.clone();
+        let placed = self.offer(core, shared.config.max_threads, || shared.is_shutdown())?;
+        start_if_needed(placed, &shared, &default_group);
+        Ok(())
+    }
+
+    /// Steps 3 and 4 for a core this thread owns and no thread runs: prepares it and gives it to a
+    /// spare thread or a new one.
+    fn adopt(&self, core: Box<Core>) {
+        let shared = core.shared.clone();
+        let default_group = core.default_group.clone();
+        let placed = self.place(core, || shared.is_shutdown());
+        start_if_needed(placed, &shared, &default_group);
+    }
+
+    /// The stall monitor's rescue of core `idx`, observed lent under `observed` with work waiting
+    /// (see the module docs). Claims it, unless the runtime shuts down, the rescued threads
+    /// already number `max_rescue_threads` or no thread could take it. True if it was claimed.
+    pub(crate) fn rescue(&self, shared: &Shared, idx: usize, observed: u64) -> bool {
+        let core = {
+            let mut st = lock(&self.state);
+            if shared.is_shutdown()
+                || st.rescued.len() >= shared.config.max_rescue_threads
+                || !can_take_another(&st, shared.config.max_threads)
+            {
+                return false;
+            }
+            // Claimed under the lock, so the stuck thread, once its poll returns and it finds
+            // the core gone, sees itself counted as rescued (`core_lost` takes the lock).
+            let Some(core) = shared.cores[idx].lent.claim(observed) else {
+                return false;
+            };
+            if let Some(id) = st.runners[idx].take() {
+                st.rescued.push(id);
+            }
+            st.rescues += 1;
+            core
+        };
+        self.adopt(core);
+        true
+    }
+
+    /// Shutdown: stops the stall monitor and waits for its thread (it runs no user code), then
+    /// retires any core it claimed meanwhile.
+    pub(crate) fn stop_monitor(&self, shared: &Shared) {
+        shared.monitor.stop(&shared.idle);
+        let handle = lock(&self.state).monitor.take();
+        if let Some(h) = handle {
+            if h.thread().id() != thread::current().id() {
+                let _ = h.join();
+            }
+        }
+        self.retire_waiting();
+    }
+
     /// Shutdown's last wait: joins every thread except this one and those blocked in user code
     /// (a nested `block_on` whose future may never finish), waiting at most until `deadline`.
     pub(crate) fn join(&self, deadline: Option<Instant>) {
@@ -367,17 +462,20 @@ impl Threads {
             }
         }
     }
+}
 
-    /// (threads started and not yet exited, spares waiting for a core, rescues so far).
-    pub(crate) fn counts(&self) -> (usize, usize, u64) {
-        let st = lock(&self.state);
-        (st.running, st.idle_spares, st.rescues)
+/// Starts a spare thread for a core just placed, if no idle spare was woken for it. A failure
+/// leaves the core waiting: a spare takes it when one frees up, and its local queue is stealable
+/// meanwhile.
+fn start_if_needed(placed: Placed, shared: &Arc<Shared>, default_group: &Arc<GroupInner>) {
+    if placed == Placed::StartThread {
+        let _ = spawn_thread(shared, default_group, None);
     }
 }
 
 /// Whether a spare, or a thread still to be started, can take one more core.
-fn can_take_another(st: &State, shared: &Shared) -> bool {
-    st.idle_spares > st.waiting.len() || st.running < shared.config.max_threads
+fn can_take_another<C>(st: &State<C>, max_threads: usize) -> bool {
+    st.idle_spares > st.waiting.len() || st.running < max_threads
 }
 
 /// Starts a runtime thread, running `first` (or waiting for a core as a spare).
@@ -444,10 +542,12 @@ fn thread_main(
     loop {
         let core = match next.take() {
             Some(c) => c,
-            None => match shared
-                .threads
-                .wait_for_core(&shared, std::mem::take(&mut coming))
-            {
+            None => match shared.threads.wait_for_core(
+                || shared.is_shutdown(),
+                shared.config.spare_keep_alive,
+                Instant::now,
+                std::mem::take(&mut coming),
+            ) {
                 Some(c) => c,
                 None => break,
             },
