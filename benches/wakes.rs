@@ -7,13 +7,17 @@
 //! - foreign wakes: one plain thread wakes 1,024 tasks × 50 times through bounded channels
 //!   (`mpsc::channel(1)`), the tasks spread over 1, 64 or 1,024 groups;
 //! - shared service: 1,000 client tasks in 100 groups each send 20 requests to one server task in
-//!   a group of its own and await each reply.
+//!   a group of its own and await each reply;
+//! - a group per task: 1,000 tasks each run 20 short tasks one after the other, each in a group
+//!   created for it and released when it ends (rondo's group per connection); the peers spawn the
+//!   same tasks without groups, so the row is what a group costs on top of a spawn.
 //!
 //! Every runtime gets the same number of worker threads (2, or `RONDO_BENCH_WORKERS`). Rounds are
 //! interleaved (rondo, tokio, async-executor, then the next round); each figure is the median of
 //! `ROUNDS` rounds after one unmeasured warm-up round.
 //!
-//! Run with `cargo bench --bench wakes`.
+//! Run with `cargo bench --bench wakes`; `WAKES_ROWS=group` runs only the rows whose name contains
+//! `group` (any text works).
 
 mod common;
 
@@ -138,22 +142,43 @@ async fn shared_service<S: Spawner>(server: S, clients: Vec<S>) -> Duration {
     start.elapsed()
 }
 
+/// `CLIENTS` tasks each run `REQUESTS` short tasks in turn, each in a new group (rondo).
+async fn group_per_task<S: Spawner>(spawner: S) -> Duration {
+    let start = Instant::now();
+    let handles: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let s = spawner.clone();
+            spawner.spawn(async move {
+                for r in 0..REQUESTS {
+                    assert_eq!(s.spawn_in_new_group(async move { r + 1 }).await, r + 1);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.await;
+    }
+    start.elapsed()
+}
+
 #[derive(Clone, Copy, PartialEq)]
 enum Row {
     PingPongCross,
     PingPongOneGroup,
     Foreign(usize),
     SharedService,
+    GroupPerTask,
 }
 
 impl Row {
-    const ALL: [Row; 6] = [
+    const ALL: [Row; 7] = [
         Row::PingPongCross,
         Row::PingPongOneGroup,
         Row::Foreign(1),
         Row::Foreign(64),
         Row::Foreign(1_024),
         Row::SharedService,
+        Row::GroupPerTask,
     ];
 
     fn name(self) -> String {
@@ -167,6 +192,9 @@ impl Row {
             Row::SharedService => format!(
                 "shared service, clients in {CLIENT_GROUPS} groups, server in its own (ns/request)"
             ),
+            Row::GroupPerTask => {
+                "a group per task: create, spawn into it, await, release (ns/task)".into()
+            }
         }
     }
 
@@ -174,7 +202,7 @@ impl Row {
         match self {
             Row::PingPongCross | Row::PingPongOneGroup => PAIRS * TRIPS,
             Row::Foreign(_) => WOKEN_TASKS * WAKES_PER_TASK,
-            Row::SharedService => CLIENTS * REQUESTS,
+            Row::SharedService | Row::GroupPerTask => CLIENTS * REQUESTS,
         }
     }
 
@@ -190,6 +218,7 @@ impl Row {
                 let server = groups[groups.len() - 1].clone();
                 rt.run(shared_service(server, first(CLIENT_GROUPS)))
             }
+            Row::GroupPerTask => rt.run(group_per_task(groups[0].clone())),
         }
     }
 }
@@ -216,7 +245,14 @@ fn main() {
     let ae_spawner = [ae.spawner()];
     let started = Instant::now();
     let mut rows = Vec::new();
+    let only = std::env::var("WAKES_ROWS").ok();
     for row in Row::ALL {
+        if only
+            .as_ref()
+            .is_some_and(|o| !row.name().contains(o.as_str()))
+        {
+            continue;
+        }
         let mut ns = [Vec::new(), Vec::new(), Vec::new()];
         for round in 0..=ROUNDS {
             let per_op = |d: Duration| d.as_nanos() as f64 / row.ops() as f64;

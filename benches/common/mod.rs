@@ -73,6 +73,17 @@ pub trait Spawner: Clone + Send + Sync + 'static {
         F: Future<Output = ()> + Send + 'static;
 
     fn yield_now() -> impl Future<Output = ()> + Send;
+
+    /// Spawns `f` as a task of a group of its own, created for it (and released when the task ends
+    /// and its handle is dropped): rondo's group per connection. Runtimes without groups just
+    /// spawn it.
+    fn spawn_in_new_group<F>(&self, f: F) -> Self::Join<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.spawn(f)
+    }
 }
 
 /// rondo's free functions: `rondo::spawn` (the current group, or the default group inside
@@ -127,6 +138,18 @@ impl Spawner for RondoGroup {
 
     fn yield_now() -> impl Future<Output = ()> + Send {
         rondo::yield_now()
+    }
+
+    fn spawn_in_new_group<F>(&self, f: F) -> Self::Join<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let group = rondo::Handle::current()
+            .group()
+            .build()
+            .expect("a group with the default settings");
+        Joined(group.spawn(f))
     }
 }
 
