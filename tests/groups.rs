@@ -496,3 +496,56 @@ fn a_wake_across_groups_runs_on_the_waking_worker() {
         );
     });
 }
+
+/// Tasks woken from outside into many groups at once (a task per connection, each in its group)
+/// cost a worker one scheduler visit per several groups, not one per group: a pick also takes the
+/// other one-shot groups that are due. 64 groups of one task each, queued while the only worker
+/// is busy, then run: far fewer picks than groups, every task run once.
+#[test]
+fn one_scheduler_visit_takes_several_one_shot_groups() {
+    watchdog(60, || {
+        let rt = common::builder(1)
+            .stall_threshold(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let started = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(AtomicBool::new(false));
+        let busy = {
+            let (started, release) = (started.clone(), release.clone());
+            rt.spawn(async move {
+                started.store(true, Ordering::SeqCst);
+                while !release.load(Ordering::SeqCst) {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        assert!(eventually(10, || started.load(Ordering::SeqCst)));
+        let picks = |rt: &rondo::Runtime| rt.metrics().workers[0].picks;
+        let ran = Arc::new(AtomicUsize::new(0));
+        let groups: Vec<_> = (0..64).map(|_| rt.group().build().unwrap()).collect();
+        let handles: Vec<_> = groups
+            .iter()
+            .map(|g| {
+                let ran = ran.clone();
+                g.spawn(async move {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        let before = picks(&rt);
+        release.store(true, Ordering::SeqCst);
+        rt.block_on(busy).unwrap();
+        for h in handles {
+            rt.block_on(h).unwrap();
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), 64);
+        // Published at parks: wait for the worker to go idle.
+        assert!(eventually(10, || rt.metrics().workers[0].parks > 0
+            && picks(&rt) > before));
+        let used = picks(&rt) - before;
+        assert!(
+            used <= 24,
+            "{used} scheduler picks for 64 one-shot groups (one per group before batching)"
+        );
+    });
+}

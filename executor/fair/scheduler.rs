@@ -37,6 +37,12 @@ use crate::task::Runnable;
 const SCALE: u128 = 1 << 16;
 /// A group queue at most this long is taken whole by one worker.
 const SMALL_QUEUE: usize = 16;
+/// When a pick's group gives a worker at most this many tasks, the same visit also takes up to
+/// `EXTRA_GROUPS` more groups that have at most this many queued tasks each and are due now (see
+/// `pick_and_take`).
+const EXTRA_MAX_TASKS: usize = 2;
+/// The most extra groups one visit takes.
+const EXTRA_GROUPS: usize = 8;
 
 /// A served entry not refreshed for this long (or for two quanta, if longer) belongs to a worker
 /// stuck in one poll: it no longer holds the floor down. Well above a quantum, so that a worker the
@@ -73,6 +79,9 @@ pub(crate) struct Scheduler {
     /// rotation. Pushers never take the scheduler lock: workers move the inbox into the rotation
     /// inside the critical sections they take anyway (`pick_and_take`, `charge_and_check`).
     inbox: ConcurrentQueue<(Arc<GroupInner>, Instant)>,
+    /// The quantum in nanoseconds: how far past the picked group's virtual runtime (scaled by the
+    /// other group's weight) an extra group may be and still be taken with it.
+    quantum_ns: u128,
 }
 
 struct SchedState {
@@ -108,6 +117,7 @@ impl Scheduler {
             }),
             listed: AtomicUsize::new(0),
             inbox: ConcurrentQueue::unbounded(),
+            quantum_ns: quantum.as_nanos(),
         }
     }
 
@@ -237,10 +247,20 @@ impl Scheduler {
     /// Applies the worker's pending charges, then takes work from the listed group with the
     /// smallest virtual runtime, all in one critical section: a long queue is shared out
     /// (`len / workers + 1` tasks, at most `max_batch`, what the worker's local queue can take), a short one (at most `SMALL_QUEUE`) is
-    /// taken whole. Only one group is taken: a worker's local queue holds one group's tasks, so
-    /// that it serves them in virtual-runtime order, not in queue order. (Taking several short
-    /// groups at once saved scheduler round trips for one-shot groups, but made backlogged groups
+    /// taken whole. The worker's local queue gets that one group's tasks, so that it serves
+    /// groups in virtual-runtime order, not in queue order. (Putting several short groups' tasks in
+    /// the local queue saved scheduler round trips for one-shot groups, but made backlogged groups
     /// share by task count: weights 1:2:4 came out 53:34:13.)
+    ///
+    /// **Extra groups.** When the picked group gives at most `EXTRA_MAX_TASKS` tasks, the same
+    /// visit also takes up to `EXTRA_GROUPS` further groups from the front of the rotation, each
+    /// whole, if each has at most `EXTRA_MAX_TASKS` tasks queued and is *due*: its virtual runtime
+    /// is at most a quantum of its own (`quantum / weight`) past the picked group's, so a pick
+    /// would reach it within a quantum anyway. Their tasks go to `extras`, which the worker runs
+    /// after its local queue, each charged to its own group by time like any task. Foreign wakes
+    /// into many groups (a task per connection, each in its group) then cost one visit per
+    /// several groups. A backlogged group is never an extra unless its queue is down to
+    /// `EXTRA_MAX_TASKS`, and then only while it is due, so shares stay those of the weights.
     ///
     /// A group whose queue this empties leaves the rotation; the listing protocol's re-check runs
     /// after the lock is released. Returns the group and its first task (`None` if another worker
@@ -252,6 +272,7 @@ impl Scheduler {
         worker: usize,
         max_batch: usize,
         batch: &mut Vec<Runnable>,
+        extras: &mut Vec<Runnable>,
     ) -> Option<(Arc<GroupInner>, Option<Runnable>)> {
         let mut st = lock(&self.state);
         self.admit_inbox(&mut st);
@@ -281,21 +302,81 @@ impl Scheduler {
                 at: now,
             });
         }
-        let mut unlisted = false;
-        if g.queue.is_empty() && gs.in_rotation {
-            st.rotation.remove(&(gs.vruntime, g.id));
-            gs.in_rotation = false;
-            gs.listed_at = None;
-            g.listed.clear();
-            self.listed.fetch_sub(1, Ordering::SeqCst);
-            unlisted = true;
-        }
+        let picked_vruntime = gs.vruntime;
+        let unlisted = self.unlist_if_empty(&mut st, &g, &mut gs);
         drop(gs);
+        let mut extra_groups: Vec<Arc<GroupInner>> = Vec::new();
+        if first.is_some() && batch.len() < EXTRA_MAX_TASKS {
+            self.take_extras(&mut st, &g, picked_vruntime, now, extras, &mut extra_groups);
+        }
         drop(st);
         if unlisted && g.listed.after_clear(|| g.queue.is_empty()) {
             self.list(&g);
         }
+        for e in extra_groups {
+            if e.listed.after_clear(|| e.queue.is_empty()) {
+                self.list(&e);
+            }
+        }
         Some((g, first))
+    }
+
+    /// Takes `g` out of the rotation if its queue is empty (the remover's half of the listing
+    /// protocol: the caller re-checks the queue after releasing the lock). True if it did.
+    fn unlist_if_empty(&self, st: &mut SchedState, g: &GroupInner, gs: &mut GroupSched) -> bool {
+        if !(g.queue.is_empty() && gs.in_rotation) {
+            return false;
+        }
+        st.rotation.remove(&(gs.vruntime, g.id));
+        gs.in_rotation = false;
+        gs.listed_at = None;
+        g.listed.clear();
+        self.listed.fetch_sub(1, Ordering::SeqCst);
+        true
+    }
+
+    /// The extra groups of a pick (see `pick_and_take`): their tasks go to `extras`, and the groups
+    /// it unlisted to `unlisted`, for the caller's re-check after the lock.
+    fn take_extras(
+        &self,
+        st: &mut SchedState,
+        picked: &GroupInner,
+        picked_vruntime: u128,
+        now: Instant,
+        extras: &mut Vec<Runnable>,
+        unlisted: &mut Vec<Arc<GroupInner>>,
+    ) {
+        // The furthest any group may be past the picked one: a weight-1 quantum.
+        let horizon = picked_vruntime + self.quantum_ns * SCALE;
+        let candidates: Vec<Arc<GroupInner>> = st
+            .rotation
+            .iter()
+            .take_while(|((v, _), _)| *v <= horizon)
+            .take(4 * EXTRA_GROUPS)
+            .filter(|((_, id), g)| *id != picked.id && g.queue.len() <= EXTRA_MAX_TASKS)
+            .take(EXTRA_GROUPS)
+            .map(|(_, g)| g.clone())
+            .collect();
+        for e in candidates {
+            let mut gs = lock(&e.sched);
+            let due = picked_vruntime + self.quantum_ns * SCALE / u128::from(gs.weight.max(1));
+            if !gs.in_rotation || gs.vruntime > due {
+                continue;
+            }
+            let before = extras.len();
+            let first = e.queue.pop_batch(|len| len.min(EXTRA_MAX_TASKS), extras);
+            let Some(first) = first else { continue };
+            // `pop_batch` hands the first task back and the rest into `extras`: keep queue order.
+            extras.insert(before, first);
+            if let Some(t) = gs.listed_at.take() {
+                let waited = now.saturating_duration_since(t).as_nanos() as u64;
+                e.wait_ns.fetch_add(waited, Ordering::Relaxed);
+            }
+            if self.unlist_if_empty(st, &e, &mut gs) {
+                drop(gs);
+                unlisted.push(e);
+            }
+        }
     }
 
     /// Charges `ns` to the group a worker is serving at the end of its quantum and decides what

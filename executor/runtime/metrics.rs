@@ -71,6 +71,9 @@ pub struct WorkerMetrics {
     pub parks: u64,
     /// Tasks taken from the LIFO slot.
     pub lifo_hits: u64,
+    /// Visits to the group scheduler that took work: one per pick, however many groups it took
+    /// (a pick may take several one-shot groups that are due at once).
+    pub picks: u64,
     /// Tasks in its local queue now.
     pub local_queue_depth: usize,
     /// Time spent serving groups (service segments), idle time excluded.
@@ -89,6 +92,7 @@ impl RuntimeMetrics {
                     steals: n.steals,
                     parks: n.parks,
                     lifo_hits: n.lifo_hits,
+                    picks: n.picks,
                     local_queue_depth: c.local.len(),
                     busy: Duration::from_nanos(n.busy_ns),
                 }
@@ -132,7 +136,7 @@ impl RuntimeMetrics {
             &'static str,
             fn(&WorkerMetrics) -> String,
         );
-        let per_worker: [Series; 6] = [
+        let per_worker: [Series; 7] = [
             ("rondo_worker_polls_total", "counter", "Task polls.", |w| {
                 w.polls.to_string()
             }),
@@ -153,6 +157,12 @@ impl RuntimeMetrics {
                 "counter",
                 "Tasks taken from the LIFO slot.",
                 |w| w.lifo_hits.to_string(),
+            ),
+            (
+                "rondo_worker_picks_total",
+                "counter",
+                "Visits to the group scheduler that took work.",
+                |w| w.picks.to_string(),
             ),
             (
                 "rondo_worker_local_queue_depth",
@@ -238,18 +248,19 @@ impl fmt::Display for RuntimeMetrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{:>6} {:>12} {:>10} {:>10} {:>12} {:>6} {:>12}",
-            "worker", "polls", "steals", "parks", "lifo hits", "queue", "busy"
+            "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>6} {:>12}",
+            "worker", "polls", "steals", "parks", "lifo hits", "picks", "queue", "busy"
         )?;
         for (i, w) in self.workers.iter().enumerate() {
             writeln!(
                 f,
-                "{:>6} {:>12} {:>10} {:>10} {:>12} {:>6} {:>12}",
+                "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>6} {:>12}",
                 i,
                 w.polls,
                 w.steals,
                 w.parks,
                 w.lifo_hits,
+                w.picks,
                 w.local_queue_depth,
                 format!("{:.1?}", w.busy)
             )?;

@@ -17,7 +17,8 @@
 //!    polls of a millisecond would keep a woken task waiting for 61 ms).
 //! 2. The LIFO slot, at most `LIFO_CAP` times in a row (a message-passing pair stays on one warm
 //!    core without starving the local queue).
-//! 3. The local queue (FIFO).
+//! 3. The local queue (FIFO), then the extras: tasks of further groups that were due when the
+//!    last scheduler visit took them along with the picked group (`Scheduler::pick_and_take`).
 //! 4. While its quantum lasts, a batch of the served group's global queue, without the scheduler
 //!    lock (`len / workers + 1`, at most half a local queue).
 //! 5. The group scheduler: the listed group with the smallest virtual runtime; it takes a batch of
@@ -39,6 +40,7 @@
 //! Tasks of a group with `max_concurrency` always go through the group's limiter and global queue,
 //! never the LIFO slot, so their order is FIFO.
 
+use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 use std::sync::Arc;
@@ -83,6 +85,11 @@ pub(crate) struct Core {
     rng: u32,
     /// Reused buffer for the batch `take_from_rotation` moves to the local queue.
     batch: Vec<Runnable>,
+    /// Tasks of the extra groups a scheduler visit took besides the picked one (see
+    /// `Scheduler::pick_and_take`), run after the local queue, in the order taken.
+    extras: VecDeque<Runnable>,
+    /// Reused buffer for the extras `take_from_rotation` receives.
+    extras_batch: Vec<Runnable>,
     /// Published to `Remote::counts` at parks, quantum ends and retirement.
     counts: Counts,
     /// Reused buffer for the wakers of fired timers.
@@ -149,6 +156,8 @@ impl Core {
             reported_serving: false,
             rng: 0x9E37_79B9 ^ (idx as u32).wrapping_mul(0x85EB_CA6B) | 1,
             batch: Vec::with_capacity(LOCAL_CAPACITY / 2),
+            extras: VecDeque::new(),
+            extras_batch: Vec::new(),
             counts: Counts::default(),
             wakers: Vec::new(),
             lent_slot,
@@ -269,6 +278,9 @@ impl Core {
         if let Some(r) = self.remote().local.pop() {
             return Some(r);
         }
+        if let Some(r) = self.extras.pop_front() {
+            return Some(r);
+        }
         self.find_work()
     }
 
@@ -316,6 +328,7 @@ impl Core {
     fn take_from_rotation(&mut self) -> Option<Runnable> {
         let now = Instant::now();
         let mut batch = std::mem::take(&mut self.batch);
+        let mut extras = std::mem::take(&mut self.extras_batch);
         let shared = self.shared.clone();
         let found = loop {
             if let Some(c) = self.end_segment(now) {
@@ -327,10 +340,12 @@ impl Core {
                 self.idx,
                 LOCAL_CAPACITY / 2,
                 &mut batch,
+                &mut extras,
             );
             match picked {
                 None => break None,
                 Some((g, Some(first))) => {
+                    self.counts.picks += 1;
                     self.reported_serving = true;
                     self.begin_segment(g, now);
                     break Some(first);
@@ -343,6 +358,8 @@ impl Core {
             self.push_local(r);
         }
         self.batch = batch;
+        self.extras.extend(extras.drain(..));
+        self.extras_batch = extras;
         found
     }
 
@@ -698,6 +715,11 @@ impl Core {
             self.push_local(r);
         }
         self.lifo_streak = 0;
+        // Extras are reachable only through the core: back to their groups, where any worker can
+        // take them while the core waits for its thread.
+        if !self.extras.is_empty() {
+            spill(self.extras.drain(..));
+        }
         fence(Ordering::SeqCst);
         self.shared.notify_work();
     }
@@ -726,6 +748,10 @@ impl Core {
                 dropped = true;
             }
             while let Some(r) = self.remote().local.pop() {
+                drop(r);
+                dropped = true;
+            }
+            while let Some(r) = self.extras.pop_front() {
                 drop(r);
                 dropped = true;
             }

@@ -14,6 +14,7 @@ pub(crate) struct Counts {
     pub(crate) steals: u64,
     pub(crate) parks: u64,
     pub(crate) lifo_hits: u64,
+    pub(crate) picks: u64,
     pub(crate) busy_ns: u64,
 }
 
@@ -26,6 +27,7 @@ pub(crate) struct Published {
     steals: AtomicU64,
     parks: AtomicU64,
     lifo_hits: AtomicU64,
+    picks: AtomicU64,
     busy_ns: AtomicU64,
 }
 
@@ -36,6 +38,7 @@ impl Published {
         self.steals.store(c.steals, Ordering::Relaxed);
         self.parks.store(c.parks, Ordering::Relaxed);
         self.lifo_hits.store(c.lifo_hits, Ordering::Relaxed);
+        self.picks.store(c.picks, Ordering::Relaxed);
         self.busy_ns.store(c.busy_ns, Ordering::Relaxed);
     }
 
@@ -45,6 +48,7 @@ impl Published {
             steals: self.steals.load(Ordering::Relaxed),
             parks: self.parks.load(Ordering::Relaxed),
             lifo_hits: self.lifo_hits.load(Ordering::Relaxed),
+            picks: self.picks.load(Ordering::Relaxed),
             busy_ns: self.busy_ns.load(Ordering::Relaxed),
         }
     }
