@@ -104,14 +104,11 @@ impl Drop for EnterGuard<'_> {
 /// other thread in a shard of the current runtime's foreign shards (the global runtime's if none).
 impl crate::time::Source for crate::time::Current {
     fn with_shard<R>(f: impl FnOnce(&Arc<crate::time::Shard>) -> R) -> R {
-        let mut f = Some(f);
-        let on_core = crate::worker::context::with_core(|core| {
-            core.map(|c| (f.take().unwrap())(c.shared.timers.shard(Some(c.idx), 0)))
-        });
-        if let Some(r) = on_core {
-            return r;
+        // A poll's lease names the core it runs on, claimed by a rescue or not: its shard, with
+        // no access to the core (a shard is a locked wheel; any thread may arm in it).
+        if let Some(remote) = crate::worker::context::lent_remote() {
+            return f(&remote.timer_shard);
         }
-        let f = f.take().unwrap();
         let hint = thread_hint();
         match current_handle() {
             Some(h) => f(h.shared.timers.shard(None, hint)),

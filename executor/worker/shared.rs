@@ -89,10 +89,13 @@ pub(crate) struct Remote {
     pub(crate) counts: Published,
     /// Where the core is lent to the poll running it, and where a rescue claims it (`lent`).
     pub(crate) lent: LentSlot<super::core::Core>,
+    /// The timer shard of this core: a task it polls arms its timers there, found through the
+    /// poll's lease with no access to the core (`time::Source for Current`).
+    pub(crate) timer_shard: Arc<crate::time::Shard>,
 }
 
 impl Remote {
-    fn new() -> Self {
+    fn new(timer_shard: Arc<crate::time::Shard>) -> Self {
         Remote {
             local: LocalQueue::new(),
             notified: AtomicBool::new(false),
@@ -102,6 +105,7 @@ impl Remote {
             serving: AtomicPtr::new(ptr::null_mut()),
             counts: Published::default(),
             lent: LentSlot::new(),
+            timer_shard,
         }
     }
 }
@@ -168,18 +172,24 @@ impl Host for Shared {
 impl Shared {
     pub(crate) fn new(config: Config, blocking: Arc<PoolOf>) -> Arc<Shared> {
         let n = config.workers;
-        Arc::new_cyclic(|me: &Weak<Shared>| Shared {
-            timers: Timers::new(n, me.clone()),
-            keeper: Keeper::new(),
-            cores: (0..n).map(|_| Remote::new()).collect(),
-            scheduler: Scheduler::new(n, config.quantum),
-            idle: Idle::new(n),
-            shutdown: AtomicBool::new(false),
-            config,
-            groups: GroupList::new(),
-            threads: Threads::new(),
-            monitor: Monitor::new(),
-            blocking,
+        Arc::new_cyclic(|me: &Weak<Shared>| {
+            let timers = Timers::new(n, me.clone());
+            let cores = (0..n)
+                .map(|i| Remote::new(timers.shard(Some(i), 0).clone()))
+                .collect();
+            Shared {
+                timers,
+                keeper: Keeper::new(),
+                cores,
+                scheduler: Scheduler::new(n, config.quantum),
+                idle: Idle::new(n),
+                shutdown: AtomicBool::new(false),
+                config,
+                groups: GroupList::new(),
+                threads: Threads::new(),
+                monitor: Monitor::new(),
+                blocking,
+            }
         })
     }
 
