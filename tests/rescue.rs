@@ -102,13 +102,20 @@ fn a_stuck_poll_with_nothing_waiting_is_left_alone() {
 
 /// A group stays listed after a worker took its last task, until the worker's next pick: a long
 /// poll of that task, with nothing else queued, is no stall behind which work waits.
+///
+/// Each next task is spawned only once the worker has parked. Otherwise it could arrive while the
+/// worker, preempted by the operating system right after the previous task completed, still shows
+/// that long poll's lease: a poll past the threshold with work waiting, which the monitor rightly
+/// rescues (CI saw it once, on a loaded machine).
 #[test]
 fn a_long_poll_of_the_only_task_is_not_rescued() {
     watchdog(60, || {
         let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
         for _ in 0..10 {
+            let parks = rt.metrics().workers[0].parks;
             rt.block_on(rt.spawn(async { spin(Duration::from_millis(20)) }))
                 .unwrap();
+            assert!(eventually(10, || rt.metrics().workers[0].parks > parks));
         }
         let m = rt.metrics();
         assert_eq!(m.rescues, 0, "{m}");
