@@ -10,10 +10,14 @@
 //! Every operation is O(1) but `process`, which is O(1) per entry it fires or cascades: arming and
 //! cancelling cost the same with a thousand or a million live timers.
 //!
-//! # Entries and keys
-//! Entries live in a slab and are linked into their slot's list by slab key (a doubly linked
-//! list, so cancelling unlinks in O(1)). A fired entry leaves its slot but keeps its key until its
-//! owner removes it: a key names one timer for the whole life of its owner, never a reused slot.
+//! # Entries, keys and slots
+//! Entries live in a slab; a key names one timer for the whole life of its owner, never a reused
+//! slot. A slot is an array of keys, and each entry records its index there, so cancelling is a
+//! swap-remove in O(1). Arrays rather than linked lists because of cascading: a slot of level 1
+//! holds every timer of 64 ticks, and re-placing thousands of entries by following a list is a
+//! chain of dependent cache misses, where reading keys from an array lets the processor fetch
+//! many entries at once. A fired entry leaves its slot but stays in the slab until its owner
+//! removes it.
 //!
 //! # Slack
 //! An entry has an earliest tick `at` (its deadline, never fired before) and a latest tick
@@ -29,17 +33,17 @@ use slab::Slab;
 
 const LEVELS: usize = 7;
 const SLOT_BITS: u32 = 6;
+const SLOTS: usize = 1 << SLOT_BITS;
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 /// The ticks one turn of the top level spans.
 const TOP_SPAN: u64 = 1 << (SLOT_BITS * LEVELS as u32);
-const NIL: u32 = u32::MAX;
 
 /// Where an entry is.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Place {
-    /// In the list of slot `slot` of level `level`.
-    Slot { level: u8, slot: u8 },
-    /// Fired: in no list, waiting for its owner to remove it.
+    /// At index `pos` of slot `slot` of level `level`.
+    Slot { level: u8, slot: u8, pos: u32 },
+    /// Fired: in no slot, waiting for its owner to remove it.
     Fired,
 }
 
@@ -48,8 +52,6 @@ struct Entry {
     latest: u64,
     waker: Option<Waker>,
     place: Place,
-    prev: u32,
-    next: u32,
 }
 
 /// What [`Wheel::poll`] found.
@@ -64,11 +66,13 @@ pub(crate) enum Polled {
 /// See the module docs.
 pub(crate) struct Wheel {
     entries: Slab<Entry>,
-    heads: [[u32; 64]; LEVELS],
+    /// The keys in each slot, level by level (`level * SLOTS + slot`).
+    slots: Box<[Vec<u32>]>,
+    /// Per level, a bit per non-empty slot.
     occupied: [u64; LEVELS],
     /// Ticks up to and including this one have been processed.
     elapsed: u64,
-    /// Linked entries with a slack window, by earliest tick.
+    /// Placed entries with a slack window, by earliest tick.
     slack: BTreeSet<(u64, u32)>,
     /// What one `process` fires, with each entry's earliest tick, sorted before the wakers are
     /// handed out (kept to reuse its allocation).
@@ -85,7 +89,7 @@ impl Wheel {
     pub(crate) fn new() -> Self {
         Wheel {
             entries: Slab::new(),
-            heads: [[NIL; 64]; LEVELS],
+            slots: (0..LEVELS * SLOTS).map(|_| Vec::new()).collect(),
             occupied: [0; LEVELS],
             elapsed: 0,
             slack: BTreeSet::new(),
@@ -98,7 +102,7 @@ impl Wheel {
         self.elapsed
     }
 
-    /// Entries alive (linked or fired and not yet removed).
+    /// Entries alive (placed, or fired and not yet removed).
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
@@ -111,11 +115,9 @@ impl Wheel {
             latest: latest.max(at),
             waker: Some(waker),
             place: Place::Fired,
-            prev: NIL,
-            next: NIL,
         });
         assert!(
-            key < NIL as usize,
+            key < u32::MAX as usize,
             "more than 4 billion live timers in one shard"
         );
         self.link(key as u32);
@@ -158,8 +160,8 @@ impl Wheel {
 
     /// Fires every timer whose latest tick is at most `now`, and every timer with a slack window
     /// whose earliest tick is; pushes their wakers to `out` in the order of their deadlines (a
-    /// late pass fires a higher level's slot whole, whose list is in arming order). Returns how
-    /// many fired.
+    /// late pass fires a higher level's slot whole, whose keys are in no particular order).
+    /// Returns how many fired.
     pub(crate) fn process(&mut self, now: u64, out: &mut Vec<Waker>) -> usize {
         let mut firing = std::mem::take(&mut self.firing);
         let mut fired = 0;
@@ -176,13 +178,11 @@ impl Wheel {
                 break;
             }
             self.elapsed = self.elapsed.max(start);
-            let mut k = std::mem::replace(&mut self.heads[level][slot], NIL);
+            let index = level * SLOTS + slot;
+            let mut keys = std::mem::take(&mut self.slots[index]);
             self.occupied[level] &= !(1 << slot);
-            while k != NIL {
+            for &k in &keys {
                 let e = &mut self.entries[k as usize];
-                let next = e.next;
-                e.prev = NIL;
-                e.next = NIL;
                 e.place = Place::Fired;
                 if e.latest > e.at {
                     self.slack.remove(&(e.at, k));
@@ -193,7 +193,11 @@ impl Wheel {
                 } else {
                     self.link(k);
                 }
-                k = next;
+            }
+            // Give the slot its allocation back unless a cascade refilled it meanwhile.
+            keys.clear();
+            if self.slots[index].is_empty() {
+                self.slots[index] = keys;
             }
         }
         self.elapsed = self.elapsed.max(now);
@@ -204,7 +208,7 @@ impl Wheel {
         fired
     }
 
-    /// The earliest latest tick of a linked entry, or `None` if nothing is linked: the tick at
+    /// The earliest latest tick of a placed entry, or `None` if nothing is placed: the tick at
     /// which [`process`](Self::process) must next run. Levels below the earliest occupied slot's
     /// are empty and every other slot starts after it ends, so the minimum is in that slot: a
     /// level-0 slot is one tick; a higher one is scanned (that happens once per gap between
@@ -214,17 +218,15 @@ impl Wheel {
         if level == 0 {
             return Some(start);
         }
-        let mut min = u64::MAX;
-        let mut k = self.heads[level][slot];
-        while k != NIL {
-            let e = &self.entries[k as usize];
-            min = min.min(e.latest);
-            k = e.next;
-        }
+        let min = self.slots[level * SLOTS + slot]
+            .iter()
+            .map(|&k| self.entries[k as usize].latest)
+            .min()
+            .unwrap_or(u64::MAX);
         Some(min.max(start))
     }
 
-    /// The earliest `at` among linked entries with a slack window.
+    /// The earliest `at` among placed entries with a slack window.
     pub(crate) fn first_slack(&self) -> Option<u64> {
         self.slack.first().map(|&(at, _)| at)
     }
@@ -267,6 +269,7 @@ impl Wheel {
         best
     }
 
+    /// Places entry `k` (in no slot) by its latest tick.
     fn link(&mut self, k: u32) {
         let elapsed = self.elapsed;
         let e = &mut self.entries[k as usize];
@@ -286,45 +289,36 @@ impl Wheel {
         }
         let level = level_for(elapsed, when);
         let slot = ((when >> (SLOT_BITS * level as u32)) & SLOT_MASK) as usize;
-        let head = self.heads[level][slot];
+        let keys = &mut self.slots[level * SLOTS + slot];
         e.place = Place::Slot {
             level: level as u8,
             slot: slot as u8,
+            pos: keys.len() as u32,
         };
-        e.prev = NIL;
-        e.next = head;
-        if head != NIL {
-            self.entries[head as usize].prev = k;
-        }
-        self.heads[level][slot] = k;
+        keys.push(k);
         self.occupied[level] |= 1 << slot;
     }
 
+    /// Takes entry `k` out of its slot, if it is in one.
     fn unlink(&mut self, k: u32) {
         let e = &mut self.entries[k as usize];
-        let Place::Slot { level, slot } = e.place else {
+        let Place::Slot { level, slot, pos } = e.place else {
             return;
         };
-        let (prev, next) = (e.prev, e.next);
+        e.place = Place::Fired;
         if e.latest > e.at {
             let at = e.at;
             self.slack.remove(&(at, k));
         }
-        let e = &mut self.entries[k as usize];
-        e.place = Place::Fired;
-        e.prev = NIL;
-        e.next = NIL;
         let (level, slot) = (level as usize, slot as usize);
-        if prev == NIL {
-            self.heads[level][slot] = next;
-            if next == NIL {
-                self.occupied[level] &= !(1 << slot);
+        let keys = &mut self.slots[level * SLOTS + slot];
+        keys.swap_remove(pos as usize);
+        if let Some(&moved) = keys.get(pos as usize) {
+            if let Place::Slot { pos: p, .. } = &mut self.entries[moved as usize].place {
+                *p = pos;
             }
-        } else {
-            self.entries[prev as usize].next = next;
-        }
-        if next != NIL {
-            self.entries[next as usize].prev = prev;
+        } else if keys.is_empty() {
+            self.occupied[level] &= !(1 << slot);
         }
     }
 }
@@ -473,6 +467,30 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    /// Cancelling swaps the slot's last key into the hole: the moved entry's index must follow,
+    /// or a later cancel removes the wrong key. Many entries in one slot, cancelled in a
+    /// scrambled order; the others still fire, and only they.
+    #[test]
+    fn cancelling_from_a_crowded_slot_keeps_the_others() {
+        let mut wheel = Wheel::new();
+        let keys: Vec<usize> = (0..200).map(|_| wheel.insert(10, 10, waker())).collect();
+        let mut rng = Rng(5);
+        let mut cancelled = std::collections::BTreeSet::new();
+        while cancelled.len() < 120 {
+            let k = keys[rng.next() as usize % keys.len()];
+            if cancelled.insert(k) {
+                wheel.remove(k);
+            }
+        }
+        let mut out = Vec::new();
+        assert_eq!(wheel.process(10, &mut out), 80);
+        for &k in keys.iter().filter(|k| !cancelled.contains(k)) {
+            assert!(wheel.is_fired(k));
+        }
+        assert_eq!(wheel.len(), 80);
+        assert_eq!(wheel.next_deadline(), None);
     }
 
     #[test]
