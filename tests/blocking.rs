@@ -436,6 +436,43 @@ fn block_in_place_twice_in_one_poll_and_outside_a_task() {
     });
 }
 
+/// The first `block_in_place` of a poll hands the core over and the thread takes it back only
+/// when the poll returns, so later calls in the same poll have nothing to hand over: one hand-off
+/// per poll, however many calls. (Taking the core back after each closure handed it over again at
+/// every call: about 30 hand-offs here.) Work the rest of the poll spawns still runs.
+#[test]
+fn block_in_place_hands_the_core_over_once_per_poll() {
+    for workers in [1, 2, 4] {
+        watchdog(30, move || {
+            let rt = rt(workers);
+            let before = rt.metrics().hand_offs;
+            let sum = rt.block_on(async {
+                rondo::spawn(async {
+                    let mut sum = 0;
+                    for i in 0..10 {
+                        sum += rondo::block_in_place(|| i);
+                        sum += rondo::block_in_place(|| 100);
+                        let after = rondo::spawn(async { 1000 });
+                        sum += rondo::block_in_place(|| 10_000);
+                        sum += after.await.unwrap();
+                    }
+                    sum
+                })
+                .await
+                .unwrap()
+            });
+            assert_eq!(sum, 45 + 10 * 11_100);
+            let hand_offs = rt.metrics().hand_offs - before;
+            // 10 polls hand over (the last `await` of each iteration may not even suspend, then
+            // the next iteration's calls find the core already away).
+            assert!(
+                (1..=10).contains(&hand_offs),
+                "{workers} workers: {hand_offs} hand-offs for 30 calls in at most 10 polls"
+            );
+        });
+    }
+}
+
 #[test]
 fn a_panic_in_block_in_place_fails_only_its_task() {
     watchdog(30, || {

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::shim::Ordering;
 use crate::worker::Shared;
 
 /// A snapshot of a runtime's counters, from [`Runtime::metrics`](crate::Runtime::metrics) or
@@ -48,6 +49,10 @@ pub struct RuntimeMetrics {
     /// Times a worker stuck in one poll had its queues handed to another thread (see
     /// [`Builder::stall_threshold`](crate::Builder::stall_threshold)).
     pub rescues: u64,
+    /// Times a thread handed its worker's queues to another thread before blocking, in
+    /// [`block_in_place`](crate::block_in_place) or a nested [`block_on`](crate::block_on) that
+    /// waits (at most once per poll for `block_in_place`).
+    pub hand_offs: u64,
     /// Times the stall monitor woke up; it does not while every worker is parked.
     pub monitor_wakeups: u64,
 }
@@ -112,6 +117,7 @@ impl RuntimeMetrics {
             timers_fired: shared.timers.fired(),
             timer_wakeups: shared.timers.wakeups(),
             rescues,
+            hand_offs: shared.hand_offs.load(Ordering::Relaxed),
             monitor_wakeups: shared.monitor.wakeups(),
         }
     }
@@ -228,6 +234,11 @@ impl RuntimeMetrics {
                 self.rescues,
             ),
             (
+                "rondo_hand_offs_total",
+                "Workers whose queues a thread handed to another before it blocked.",
+                self.hand_offs,
+            ),
+            (
                 "rondo_monitor_wakeups_total",
                 "Times the stall monitor woke up.",
                 self.monitor_wakeups,
@@ -268,7 +279,7 @@ impl fmt::Display for RuntimeMetrics {
         write!(
             f,
             "global queue {} · groups {} alive, {} runnable · threads {} ({} spare) · blocking threads {} \
-             · timers {} ({} fired in {} wakeups) · rescues {} · monitor wakeups {}",
+             · timers {} ({} fired in {} wakeups) · rescues {} · hand-offs {} · monitor wakeups {}",
             self.global_queue_depth,
             self.groups_alive,
             self.groups_runnable,
@@ -279,6 +290,7 @@ impl fmt::Display for RuntimeMetrics {
             self.timers_fired,
             self.timer_wakeups,
             self.rescues,
+            self.hand_offs,
             self.monitor_wakeups
         )
     }

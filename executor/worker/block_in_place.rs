@@ -3,21 +3,31 @@
 //! On a runtime thread that polls a task, the thread's core (its LIFO task first moved to the
 //! local queue, where idle workers may steal it) is handed to another thread with the hand-off
 //! protocol of `threads`, exactly as a waiting nested `block_on` does; then the closure runs on
-//! this thread, and afterwards the thread takes its core back if no thread took it yet. While the
-//! core is away, the thread is marked blocked, so shutdown does not wait for it.
+//! this thread. The thread takes its core back when the task's poll returns (`reclaim_deferred`,
+//! called by the worker loop), if no thread took it meanwhile; otherwise it becomes a spare. While
+//! the core is away, the thread is marked blocked, so shutdown does not wait for it.
 //!
-//! - A second call in the same poll, after the core was taken by another thread, finds the lent
-//!   slot empty and just runs its closure (nothing left to hand over). The same holds inside a
-//!   waiting nested `block_on`, and on any thread that holds no core.
+//! - The reclaim waits for the end of the poll, not of the closure, so that more calls in the
+//!   same poll are free: they find no core to hand over and just run their closures. The rest of
+//!   the poll runs without a core, so the tasks it wakes or spawns go to their groups' global
+//!   queues instead of this worker's LIFO slot. The same holds inside a waiting nested
+//!   `block_on`, and on any thread that holds no core.
 //! - If the runtime already runs its thread limit and no spare is idle, the core cannot be handed
 //!   over; the closure then runs with the core kept, as a blocking call in a task would.
 //! - Accounting: the task's group stays the current group throughout, and its metrics count the
-//!   task as usual. The hand-off ends the core's service segment, so the time the closure runs is
-//!   charged to no group (it is not worker time: the core serves other tasks meanwhile); after a
-//!   reclaim, the rest of the poll is charged to the task's group again.
+//!   task as usual. The hand-off ends the core's service segment, so the time from the hand-off to
+//!   the end of the poll is charged to no group (it is not worker time: the core serves other
+//!   tasks meanwhile).
+
+use std::cell::Cell;
 
 use super::block_on::HandedOff;
 use super::context;
+
+thread_local! {
+    /// The core this thread handed over in the current poll, to take back when the poll returns.
+    static DEFERRED: Cell<Option<HandedOff>> = const { Cell::new(None) };
+}
 
 /// Runs `f` on this thread; see the module docs.
 pub(crate) fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
@@ -26,14 +36,39 @@ pub(crate) fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
     };
     match HandedOff::hand_off(core) {
         Ok(handed) => {
-            // Reclaims even if `f` panics: the panic unwinds into the task's poll, which catches it.
-            let _reclaim = Reclaim(Some(handed));
+            let mut handed = Some(handed);
+            // A thread holding a core has no reclaim pending (it would hold none), so this
+            // replaces nothing.
+            let older = DEFERRED
+                .try_with(|d| d.replace(handed.take()))
+                .ok()
+                .flatten();
+            // Were it not so, the older core would still go to the thread its hand-off woke or
+            // started; only its reclaim would be lost.
+            debug_assert!(
+                older.is_none(),
+                "a reclaim was pending on a thread with a core"
+            );
+            drop(older);
+            // Thread teardown, where the cell is gone: take the core back after `f` (even if `f`
+            // panics; the panic unwinds into the task's poll, which catches it).
+            let _reclaim = Reclaim(handed);
             f()
         }
         Err(core) => {
             context::install(core);
             f()
         }
+    }
+}
+
+/// At the end of a poll, before the worker loop takes its core back: if the poll handed the core
+/// over in `block_in_place`, takes it back into this thread's lease when no thread took it yet
+/// (see the module docs).
+#[inline]
+pub(crate) fn reclaim_deferred() {
+    if let Ok(Some(handed)) = DEFERRED.try_with(Cell::take) {
+        handed.reclaim();
     }
 }
 

@@ -445,6 +445,7 @@ impl Core {
             let _budget = PollBudget::start();
             context::install(self);
             r.run();
+            super::block_in_place::reclaim_deferred();
             match context::take_after_poll() {
                 Ok(core) => Some(core),
                 Err(claimed) => {

@@ -10,7 +10,7 @@ use async_task::ScheduleInfo;
 use crate::fair::Scheduler;
 use crate::group::list::GroupList;
 use crate::group::{GroupInner, Host, HostBinding, Hosts, PanicHook};
-use crate::shim::{AtomicBool, AtomicPtr, Ordering, fence};
+use crate::shim::{AtomicBool, AtomicPtr, AtomicU64, Ordering, fence};
 use crate::task::Runnable;
 use crate::time::{Keeper, Lowered, TimerHost, Timers};
 
@@ -121,6 +121,9 @@ pub(crate) struct Shared {
     pub(crate) threads: Threads<Core>,
     /// The stall monitor's state (see `monitor`).
     pub(crate) monitor: Monitor,
+    /// Cores handed to another thread by `block_in_place` or a waiting nested `block_on` (a
+    /// statistic: relaxed).
+    pub(crate) hand_offs: AtomicU64,
     /// The runtime's blocking pool (see [`BlockingBinding`]).
     pub(crate) blocking: Arc<PoolOf>,
     pub(crate) timers: Timers,
@@ -188,6 +191,7 @@ impl Shared {
                 groups: GroupList::new(),
                 threads: Threads::new(),
                 monitor: Monitor::new(),
+                hand_offs: AtomicU64::new(0),
                 blocking,
             }
         })

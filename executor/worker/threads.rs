@@ -385,6 +385,7 @@ impl Threads<Core> {
         let shared = core.shared.clone();
         let default_group = core.default_group.clone();
         let placed = self.offer(core, shared.config.max_threads, || shared.is_shutdown())?;
+        shared.hand_offs.fetch_add(1, Ordering::Relaxed);
         start_if_needed(placed, &shared, &default_group);
         Ok(())
     }
