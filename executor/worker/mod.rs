@@ -11,7 +11,8 @@
 //! - `block_in_place`: running blocking code in a task's poll, with the core handed away first.
 //! - `context`: what a runtime thread knows about itself (its runtime, the core it polls with).
 //! - `lent`: the slot through which a poll reaches its core and a rescue claims it.
-//! - `monitor`: the stall monitor, which rescues a core whose poll is stuck while work waits.
+//! - `monitor`: the stall monitor, which rescues a core whose poll is stuck while work waits;
+//!   `os_thread`: whether a stuck poll's thread is blocked or only waiting for a CPU.
 //! - `metrics`: what each core counts for `Runtime::metrics`.
 //! - `reactor` (feature `io`): the worker loop inside `async_io::block_on`, so the keeper sleeps in
 //!   the I/O reactor and readiness wakes are dispatched on a worker thread.
@@ -27,6 +28,7 @@ pub(crate) mod lent;
 pub(crate) mod local;
 pub(crate) mod metrics;
 pub(crate) mod monitor;
+mod os_thread;
 pub(crate) mod parker;
 #[cfg(all(feature = "io", not(loom), not(miri)))]
 mod reactor;

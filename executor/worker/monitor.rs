@@ -10,6 +10,14 @@
 //! worker is stalled. A stalled core with nothing waiting is left alone (rescuing it would only add
 //! a thread); the monitor looks again at the next tick.
 //!
+//! A poll's thread may also have been preempted rather than stuck: on a machine with more busy
+//! threads than cores, the operating system lets it wait for a CPU for milliseconds. A rescue
+//! would not serve anything sooner (its thread would wait for the same CPUs), so when a poll is
+//! first seen spanning a tick the monitor samples its thread (`os_thread`), and at the threshold
+//! it rescues only if the thread is blocked now or ran on a CPU for at least half the time since;
+//! otherwise it looks again a short tick later (a CPU-bound poll is rescued once the kernel's
+//! accounting, which lags by up to one of its clock ticks, shows it running).
+//!
 //! # Rescue
 //! [`Threads::rescue`](super::threads::Threads::rescue) claims the core (`lent`, step 4: exactly
 //! one of the claim and the poll's own access wins), ends its service segment (the stuck poll's
@@ -42,6 +50,7 @@ use std::time::{Duration, Instant};
 use crate::shim::{AtomicBool, AtomicU64, Ordering};
 
 use super::lent::{generation, hint, is_lent};
+use super::os_thread::Sample;
 use super::parker::Parker;
 use super::shared::Shared;
 
@@ -97,6 +106,8 @@ pub(crate) fn start(shared: &Arc<Shared>) -> io::Result<thread::JoinHandle<()>> 
 struct Seen {
     generation: u64,
     since: Instant,
+    /// Its thread when the poll was first seen spanning a tick (`None`: not yet, or unknown).
+    thread: Option<Sample>,
 }
 
 fn run(shared: &Shared) {
@@ -109,7 +120,8 @@ fn run(shared: &Shared) {
     let mut seen = vec![
         Seen {
             generation: u64::MAX,
-            since: now
+            since: now,
+            thread: None,
         };
         shared.cores.len()
     ];
@@ -138,9 +150,26 @@ fn run(shared: &Shared) {
                 *s = Seen {
                     generation: generation(word),
                     since: now,
+                    thread: None,
                 };
             } else if is_lent(word) {
                 let due = s.since.checked_add(threshold).unwrap_or(now);
+                let tid = c.tid.load(Ordering::Relaxed);
+                let due = match s.thread {
+                    // The first tick this poll spans: the baseline.
+                    None => {
+                        s.thread = Sample::of(tid);
+                        due
+                    }
+                    // Preempted, not stuck: look again a short tick later.
+                    Some(earlier)
+                        if due <= now
+                            && Sample::of(tid).is_some_and(|t| t.preempted_since(&earlier)) =>
+                    {
+                        now + short
+                    }
+                    Some(_) => due,
+                };
                 if due <= now {
                     stalled.push((i, word));
                 } else {

@@ -10,7 +10,7 @@ use async_task::ScheduleInfo;
 use crate::fair::Scheduler;
 use crate::group::list::GroupList;
 use crate::group::{GroupInner, Host, HostBinding, Hosts, PanicHook};
-use crate::shim::{AtomicBool, AtomicPtr, AtomicU64, Ordering, fence};
+use crate::shim::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
 use crate::task::Runnable;
 use crate::time::{Keeper, Lowered, TimerHost, Timers};
 
@@ -92,6 +92,9 @@ pub(crate) struct Remote {
     /// The timer shard of this core: a task it polls arms its timers there, found through the
     /// poll's lease with no access to the core (`time::Source for Current`).
     pub(crate) timer_shard: Arc<crate::time::Shard>,
+    /// The kernel thread id of the thread running this core (0: unknown), for the stall
+    /// monitor's question to the operating system (`os_thread`).
+    pub(crate) tid: AtomicU32,
 }
 
 impl Remote {
@@ -106,6 +109,7 @@ impl Remote {
             counts: Published::default(),
             lent: LentSlot::new(),
             timer_shard,
+            tid: AtomicU32::new(0),
         }
     }
 }

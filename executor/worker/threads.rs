@@ -538,6 +538,7 @@ fn thread_main(
         blocked: blocked.clone(),
     });
     run_hook(shared.config.on_thread_start.as_ref());
+    let tid = super::os_thread::current_tid();
     let mut next = first;
     let mut coming = false;
     loop {
@@ -554,6 +555,7 @@ fn thread_main(
             },
         };
         shared.threads.running(core.idx);
+        shared.cores[core.idx].tid.store(tid, Ordering::Relaxed);
         #[cfg(all(feature = "io", not(loom), not(miri)))]
         let ran = super::reactor::run(core);
         #[cfg(not(all(feature = "io", not(loom), not(miri))))]
