@@ -23,8 +23,8 @@ use hyper::rt::{Executor, Timer};
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper::{Request, Response};
+use rondo::hyper::Io;
 use rondo::hyper::{GroupExecutor, RondoExecutor, RondoTimer};
-use smol_hyper::rt::FuturesIo;
 
 use common::watchdog;
 
@@ -52,7 +52,7 @@ fn serve(
             let (builder, done) = (builder.clone(), done.clone());
             rondo::spawn(async move {
                 let r = builder
-                    .serve_connection(FuturesIo::new(stream), service_fn(echo))
+                    .serve_connection(Io::new(stream), service_fn(echo))
                     .await;
                 let _ = done.send(r);
             });
@@ -65,7 +65,7 @@ fn serve(
 async fn connect(addr: SocketAddr) -> client_http1::SendRequest<Full<Bytes>> {
     let stream = Async::<TcpStream>::connect(addr).await.unwrap();
     let (send, conn) = client_http1::Builder::new()
-        .handshake(FuturesIo::new(stream))
+        .handshake(Io::new(stream))
         .await
         .unwrap();
     rondo::spawn(async move {
@@ -88,6 +88,32 @@ async fn post(
     assert_eq!(resp.status(), 200);
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
     String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+/// Bodies of a few megabytes cross `rondo::hyper::Io` in many reads, each at most one scratch
+/// buffer, both ways, intact.
+#[test]
+fn large_bodies_cross_the_io_adapter_intact() {
+    watchdog(60, || {
+        let rt = rondo::Runtime::builder().worker_threads(2).build().unwrap();
+        let (done, _outcomes) = mpsc::channel();
+        let addr = serve(
+            &rt,
+            http1::Builder::new().timer(RondoTimer::new()).clone(),
+            done,
+        );
+        rt.block_on(async move {
+            let mut send = connect(addr).await;
+            for size in [0usize, 1, 16 * 1024 + 3, 3 << 20] {
+                let body: String = (0..size)
+                    .map(|i| char::from(b'a' + (i * 7 % 26) as u8))
+                    .collect();
+                let reply = post(&mut send, "/big", body.clone()).await;
+                assert_eq!(reply.len(), 4 + size);
+                assert!(reply == format!("/big{body}"), "a {size}-byte body changed");
+            }
+        });
+    });
 }
 
 #[test]
@@ -303,7 +329,7 @@ fn http2_streams_run_where_the_executor_spawns_them() {
                 let (stream, _) = listener.accept().await.unwrap();
                 let pinned = pinned2.clone();
                 tenant2.spawn(async move {
-                    let io = FuturesIo::new(stream);
+                    let io = Io::new(stream);
                     let served = if round == 0 {
                         http2::Builder::new(RondoExecutor::new())
                             .timer(RondoTimer::new())
@@ -324,7 +350,7 @@ fn http2_streams_run_where_the_executor_spawns_them() {
                 let stream = Async::<TcpStream>::connect(addr).await.unwrap();
                 let (mut send, conn) = client_http2::Builder::new(RondoExecutor::new())
                     .timer(RondoTimer::new())
-                    .handshake(FuturesIo::new(stream))
+                    .handshake(Io::new(stream))
                     .await
                     .unwrap();
                 rondo::spawn(async move {

@@ -1,8 +1,8 @@
 //! hyper 1.x on rondo: an executor that spawns into the current group, one that spawns into a
-//! given [`Group`], and a timer on rondo's own [`time::Sleep`](crate::time::Sleep). Enabled by the
-//! `hyper` feature.
+//! given [`Group`], a timer on rondo's own [`time::Sleep`](crate::time::Sleep), and an adapter of
+//! `futures-io` streams to hyper's I/O traits. Enabled by the `hyper` feature.
 //!
-//! hyper leaves three things to its runtime, and this module supplies two of them:
+//! hyper leaves three things to its runtime, and this module supplies them:
 //!
 //! - **Spawning** ([`hyper::rt::Executor`]): [`RondoExecutor`] spawns into the group of the task
 //!   that calls it, as [`rondo::spawn`](crate::spawn) does, so the tasks hyper spawns for a
@@ -11,15 +11,14 @@
 //! - **Timers** ([`hyper::rt::Timer`]): [`RondoTimer`] hands out rondo sleeps, which arm in the
 //!   timing wheel of the worker polling them. hyper's `reset` moves the existing sleep instead of
 //!   allocating a new one.
-//! - **Sockets** ([`hyper::rt::Read`] and [`hyper::rt::Write`]) are not rondo's business: rondo has
-//!   no reactor of its own. Sockets from the `async-io` crate work in any runtime (async-io runs
-//!   its reactor on a thread of its own when no one else drives it), and the `smol-hyper` crate's
-//!   `smol_hyper::rt::FuturesIo` adapts any `futures-io` stream, such as
-//!   `async_io::Async<TcpStream>`, to hyper's I/O traits.
+//! - **Sockets** ([`hyper::rt::Read`] and [`hyper::rt::Write`]): rondo has no reactor of its own;
+//!   sockets come from the `async-io` crate, whose reactor rondo's idle workers drive (feature
+//!   `io`). [`Io`] adapts any `futures-io` stream, such as `async_io::Async<TcpStream>`, to
+//!   hyper's I/O traits, without zeroing hyper's read buffer before each read.
 //!
 //! # Serving connections
 //!
-//! Accept with `async_io::Async<TcpListener>`, wrap each stream in `FuturesIo`, and serve it with
+//! Accept with `async_io::Async<TcpListener>`, wrap each stream in [`Io`], and serve it with
 //! hyper's connection builder given a [`RondoTimer`] (and an executor where the protocol needs
 //! one, as HTTP/2 does), inside a rondo task. Spawn each connection into the group it should be
 //! charged to: with one group per tenant, one tenant's flood of requests shares the workers with
@@ -36,7 +35,7 @@
 //! use hyper::server::conn::http1;
 //! use hyper::service::service_fn;
 //! use hyper::{Request, Response};
-//! use smol_hyper::rt::FuturesIo;
+//! use rondo::hyper::Io;
 //!
 //! async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
 //!     Ok(Response::new(Full::new(Bytes::from("hello from rondo"))))
@@ -54,7 +53,7 @@
 //!         tenant.spawn(async move {
 //!             let served = http1::Builder::new()
 //!                 .timer(rondo::hyper::RondoTimer::new())
-//!                 .serve_connection(FuturesIo::new(stream), service_fn(hello))
+//!                 .serve_connection(Io::new(stream), service_fn(hello))
 //!                 .await;
 //!             served.unwrap();
 //!         });
@@ -71,8 +70,12 @@
 //! accept.abort();
 //! ```
 //!
-//! A client works the same way: `hyper::client::conn::http1::handshake` over a `FuturesIo` of an
+//! A client works the same way: `hyper::client::conn::http1::handshake` over an [`Io`] of an
 //! `Async<TcpStream>`, with the returned connection future spawned as a rondo task.
+
+mod io;
+
+pub use io::Io;
 
 use std::future::Future;
 use std::pin::Pin;
