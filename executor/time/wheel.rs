@@ -12,12 +12,13 @@
 //!
 //! # Entries, keys and slots
 //! Entries live in a slab; a key names one timer for the whole life of its owner, never a reused
-//! slot. A slot is an array of keys, and each entry records its index there, so cancelling is a
-//! swap-remove in O(1). Arrays rather than linked lists because of cascading: a slot of level 1
-//! holds every timer of 64 ticks, and re-placing thousands of entries by following a list is a
-//! chain of dependent cache misses, where reading keys from an array lets the processor fetch
-//! many entries at once. A fired entry leaves its slot but stays in the slab until its owner
-//! removes it.
+//! slot. A slot is an array of keys ([`Keys`]), and each entry records its index there, so
+//! cancelling is a swap-remove in O(1). Arrays rather than linked lists because of cascading: a
+//! slot of level 1 holds every timer of 64 ticks, and re-placing thousands of entries by following
+//! a list is a chain of dependent cache misses, where reading keys from an array lets the
+//! processor fetch many entries at once. The array grows in fixed chunks, never by copying, so
+//! arming into a slot of a million timers costs what arming into an empty one does. A fired entry
+//! leaves its slot but stays in the slab until its owner removes it.
 //!
 //! # Slack
 //! An entry has an earliest tick `at` (its deadline, never fired before) and a latest tick
@@ -67,7 +68,7 @@ pub(crate) enum Polled {
 pub(crate) struct Wheel {
     entries: Slab<Entry>,
     /// The keys in each slot, level by level (`level * SLOTS + slot`).
-    slots: Box<[Vec<u32>]>,
+    slots: Box<[Keys]>,
     /// Per level, a bit per non-empty slot.
     occupied: [u64; LEVELS],
     /// Ticks up to and including this one have been processed.
@@ -89,7 +90,7 @@ impl Wheel {
     pub(crate) fn new() -> Self {
         Wheel {
             entries: Slab::new(),
-            slots: (0..LEVELS * SLOTS).map(|_| Vec::new()).collect(),
+            slots: (0..LEVELS * SLOTS).map(|_| Keys::default()).collect(),
             occupied: [0; LEVELS],
             elapsed: 0,
             slack: BTreeSet::new(),
@@ -181,7 +182,7 @@ impl Wheel {
             let index = level * SLOTS + slot;
             let mut keys = std::mem::take(&mut self.slots[index]);
             self.occupied[level] &= !(1 << slot);
-            for &k in &keys {
+            for k in keys.iter() {
                 let e = &mut self.entries[k as usize];
                 e.place = Place::Fired;
                 if e.latest > e.at {
@@ -220,7 +221,7 @@ impl Wheel {
         }
         let min = self.slots[level * SLOTS + slot]
             .iter()
-            .map(|&k| self.entries[k as usize].latest)
+            .map(|k| self.entries[k as usize].latest)
             .min()
             .unwrap_or(u64::MAX);
         Some(min.max(start))
@@ -289,13 +290,11 @@ impl Wheel {
         }
         let level = level_for(elapsed, when);
         let slot = ((when >> (SLOT_BITS * level as u32)) & SLOT_MASK) as usize;
-        let keys = &mut self.slots[level * SLOTS + slot];
         e.place = Place::Slot {
             level: level as u8,
             slot: slot as u8,
-            pos: keys.len() as u32,
+            pos: self.slots[level * SLOTS + slot].push(k),
         };
-        keys.push(k);
         self.occupied[level] |= 1 << slot;
     }
 
@@ -312,14 +311,71 @@ impl Wheel {
         }
         let (level, slot) = (level as usize, slot as usize);
         let keys = &mut self.slots[level * SLOTS + slot];
-        keys.swap_remove(pos as usize);
-        if let Some(&moved) = keys.get(pos as usize) {
+        if let Some(moved) = keys.swap_remove(pos) {
             if let Place::Slot { pos: p, .. } = &mut self.entries[moved as usize].place {
                 *p = pos;
             }
         } else if keys.is_empty() {
             self.occupied[level] &= !(1 << slot);
         }
+    }
+}
+
+/// Keys per chunk of a slot's array.
+const CHUNK: usize = 512;
+/// Chunks an emptied slot keeps for its next timers; the others are freed.
+const KEPT_CHUNKS: usize = 2;
+
+/// A slot's keys: an array grown chunk by chunk (see the module docs).
+#[derive(Default)]
+struct Keys {
+    // Boxed: growing the outer vector moves pointers, never the keys.
+    #[allow(clippy::vec_box)]
+    chunks: Vec<Box<[u32; CHUNK]>>,
+    len: usize,
+}
+
+impl Keys {
+    /// Appends `k`; returns its index.
+    fn push(&mut self, k: u32) -> u32 {
+        let (c, i) = (self.len / CHUNK, self.len % CHUNK);
+        if c == self.chunks.len() {
+            self.chunks.push(Box::new([0; CHUNK]));
+        }
+        self.chunks[c][i] = k;
+        self.len += 1;
+        // A wheel holds fewer than 2^32 entries (`insert` checks).
+        (self.len - 1) as u32
+    }
+
+    /// Removes the key at `pos` by moving the last key there; returns the moved key, if one moved.
+    fn swap_remove(&mut self, pos: u32) -> Option<u32> {
+        let pos = pos as usize;
+        debug_assert!(pos < self.len);
+        self.len -= 1;
+        let last = self.chunks[self.len / CHUNK][self.len % CHUNK];
+        if pos == self.len {
+            return None;
+        }
+        self.chunks[pos / CHUNK][pos % CHUNK] = last;
+        Some(last)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.chunks
+            .iter()
+            .flat_map(|c| c.iter().copied())
+            .take(self.len)
+    }
+
+    /// Empties the array, keeping a few chunks for reuse.
+    fn clear(&mut self) {
+        self.len = 0;
+        self.chunks.truncate(KEPT_CHUNKS);
     }
 }
 
@@ -470,15 +526,15 @@ mod tests {
     }
 
     /// Cancelling swaps the slot's last key into the hole: the moved entry's index must follow,
-    /// or a later cancel removes the wrong key. Many entries in one slot, cancelled in a
-    /// scrambled order; the others still fire, and only they.
+    /// or a later cancel removes the wrong key. Entries over several chunks of one slot,
+    /// cancelled in a scrambled order; the others still fire, and only they.
     #[test]
     fn cancelling_from_a_crowded_slot_keeps_the_others() {
         let mut wheel = Wheel::new();
-        let keys: Vec<usize> = (0..200).map(|_| wheel.insert(10, 10, waker())).collect();
+        let keys: Vec<usize> = (0..1300).map(|_| wheel.insert(10, 10, waker())).collect();
         let mut rng = Rng(5);
         let mut cancelled = std::collections::BTreeSet::new();
-        while cancelled.len() < 120 {
+        while cancelled.len() < 1220 {
             let k = keys[rng.next() as usize % keys.len()];
             if cancelled.insert(k) {
                 wheel.remove(k);
@@ -490,6 +546,10 @@ mod tests {
             assert!(wheel.is_fired(k));
         }
         assert_eq!(wheel.len(), 80);
+        // The emptied slot's array serves again.
+        let k = wheel.insert(20, 20, waker());
+        assert_eq!(wheel.process(20, &mut out), 1);
+        assert!(wheel.is_fired(k));
         assert_eq!(wheel.next_deadline(), None);
     }
 
