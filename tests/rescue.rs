@@ -102,18 +102,18 @@ fn a_stuck_poll_with_nothing_waiting_is_left_alone() {
 
 /// A thread that waits for a CPU is not stuck: when more threads are busy than there are cores,
 /// the operating system preempts a worker in the middle of a poll for milliseconds, and a rescue
-/// thread would only wait for the same CPUs. Here a poll spins among three busy threads per core,
-/// for 30 ms with nothing waiting (the operating system may let the worker run at first, as it
-/// had slept), then 60 ms with a task waiting in the LIFO slot behind it: the worker runs a
-/// fraction of that time, and the monitor leaves it alone (it rescued it before it asked the
-/// operating system).
+/// thread would only wait for the same CPUs. Here a poll spins among four busy threads per core,
+/// for 100 ms with nothing waiting (the operating system lets the worker run at first, as it had
+/// slept: this dilutes that start), then 60 ms with a task waiting in the LIFO slot behind it: the
+/// worker runs about a fifth of that time, and the monitor leaves it alone (it rescued it before
+/// it asked the operating system).
 #[cfg(target_os = "linux")]
 #[test]
 fn a_poll_preempted_by_the_operating_system_is_not_rescued() {
     watchdog(60, || {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         let stop = Arc::new(AtomicBool::new(false));
-        let hogs: Vec<_> = (0..3 * cores)
+        let hogs: Vec<_> = (0..4 * cores)
             .map(|_| {
                 let stop = stop.clone();
                 std::thread::spawn(move || {
@@ -125,7 +125,7 @@ fn a_poll_preempted_by_the_operating_system_is_not_rescued() {
             .collect();
         let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
         rt.block_on(rt.spawn(async {
-            spin(Duration::from_millis(30));
+            spin(Duration::from_millis(100));
             let waiting = rondo::spawn(async {});
             spin(Duration::from_millis(60));
             waiting.await.unwrap();
