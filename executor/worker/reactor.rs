@@ -34,6 +34,17 @@
 //! the keeper of another runtime parks in its parker with a timeout at its deadline, as without
 //! the feature, and takes the flag at a later park if it is free.
 //!
+//! # Keeping the reactor
+//! async-io's fallback thread exists as long as any `block_on` does (so always, with this
+//! feature). It polls the reactor's tick counter with a back-off from 50 µs to 10 ms and, once
+//! the tick has not moved for about 10 ms, blocks on the reactor's lock; it then takes the reactor
+//! the moment the keeper leaves it to run what a readiness event woke, and dispatches the next
+//! event from outside the runtime, which costs that request a second thread wake-up (async-io
+//! 2.6, `driver.rs`). So while I/O is recent (a readiness wake claimed the keeper within the last
+//! second), the keeper wakes at least every 8 ms: each wake is a reactor pass, which moves the
+//! tick, and the fallback thread keeps backing off instead of queueing for the lock. An idle
+//! runtime (no I/O for a second) sleeps without a timeout again.
+//!
 //! # Where readiness wakes go
 //! The wakes a reactor pass dispatches run on the keeper's thread, between two polls of its loop,
 //! where it holds no lent core: the tasks go to their groups' global queues. While the keeper
@@ -57,7 +68,7 @@ use std::pin::Pin;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_io::Timer;
 
@@ -73,6 +84,24 @@ thread_local! {
     /// The runtime and core index of the keeper waiting in the reactor on this thread (see the
     /// module docs); null while the thread runs its loop.
     static REACTING: Cell<(*const Shared, usize)> = const { Cell::new((ptr::null(), 0)) };
+}
+
+/// How long the keeper keeps waking at least every [`REACTOR_TICK`] after a readiness wake (see
+/// the module docs, *Keeping the reactor*).
+const IO_RECENT: Duration = Duration::from_secs(1);
+/// The longest the keeper waits in the reactor while I/O is recent.
+const REACTOR_TICK: Duration = Duration::from_millis(8);
+
+/// A readiness wake claimed the keeper (on the keeper's thread, from the reactor's dispatch).
+pub(crate) fn note_io(shared: &Shared) {
+    let tick = shared.timers.now_tick(Instant::now());
+    shared.io_seen.store(tick, Ordering::Relaxed);
+}
+
+/// Whether a readiness wake claimed the keeper within [`IO_RECENT`] of `now`.
+fn io_recent(shared: &Shared, now: Instant) -> bool {
+    let seen = shared.io_seen.load(Ordering::Relaxed);
+    seen != 0 && shared.timers.instant_of(seen) + IO_RECENT > now
 }
 
 /// The core this thread keeps in the reactor for `shared`, if it is waiting there now: a wake on
@@ -194,6 +223,14 @@ impl Parking {
                         }
                         continue;
                     }
+                    // While I/O is recent, wake at least every `REACTOR_TICK` (see the module docs).
+                    let now = Instant::now();
+                    let deadline = if io_recent(&core.shared, now) {
+                        let tick = now + REACTOR_TICK;
+                        Some(deadline.map_or(tick, |d| d.min(tick)))
+                    } else {
+                        deadline
+                    };
                     if let Some(at) = deadline {
                         let timer = match &mut self.timer {
                             Some((t, timer)) if *t == at => timer,

@@ -133,6 +133,9 @@ pub(crate) struct Shared {
     pub(crate) timers: Timers,
     /// The parked core that sleeps until the earliest timer (see `time::keeper`).
     pub(crate) keeper: Keeper,
+    /// The timer tick at which a readiness wake last claimed the keeper (see `reactor`).
+    #[cfg(all(feature = "io", not(loom), not(miri)))]
+    pub(crate) io_seen: AtomicU64,
 }
 
 impl TimerHost for Shared {
@@ -187,6 +190,8 @@ impl Shared {
             Shared {
                 timers,
                 keeper: Keeper::new(),
+                #[cfg(all(feature = "io", not(loom), not(miri)))]
+                io_seen: AtomicU64::new(0),
                 cores,
                 scheduler: Scheduler::new(n, config.quantum),
                 idle: Idle::new(n),
@@ -226,6 +231,7 @@ impl Shared {
                     mark(i);
                 };
                 if self.idle.claim(idx, claim) {
+                    super::reactor::note_io(self);
                     self.cores[idx].parker.unpark();
                     return;
                 }
