@@ -4,8 +4,9 @@
 //! local queue, where idle workers may steal it) is handed to another thread with the hand-off
 //! protocol of `threads`, exactly as a waiting nested `block_on` does; then the closure runs on
 //! this thread. The thread takes its core back when the task's poll returns (`reclaim_deferred`,
-//! called by the worker loop), if no thread took it meanwhile; otherwise it becomes a spare. While
-//! the core is away, the thread is marked blocked, so shutdown does not wait for it.
+//! called by the worker loop when it finds the poll's lease gone), if no thread took it
+//! meanwhile; otherwise it becomes a spare. While the core is away, the thread is marked
+//! blocked, so shutdown does not wait for it.
 //!
 //! - The reclaim waits for the end of the poll, not of the closure, so that more calls in the
 //!   same poll are free: they find no core to hand over and just run their closures. The rest of
@@ -62,13 +63,16 @@ pub(crate) fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
     }
 }
 
-/// At the end of a poll, before the worker loop takes its core back: if the poll handed the core
-/// over in `block_in_place`, takes it back into this thread's lease when no thread took it yet
-/// (see the module docs).
-#[inline]
-pub(crate) fn reclaim_deferred() {
-    if let Ok(Some(handed)) = DEFERRED.try_with(Cell::take) {
-        handed.reclaim();
+/// At the end of a poll that left this thread without its core: if the poll handed the core over
+/// in `block_in_place`, takes it back into this thread's lease when no thread took it yet (see the
+/// module docs). True if a hand-off was pending (whether or not the core came back).
+pub(crate) fn reclaim_deferred() -> bool {
+    match DEFERRED.try_with(Cell::take) {
+        Ok(Some(handed)) => {
+            handed.reclaim();
+            true
+        }
+        _ => false,
     }
 }
 

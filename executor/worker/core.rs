@@ -445,8 +445,15 @@ impl Core {
             let _budget = PollBudget::start();
             context::install(self);
             r.run();
-            super::block_in_place::reclaim_deferred();
-            match context::take_after_poll() {
+            // A `block_in_place` in this poll handed the core over (so the lease is gone) and left
+            // its reclaim for now: take the core back if no thread took it. Off the hot path.
+            let taken = match context::take_after_poll() {
+                Err(false) if super::block_in_place::reclaim_deferred() => {
+                    context::take_after_poll()
+                }
+                taken => taken,
+            };
+            match taken {
                 Ok(core) => Some(core),
                 Err(claimed) => {
                     // A rescue took the core while the poll was stuck; the segment it ended
