@@ -91,13 +91,15 @@ fn main() {
     println!();
     println!(
         "spawn_many_*: {} empty tasks; yield_many: {} tasks × {} yields; ping_pong: {} pairs × {} \
-         round trips over futures::channel::mpsc::channel(1); chained_spawn: {} hops.",
+         round trips over futures::channel::mpsc::channel(1); chained_spawn: {} hops; \
+         spawn_yield_once: {} tasks that yield once.",
         common::SPAWN_MANY,
         common::YIELD_TASKS,
         common::YIELDS_PER_TASK,
         common::PING_PONG_PAIRS,
         common::ROUND_TRIPS,
-        common::CHAIN_LEN
+        common::CHAIN_LEN,
+        common::SPAWN_MANY
     );
     println!("total time {:.1} s", started.elapsed().as_secs_f64());
 }

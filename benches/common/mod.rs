@@ -310,15 +310,17 @@ pub enum Workload {
     YieldMany,
     PingPong,
     ChainedSpawn,
+    SpawnYieldOnce,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 6] = [
         Workload::SpawnManyRemote,
         Workload::SpawnManyLocal,
         Workload::YieldMany,
         Workload::PingPong,
         Workload::ChainedSpawn,
+        Workload::SpawnYieldOnce,
     ];
 
     pub fn name(self) -> &'static str {
@@ -328,13 +330,16 @@ impl Workload {
             Workload::YieldMany => "yield_many",
             Workload::PingPong => "ping_pong",
             Workload::ChainedSpawn => "chained_spawn",
+            Workload::SpawnYieldOnce => "spawn_yield_once",
         }
     }
 
     /// What one operation is, for the table.
     pub fn unit(self) -> &'static str {
         match self {
-            Workload::SpawnManyRemote | Workload::SpawnManyLocal => "task",
+            Workload::SpawnManyRemote | Workload::SpawnManyLocal | Workload::SpawnYieldOnce => {
+                "task"
+            }
             Workload::YieldMany => "yield",
             Workload::PingPong => "round trip",
             Workload::ChainedSpawn => "hop",
@@ -344,7 +349,9 @@ impl Workload {
     /// Operations per run.
     pub fn ops(self) -> usize {
         match self {
-            Workload::SpawnManyRemote | Workload::SpawnManyLocal => SPAWN_MANY,
+            Workload::SpawnManyRemote | Workload::SpawnManyLocal | Workload::SpawnYieldOnce => {
+                SPAWN_MANY
+            }
             Workload::YieldMany => YIELD_TASKS * YIELDS_PER_TASK,
             Workload::PingPong => PING_PONG_PAIRS * ROUND_TRIPS,
             Workload::ChainedSpawn => CHAIN_LEN,
@@ -359,6 +366,7 @@ impl Workload {
             Workload::YieldMany => yield_many(sp).await,
             Workload::PingPong => ping_pong(sp).await,
             Workload::ChainedSpawn => chained_spawn(sp).await,
+            Workload::SpawnYieldOnce => spawn_yield_once(sp).await,
         }
     }
 }
@@ -407,6 +415,26 @@ pub async fn spawn_many_local<S: Spawner>(sp: S) -> Duration {
         for _ in 0..SPAWN_MANY {
             let c = count.clone();
             inner.spawn_detached(async move { c.tick() });
+        }
+    });
+    done.await.expect("countdown dropped");
+    start.elapsed()
+}
+
+/// 10,000 tasks spawned from inside one task, each yielding once before it finishes: the
+/// lifecycle of a short task that waits once (a request, a timeout), as opposed to
+/// `spawn_many_local`'s tasks, which finish in their first poll.
+pub async fn spawn_yield_once<S: Spawner>(sp: S) -> Duration {
+    let (count, done) = Countdown::new(SPAWN_MANY);
+    let start = Instant::now();
+    let inner = sp.clone();
+    sp.spawn_detached(async move {
+        for _ in 0..SPAWN_MANY {
+            let c = count.clone();
+            inner.spawn_detached(async move {
+                S::yield_now().await;
+                c.tick()
+            });
         }
     });
     done.await.expect("countdown dropped");
