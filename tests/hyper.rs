@@ -346,7 +346,7 @@ fn http2_streams_run_where_the_executor_spawns_them() {
             }
         });
         for expected in ["tenant", "pinned"] {
-            let names = rt.block_on(rondo::spawn(async move {
+            let names = rt.block_on(rt.spawn(async move {
                 let stream = Async::<TcpStream>::connect(addr).await.unwrap();
                 let (mut send, conn) = client_http2::Builder::new(RondoExecutor::new())
                     .timer(RondoTimer::new())
