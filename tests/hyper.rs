@@ -90,18 +90,24 @@ async fn post(
     String::from_utf8(bytes.to_vec()).unwrap()
 }
 
+/// A 2-worker runtime serving HTTP/1.1 echo (with rondo's timer) on loopback.
+fn rt_serving_http1() -> (rondo::Runtime, SocketAddr) {
+    let rt = rondo::Runtime::builder().worker_threads(2).build().unwrap();
+    let (done, _outcomes) = mpsc::channel();
+    let addr = serve(
+        &rt,
+        http1::Builder::new().timer(RondoTimer::new()).clone(),
+        done,
+    );
+    (rt, addr)
+}
+
 /// Bodies of a few megabytes cross `rondo::hyper::Io` in many reads, each at most one scratch
 /// buffer, both ways, intact.
 #[test]
 fn large_bodies_cross_the_io_adapter_intact() {
     watchdog(60, || {
-        let rt = rondo::Runtime::builder().worker_threads(2).build().unwrap();
-        let (done, _outcomes) = mpsc::channel();
-        let addr = serve(
-            &rt,
-            http1::Builder::new().timer(RondoTimer::new()).clone(),
-            done,
-        );
+        let (rt, addr) = rt_serving_http1();
         rt.block_on(async move {
             let mut send = connect(addr).await;
             for size in [0usize, 1, 16 * 1024 + 3, 3 << 20] {
@@ -119,13 +125,7 @@ fn large_bodies_cross_the_io_adapter_intact() {
 #[test]
 fn http1_server_and_client_on_rondo() {
     watchdog(60, || {
-        let rt = rondo::Runtime::builder().worker_threads(2).build().unwrap();
-        let (done, _outcomes) = mpsc::channel();
-        let addr = serve(
-            &rt,
-            http1::Builder::new().timer(RondoTimer::new()).clone(),
-            done,
-        );
+        let (rt, addr) = rt_serving_http1();
         // 8 keep-alive connections, 50 requests each, all in flight at once.
         let clients: Vec<_> = (0..8)
             .map(|c| {

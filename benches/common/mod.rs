@@ -406,39 +406,39 @@ impl Countdown {
     }
 }
 
-/// 10,000 empty tasks spawned from inside one task; the last to finish signals.
-pub async fn spawn_many_local<S: Spawner>(sp: S) -> Duration {
+/// Spawns `SPAWN_MANY` tasks made by `task` from inside one task; returns when the last of them
+/// ticks the countdown it was given.
+async fn spawn_many_from_a_task<S, F>(sp: S, task: fn(Arc<Countdown>) -> F) -> Duration
+where
+    S: Spawner,
+    F: Future<Output = ()> + Send + 'static,
+{
     let (count, done) = Countdown::new(SPAWN_MANY);
     let start = Instant::now();
     let inner = sp.clone();
     sp.spawn_detached(async move {
         for _ in 0..SPAWN_MANY {
-            let c = count.clone();
-            inner.spawn_detached(async move { c.tick() });
+            inner.spawn_detached(task(count.clone()));
         }
     });
     done.await.expect("countdown dropped");
     start.elapsed()
 }
 
+/// 10,000 empty tasks spawned from inside one task; the last to finish signals.
+pub async fn spawn_many_local<S: Spawner>(sp: S) -> Duration {
+    spawn_many_from_a_task(sp, |c| async move { c.tick() }).await
+}
+
 /// 10,000 tasks spawned from inside one task, each yielding once before it finishes: the
 /// lifecycle of a short task that waits once (a request, a timeout), as opposed to
 /// `spawn_many_local`'s tasks, which finish in their first poll.
 pub async fn spawn_yield_once<S: Spawner>(sp: S) -> Duration {
-    let (count, done) = Countdown::new(SPAWN_MANY);
-    let start = Instant::now();
-    let inner = sp.clone();
-    sp.spawn_detached(async move {
-        for _ in 0..SPAWN_MANY {
-            let c = count.clone();
-            inner.spawn_detached(async move {
-                S::yield_now().await;
-                c.tick()
-            });
-        }
-    });
-    done.await.expect("countdown dropped");
-    start.elapsed()
+    spawn_many_from_a_task(sp, |c| async move {
+        S::yield_now().await;
+        c.tick()
+    })
+    .await
 }
 
 /// 200 tasks × 1,000 yields, spawned from the `block_on` thread, all awaited.
