@@ -417,6 +417,39 @@ fn barging_lock_reader_and_writer_race_release() {
     });
 }
 
+/// Under loom a barging bound counts the line's clock reads, not nanoseconds (see `Stamp` in
+/// `executor/sync/waiters.rs`): with three, two readers that queued and were woken by one release
+/// are still young at that release (two reads after the first joined) and past the bound at their
+/// retry.
+const THREE_READS: Duration = Duration::from_nanos(3);
+
+/// Two readers are woken together, and a newcomer writer barges in before they poll. While they are
+/// on their way, that writer's release skips the line (`NOTIFIED`); the reader that finds it still
+/// holding and has waited past the bound switches the lock to hand-off in the same step, so the
+/// release cannot slip by between them and leave the lock free in hand-off mode with nobody served.
+///
+/// Explored with at most three preemptions, within which loom finds the lost wake-up it guards
+/// against in seconds; the unbounded exploration takes about ten minutes.
+#[test]
+fn barging_lock_woken_readers_race_a_barging_writer() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| {
+        let d = Data::barging(THREE_READS);
+        let held = d.lock.try_exclusive().unwrap();
+        let a = spawn_reader(&d);
+        let b = spawn_reader(&d);
+        drop(held);
+        if let Some(g) = d.lock.try_exclusive() {
+            d.write();
+            drop(g);
+        }
+        a.join().unwrap();
+        b.join().unwrap();
+        assert!(d.lock.try_exclusive().is_some(), "lock leaked");
+    });
+}
+
 /// A woken waiter is dropped in a race with the release that woke it: its wake must pass to the
 /// waiter behind it.
 #[test]

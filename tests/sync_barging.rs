@@ -153,6 +153,36 @@ fn readers_past_the_bound_are_admitted_before_a_newcomer_writer() {
     assert!(lock.try_exclusive().is_some());
 }
 
+/// Two readers are woken together and a newcomer writer takes the lock before either ran. The first
+/// reader's retry fails; the writer's release, made while the second is still on its way, wakes
+/// nobody. The second reader then takes the lock and wakes the first to share it, instead of leaving
+/// it waiting until its own release.
+#[test]
+fn woken_readers_overtaken_by_a_writer_still_share() {
+    let lock = AsyncOneManyLock::with_barging(0u32, NEVER);
+    let w0 = lock.try_exclusive().unwrap();
+    let mut r1 = Probe::new(lock.shared());
+    let mut r2 = Probe::new(lock.shared());
+    r1.pending();
+    r2.pending();
+    drop(w0);
+    assert_eq!((r1.wakes(), r2.wakes()), (1, 1));
+    let writer = lock.try_exclusive().expect("a newcomer writer may barge");
+    r1.pending();
+    drop(writer);
+    assert_eq!((r1.wakes(), r2.wakes()), (1, 1), "r2 is on its way");
+    let g2 = r2.ready();
+    assert_eq!(
+        r1.wakes(),
+        2,
+        "the reader that took the lock woke the other"
+    );
+    let g1 = r1.ready();
+    assert!(lock.try_exclusive().is_none());
+    drop((g1, g2));
+    assert!(lock.try_exclusive().is_some(), "lock leaked");
+}
+
 #[test]
 fn a_cancelled_woken_waiter_passes_the_wake_on() {
     let lock = AsyncOneManyLock::with_barging((), NEVER);

@@ -8,8 +8,8 @@
 //!
 //! **State word.** Each primitive keeps one `AtomicUsize`. For the lock: bit 0 = a writer holds it,
 //! bit 1 = `QUEUED` (the waiter line is non-empty), bit 2 = `HANDOFF` (see below), bit 3 =
-//! `W_WAITING` (a writer is in the line), bit 4 = an upgradable hold exists, bits 5.. = the number of
-//! shared holds (plain and upgradable). For the semaphore: bit 0 = closed, bit 1 = `QUEUED`, bit 2 =
+//! `W_WAITING` (a writer is in the line), bit 4 = an upgradable hold exists, bit 5 = `NOTIFIED` (see
+//! below), bits 6.. = the number of shared holds (plain and upgradable). For the semaphore: bit 0 = closed, bit 1 = `QUEUED`, bit 2 =
 //! `HANDOFF`, bits 3.. = free permits. An uncontended acquire is a single compare-and-swap on this
 //! word (the lock's first guess is "free", so no load precedes it); it completes on the future's
 //! first poll, allocates nothing and never touches the line. An uncontended release of the lock is
@@ -43,11 +43,22 @@
 //!   when polled; if it was overtaken it goes back to `Waiting` *in its old place*, and the next
 //!   release notifies it again (a notified waiter is never notified twice, so one release wakes one
 //!   writer, and the semaphore's wakes never promise more permits than are free). Whenever
-//!   `dispatch` or a failed retry finds that the head has waited `bound` or longer, it sets `HANDOFF`:
-//!   from then on releases hand off directly and newcomers queue, until the head is younger than
-//!   `bound` again. While `HANDOFF` is clear and anyone waits, the release itself happens under the
-//!   mutex, after the head's wait was checked, so a waiter past the bound is handed the resource by
-//!   the very next release, before any newcomer.
+//!   `dispatch` or a failed retry finds that the head has waited `bound` or longer, it sets `HANDOFF`
+//!   (a failed retry in the same CAS that finds the resource taken, so the taker's release serves
+//!   the line): from then on releases hand off directly and newcomers queue, until the head is
+//!   younger than `bound` again. While `HANDOFF` is clear and anyone waits, the release itself
+//!   happens under the mutex, after the head's wait was checked, so a waiter past the bound is
+//!   handed the resource by the very next release, before any newcomer.
+//! - *The lock's woken waiters on their way* (`NOTIFIED`, barging lock only, after Go's
+//!   `mutexWoken`). While a notified waiter has not polled yet, a release need not serve the line:
+//!   that waiter will look at the lock under the mutex anyway. So a release that sees `NOTIFIED`
+//!   without `HANDOFF` frees the lock with one CAS, like an uncontended one; without this, every
+//!   release during a woken task's wake-up latency (tens of microseconds when its thread was
+//!   asleep) took the mutex. The last notified waiter to poll clears the bit *in the same CAS* that
+//!   takes the lock or finds it held, so either it holds the lock (and its own release serves the
+//!   line) or the holder it found releases through the mutex; a reader that takes the lock this way
+//!   also notifies the readers behind it that can share with it, as a release would have. A woken
+//!   waiter past the bound is checked when it polls (as in Go), not by the releases in between.
 //!
 //! **Phase-fair admission.** The lock serves its head like this: a writer at the head is granted (or
 //! notified) only when the lock is completely free; a reader at the head is granted whenever no writer

@@ -5,9 +5,8 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
-use std::time::Instant;
 
-use super::waiters::{Status, WaitList, WakeList, serve_line, update};
+use super::waiters::{Stamp, Status, WaitList, WakeList, serve_line, update};
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
 
 /// Bit 0: a writer holds the lock.
@@ -23,13 +22,18 @@ const HANDOFF: usize = 4;
 const W_WAITING: usize = 8;
 /// Bit 4: an upgradable shared hold exists (it is also counted as a reader).
 const UPGRADABLE: usize = 16;
-/// Bits 5..: the number of shared holds (plain and upgradable).
-const ONE_READER: usize = 32;
+/// Bit 5 (barging mode): a waiter was woken to retry and has not polled yet. Its poll will look at
+/// the lock under the mutex, so until then a release need not serve the line: it frees the lock with
+/// one CAS. The poll of the last woken waiter clears the bit in the same CAS that finds the lock
+/// busy (or takes it), so the holder it found releases through the mutex and nobody is left unwoken.
+const NOTIFIED: usize = 32;
+/// Bits 6..: the number of shared holds (plain and upgradable).
+const ONE_READER: usize = 64;
 const READERS: usize = !(ONE_READER - 1);
 
 /// The most readers that may hold the lock at once. Bits above stay clear, so a detected overflow
 /// can never wrap.
-pub(crate) const MAX_READERS: usize = usize::MAX >> 6;
+pub(crate) const MAX_READERS: usize = usize::MAX >> 7;
 
 /// Key value meaning "this future is not in the line".
 const NOT_QUEUED: usize = usize::MAX;
@@ -66,7 +70,7 @@ impl Req {
                 ((s & READERS) == ONE_READER).then(|| (s - ONE_READER - UPGRADABLE) | WRITER)?
             }
         };
-        if matches!(self, Req::Shared | Req::Upgradable) && s >> 5 >= MAX_READERS {
+        if matches!(self, Req::Shared | Req::Upgradable) && s >> 6 >= MAX_READERS {
             return Some(usize::MAX);
         }
         Some(new)
@@ -91,10 +95,15 @@ impl Req {
     }
 }
 
-/// The line and the count of writers in it (which decides `W_WAITING`).
+/// The line, the count of writers in it (which decides `W_WAITING`) and the count of woken waiters
+/// that have not polled yet (which decides `NOTIFIED`).
 struct Line {
     waiters: WaitList<Req>,
     writers: usize,
+    notified: usize,
+    /// Whether `NOTIFIED` is set in the state word. It is only set and cleared under the mutex, so
+    /// this copy saves the atomic load (and, under loom, the explored interleavings) of checking it.
+    notified_bit: bool,
 }
 
 pub(crate) struct RawOneMany {
@@ -122,6 +131,8 @@ impl RawOneMany {
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
                 writers: 0,
+                notified: 0,
+                notified_bit: false,
             }),
         }
     }
@@ -134,6 +145,8 @@ impl RawOneMany {
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
                 writers: 0,
+                notified: 0,
+                notified_bit: false,
             }),
         }
     }
@@ -191,7 +204,10 @@ impl RawOneMany {
         let mut s = guess;
         loop {
             let new = held.undo(s);
-            let serve = s & QUEUED != 0 && (held != Req::Shared || may_admit(new));
+            // A woken waiter on its way (`NOTIFIED` without `HANDOFF`) will find the lock free.
+            let serve = s & QUEUED != 0
+                && s & (NOTIFIED | HANDOFF) != NOTIFIED
+                && (held != Req::Shared || may_admit(new));
             // In barging mode the release itself happens under the mutex, after the head's wait
             // was checked, so a waiter past the bound gets the lock before any newcomer. In hand-off
             // mode no newcomer can take the freed lock, so it is released at once and the mutex is
@@ -268,11 +284,11 @@ impl RawOneMany {
     }
 
     /// Whether the lock must be handed to the head directly rather than the head woken to compete.
-    fn handoff_due(&self, line: &Line, head: usize, now: &mut Option<Instant>) -> bool {
+    fn handoff_due(&self, line: &Line, head: usize, now: &mut Option<Stamp>) -> bool {
         if self.bound.is_zero() || line.waiters.request(head) == Req::Upgrade {
             return true;
         }
-        let now = *now.get_or_insert_with(Instant::now);
+        let now = *now.get_or_insert_with(|| line.waiters.now());
         line.waiters.waited(head, self.bound, now)
     }
 
@@ -288,7 +304,8 @@ impl RawOneMany {
         loop {
             let Some(head) = line.waiters.head() else {
                 self.state
-                    .fetch_and(!(QUEUED | HANDOFF | W_WAITING), Ordering::AcqRel);
+                    .fetch_and(!(QUEUED | HANDOFF | W_WAITING | NOTIFIED), Ordering::AcqRel);
+                line.notified_bit = false;
                 break;
             };
             if !self.handoff_due(line, head, &mut now) {
@@ -316,6 +333,10 @@ impl RawOneMany {
             }
             self.leave(line, head, Status::Granted, &mut wakers);
         }
+        if line.notified == 0 && line.notified_bit {
+            self.state.fetch_and(!NOTIFIED, Ordering::AcqRel);
+            line.notified_bit = false;
+        }
         wakers
     }
 
@@ -334,6 +355,11 @@ impl RawOneMany {
             }
             if line.waiters.status(k) == Status::Waiting {
                 line.waiters.notify(k, wakers);
+                if !line.notified_bit {
+                    self.state.fetch_or(NOTIFIED, Ordering::AcqRel);
+                    line.notified_bit = true;
+                }
+                line.notified += 1;
             }
             if exclusive {
                 break;
@@ -345,6 +371,9 @@ impl RawOneMany {
     /// Takes `key` out of the line with a final status, keeping the writer count and `W_WAITING`.
     fn leave(&self, line: &mut Line, key: usize, status: Status, wakers: &mut WakeList) {
         self.forget_writer(line, line.waiters.request(key));
+        if line.waiters.status(key) == Status::Notified {
+            line.notified -= 1;
+        }
         line.waiters.finish(key, status, wakers);
     }
 
@@ -395,7 +424,7 @@ impl RawOneMany {
         if req == Req::Exclusive {
             line.writers += 1;
         }
-        let since = (!self.bound.is_zero()).then(Instant::now);
+        let since = (!self.bound.is_zero()).then(|| line.waiters.now());
         Some(if req == Req::Upgrade {
             line.waiters.push_front(req, waker.clone(), since)
         } else {
@@ -410,34 +439,66 @@ impl RawOneMany {
             Status::Waiting => Poll::Pending,
             Status::Notified => {
                 // Woken to compete: take the lock if it is still compatible, else wait again in the
-                // same place.
+                // same place. The last woken waiter clears `NOTIFIED` in the same CAS, so a holder
+                // it finds releases through the mutex and wakes it again.
+                line.notified -= 1;
+                let clear = if line.notified == 0 { NOTIFIED } else { 0 };
+                if clear != 0 {
+                    // Cleared by the CAS below, whatever it finds.
+                    line.notified_bit = false;
+                }
                 let req = line.waiters.request(key);
+                let mut granted = false;
+                // Overtaken at the head past the bound: `HANDOFF` goes in with the same CAS that
+                // finds the lock held, so the holder's release cannot slip by unserved.
+                let mut overdue = None;
                 let got = update(&self.state, |s| {
+                    granted = false;
                     if s & HANDOFF != 0 {
-                        return Err(false);
+                        return Ok(s & !clear);
                     }
                     match req.grant(s) {
-                        Some(usize::MAX) => Err(true),
-                        Some(new) => Ok(new),
-                        None => Err(false),
+                        Some(usize::MAX) => Err(()),
+                        Some(new) => {
+                            granted = true;
+                            Ok(new & !clear)
+                        }
+                        None => {
+                            let overdue = *overdue.get_or_insert_with(|| {
+                                line.waiters.head() == Some(key)
+                                    && line.waiters.waited(key, self.bound, line.waiters.now())
+                            });
+                            Ok((s & !clear) | if overdue { HANDOFF } else { 0 })
+                        }
                     }
                 });
-                if got == Err(true) {
+                if got.is_err() {
+                    // Overflow: the node leaves the line; the rest of it is served as it was.
+                    if clear != 0 {
+                        self.state.fetch_and(!NOTIFIED, Ordering::AcqRel);
+                    }
+                    self.forget_writer(&mut line, req);
                     line.waiters.take(key);
                     return Poll::Ready(false);
                 }
-                if got.is_ok() {
+                if granted {
                     self.forget_writer(&mut line, req);
                     line.waiters.take(key);
+                    // The releases skipped while we were on our way left the line unserved: readers
+                    // behind us that can share with us are woken now, as a release would have.
+                    if clear != 0 && matches!(req, Req::Shared | Req::Upgradable) {
+                        if let Some(head) = line.waiters.head() {
+                            let mut wakers = WakeList::new();
+                            self.notify_compatible(&mut line, head, &mut wakers);
+                            drop(line);
+                            wakers.wake_all();
+                        }
+                    }
                     return Poll::Ready(true);
                 }
-                // Overtaken. Whoever holds the lock now releases through the slow path (`QUEUED`)
-                // and wakes us again; if we have waited past the bound, that release hands off.
-                if line.waiters.head() == Some(key)
-                    && line.waiters.waited(key, self.bound, Instant::now())
-                {
-                    self.state.fetch_or(HANDOFF, Ordering::AcqRel);
-                }
+                // Overtaken. Whoever holds the lock now releases through the slow path (`QUEUED`
+                // without `NOTIFIED`, or `HANDOFF`) and wakes us again, or hands off to us if we
+                // have waited past the bound.
                 Poll::Pending
             }
             Status::Granted => Poll::Ready(true),
@@ -452,6 +513,9 @@ impl RawOneMany {
     fn cancel(&self, key: usize) {
         serve_line(&self.line, |line| {
             let (status, req) = line.waiters.remove(key);
+            if status == Status::Notified {
+                line.notified -= 1;
+            }
             match status {
                 Status::Granted => {
                     let _ = update::<()>(&self.state, |s| Ok(req.undo(s)));

@@ -6,7 +6,6 @@ use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::waiters::{Status, WaitList, WakeList, serve_line, update};
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
@@ -589,7 +588,7 @@ impl Semaphore {
 
     /// Whether permits must be handed to the head directly rather than the head woken to compete.
     fn handoff_due(&self, line: &Line, head: usize) -> bool {
-        self.bound.is_zero() || line.waiters.waited(head, self.bound, Instant::now())
+        self.bound.is_zero() || line.waiters.waited(head, self.bound, line.waiters.now())
     }
 
     /// Serves the line after permits were returned. In hand-off mode it hands free permits to the
@@ -678,7 +677,7 @@ impl Semaphore {
         if acquired {
             return Ok(None);
         }
-        let since = (!self.bound.is_zero()).then(Instant::now);
+        let since = (!self.bound.is_zero()).then(|| line.waiters.now());
         Ok(Some(line.waiters.push_back(n, waker.clone(), since)))
     }
 
@@ -706,7 +705,7 @@ impl Semaphore {
                 // Overtaken: the permits' new holders release through the slow path (`QUEUED`) and
                 // wake us again; if we have waited past the bound, that release hands off.
                 if line.waiters.head() == Some(key)
-                    && line.waiters.waited(key, self.bound, Instant::now())
+                    && line.waiters.waited(key, self.bound, line.waiters.now())
                 {
                     self.state.fetch_or(HANDOFF, Ordering::AcqRel);
                 }

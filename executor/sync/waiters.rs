@@ -11,6 +11,7 @@
 use core::task::Waker;
 use core::time::Duration;
 use slab::Slab;
+#[cfg(not(loom))]
 use std::time::Instant;
 
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
@@ -40,6 +41,16 @@ pub(crate) fn update<E>(
     }
 }
 
+/// When a waiter joined the line, for the barging bound: real time, except under loom, where the
+/// line's own clock counts its reads instead (all of them happen under the primitive's mutex), so
+/// a model can make a bound of `n` nanoseconds expire exactly `n` reads after a waiter joined,
+/// deterministically, in every interleaving loom explores.
+#[cfg(not(loom))]
+pub(crate) type Stamp = Instant;
+/// See the non-loom version.
+#[cfg(loom)]
+pub(crate) type Stamp = u64;
+
 /// Marks "no node" in the `prev`/`next` links.
 const NIL: usize = usize::MAX;
 
@@ -66,7 +77,7 @@ struct Node<R> {
     waker: Option<Waker>,
     status: Status,
     /// When the waiter joined the line; only recorded when the primitive has a barging bound.
-    since: Option<Instant>,
+    since: Option<Stamp>,
     prev: usize,
     next: usize,
 }
@@ -112,6 +123,9 @@ pub(crate) struct WaitList<R> {
     nodes: Slab<Node<R>>,
     head: usize,
     tail: usize,
+    /// The logical clock of [`Stamp`] under loom.
+    #[cfg(loom)]
+    ticks: core::cell::Cell<u64>,
 }
 
 impl<R: Copy> WaitList<R> {
@@ -120,10 +134,25 @@ impl<R: Copy> WaitList<R> {
             nodes: Slab::new(),
             head: NIL,
             tail: NIL,
+            #[cfg(loom)]
+            ticks: core::cell::Cell::new(0),
         }
     }
 
-    fn insert(&mut self, request: R, waker: Waker, since: Option<Instant>) -> usize {
+    /// The time, for [`waited`](Self::waited) and the `since` of a new waiter.
+    #[cfg(not(loom))]
+    pub(crate) fn now(&self) -> Stamp {
+        Instant::now()
+    }
+
+    /// The line's logical time: every read advances it by one (see [`Stamp`]).
+    #[cfg(loom)]
+    pub(crate) fn now(&self) -> Stamp {
+        self.ticks.set(self.ticks.get() + 1);
+        self.ticks.get()
+    }
+
+    fn insert(&mut self, request: R, waker: Waker, since: Option<Stamp>) -> usize {
         self.nodes.insert(Node {
             request,
             waker: Some(waker),
@@ -135,7 +164,7 @@ impl<R: Copy> WaitList<R> {
     }
 
     /// Joins the back of the line; returns the key that identifies this waiter.
-    pub(crate) fn push_back(&mut self, request: R, waker: Waker, since: Option<Instant>) -> usize {
+    pub(crate) fn push_back(&mut self, request: R, waker: Waker, since: Option<Stamp>) -> usize {
         let key = self.insert(request, waker, since);
         self.nodes[key].prev = self.tail;
         if self.tail == NIL {
@@ -148,7 +177,7 @@ impl<R: Copy> WaitList<R> {
     }
 
     /// Joins the front of the line (an upgrade, which already holds part of the lock, goes first).
-    pub(crate) fn push_front(&mut self, request: R, waker: Waker, since: Option<Instant>) -> usize {
+    pub(crate) fn push_front(&mut self, request: R, waker: Waker, since: Option<Stamp>) -> usize {
         let key = self.insert(request, waker, since);
         self.nodes[key].next = self.head;
         if self.head == NIL {
@@ -180,10 +209,12 @@ impl<R: Copy> WaitList<R> {
     }
 
     /// Whether the waiter `key` joined the line at least `bound` before `now`.
-    pub(crate) fn waited(&self, key: usize, bound: Duration, now: Instant) -> bool {
-        self.nodes[key]
-            .since
-            .is_some_and(|since| now.saturating_duration_since(since) >= bound)
+    pub(crate) fn waited(&self, key: usize, bound: Duration, now: Stamp) -> bool {
+        #[cfg(not(loom))]
+        let waited = |since: Stamp| now.saturating_duration_since(since) >= bound;
+        #[cfg(loom)]
+        let waited = |since: Stamp| u128::from(now.saturating_sub(since)) >= bound.as_nanos();
+        self.nodes[key].since.is_some_and(waited)
     }
 
     fn unlink(&mut self, key: usize) {
