@@ -115,6 +115,35 @@ fn an_overtaken_waiter_past_the_bound_switches_to_hand_off() {
     assert!(lock.try_exclusive().is_some());
 }
 
+/// A woken waiter whose task does not run (its worker is busy with tasks that take the lock again
+/// and again) is still handed the lock once past the bound: the releases skip the line only a few
+/// times in a row before one of them checks the head's wait.
+#[test]
+fn a_woken_waiter_that_does_not_run_is_handed_the_lock_past_the_bound() {
+    let lock = AsyncOneManyLock::with_barging(0, SHORT);
+    let w0 = lock.try_exclusive().unwrap();
+    let mut old = Probe::new(lock.exclusive());
+    old.pending();
+    drop(w0);
+    assert_eq!(old.wakes(), 1, "woken while young, not handed the lock");
+    outwait();
+    let mut barges = 0;
+    while let Some(mut g) = lock.try_exclusive() {
+        *g += 1;
+        drop(g);
+        barges += 1;
+        assert!(
+            barges <= 100,
+            "newcomers kept the lock from a waiter past the bound"
+        );
+    }
+    assert!(barges <= 16, "{barges} newcomers got in first");
+    let mut g = old.ready();
+    *g += 1;
+    drop(g);
+    assert_eq!(*lock.try_shared().unwrap(), barges + 1);
+}
+
 #[test]
 fn readers_never_barge_past_a_waiting_writer() {
     let lock = AsyncOneManyLock::with_barging(0, NEVER);

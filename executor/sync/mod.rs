@@ -8,8 +8,9 @@
 //!
 //! **State word.** Each primitive keeps one `AtomicUsize`. For the lock: bit 0 = a writer holds it,
 //! bit 1 = `QUEUED` (the waiter line is non-empty), bit 2 = `HANDOFF` (see below), bit 3 =
-//! `W_WAITING` (a writer is in the line), bit 4 = an upgradable hold exists, bit 5 = `NOTIFIED` (see
-//! below), bits 6.. = the number of shared holds (plain and upgradable). For the semaphore: bit 0 = closed, bit 1 = `QUEUED`, bit 2 =
+//! `W_WAITING` (a writer is in the line), bit 4 = an upgradable hold exists, bit 5 = `NOTIFIED` and
+//! bits 6–9 = a count of skipped releases (see below), bits 10.. = the number of shared holds (plain
+//! and upgradable). For the semaphore: bit 0 = closed, bit 1 = `QUEUED`, bit 2 =
 //! `HANDOFF`, bits 3.. = free permits. An uncontended acquire is a single compare-and-swap on this
 //! word (the lock's first guess is "free", so no load precedes it); it completes on the future's
 //! first poll, allocates nothing and never touches the line. An uncontended release of the lock is
@@ -58,7 +59,12 @@
 //!   takes the lock or finds it held, so either it holds the lock (and its own release serves the
 //!   line) or the holder it found releases through the mutex; a reader that takes the lock this way
 //!   also notifies the readers behind it that can share with it, as a release would have. A woken
-//!   waiter past the bound is checked when it polls (as in Go), not by the releases in between.
+//!   waiter past the bound is checked when it polls (as in Go), and also by every sixteenth
+//!   release in a row: each skipping release counts itself in the state word (in its own CAS), and
+//!   when the count is full the next release serves the line after all, under the mutex, where it
+//!   finds the head past the bound and hands the lock over. Without that cap, a woken task whose
+//!   worker is busy with tasks that take the lock again and again (they never wait, so they never
+//!   yield) could be kept out for as long as those tasks run.
 //!
 //! **Phase-fair admission.** The lock serves its head like this: a writer at the head is granted (or
 //! notified) only when the lock is completely free; a reader at the head is granted whenever no writer

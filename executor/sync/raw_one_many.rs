@@ -27,13 +27,27 @@ const UPGRADABLE: usize = 16;
 /// one CAS. The poll of the last woken waiter clears the bit in the same CAS that finds the lock
 /// busy (or takes it), so the holder it found releases through the mutex and nobody is left unwoken.
 const NOTIFIED: usize = 32;
-/// Bits 6..: the number of shared holds (plain and upgradable).
-const ONE_READER: usize = 64;
+/// Bits 6..=9: how many releases skipped the line in a row because of `NOTIFIED` (each adds one in
+/// its own CAS). When the count is full, the next release serves the line after all: it checks the
+/// head's wait, so a woken waiter whose task is slow to run (its worker busy with tasks that barge
+/// again and again) is still handed the lock once past the bound, after at most `SKIPS_FULL`
+/// releases. Reset whenever the line is served.
+const ONE_SKIP: usize = 64;
+const SKIPS: usize = 15 * ONE_SKIP;
+#[cfg(not(loom))]
+const SKIPS_FULL: usize = SKIPS;
+/// Under loom one skip fills the count, so the models reach the release that serves the line
+/// after skipping it.
+#[cfg(loom)]
+const SKIPS_FULL: usize = ONE_SKIP;
+/// Bits 10..: the number of shared holds (plain and upgradable).
+const READER_SHIFT: u32 = 10;
+const ONE_READER: usize = 1 << READER_SHIFT;
 const READERS: usize = !(ONE_READER - 1);
 
 /// The most readers that may hold the lock at once. Bits above stay clear, so a detected overflow
 /// can never wrap.
-pub(crate) const MAX_READERS: usize = usize::MAX >> 7;
+pub(crate) const MAX_READERS: usize = usize::MAX >> (READER_SHIFT + 1);
 
 /// Key value meaning "this future is not in the line".
 const NOT_QUEUED: usize = usize::MAX;
@@ -70,7 +84,7 @@ impl Req {
                 ((s & READERS) == ONE_READER).then(|| (s - ONE_READER - UPGRADABLE) | WRITER)?
             }
         };
-        if matches!(self, Req::Shared | Req::Upgradable) && s >> 6 >= MAX_READERS {
+        if matches!(self, Req::Shared | Req::Upgradable) && s >> READER_SHIFT >= MAX_READERS {
             return Some(usize::MAX);
         }
         Some(new)
@@ -203,11 +217,14 @@ impl RawOneMany {
     fn release(&self, held: Req, guess: usize) {
         let mut s = guess;
         loop {
-            let new = held.undo(s);
-            // A woken waiter on its way (`NOTIFIED` without `HANDOFF`) will find the lock free.
-            let serve = s & QUEUED != 0
-                && s & (NOTIFIED | HANDOFF) != NOTIFIED
-                && (held != Req::Shared || may_admit(new));
+            let mut new = held.undo(s);
+            let mut serve = s & QUEUED != 0 && (held != Req::Shared || may_admit(new));
+            // A woken waiter on its way (`NOTIFIED` without `HANDOFF`) will find the lock free:
+            // skip the line, and count the skip.
+            if serve && s & (NOTIFIED | HANDOFF) == NOTIFIED && s & SKIPS != SKIPS_FULL {
+                serve = false;
+                new += ONE_SKIP;
+            }
             // In barging mode the release itself happens under the mutex, after the head's wait
             // was checked, so a waiter past the bound gets the lock before any newcomer. In hand-off
             // mode no newcomer can take the freed lock, so it is released at once and the mutex is
@@ -272,7 +289,7 @@ impl RawOneMany {
     #[cold]
     fn release_slow(&self, change: impl Fn(usize) -> usize) {
         serve_line(&self.line, |line| {
-            let _ = update::<()>(&self.state, |s| Ok(change(s)));
+            let _ = update::<()>(&self.state, |s| Ok(change(s) & !SKIPS));
             self.dispatch(line)
         });
     }
@@ -303,8 +320,10 @@ impl RawOneMany {
         let mut now = None;
         loop {
             let Some(head) = line.waiters.head() else {
-                self.state
-                    .fetch_and(!(QUEUED | HANDOFF | W_WAITING | NOTIFIED), Ordering::AcqRel);
+                self.state.fetch_and(
+                    !(QUEUED | HANDOFF | W_WAITING | NOTIFIED | SKIPS),
+                    Ordering::AcqRel,
+                );
                 line.notified_bit = false;
                 break;
             };
@@ -442,7 +461,11 @@ impl RawOneMany {
                 // same place. The last woken waiter clears `NOTIFIED` in the same CAS, so a holder
                 // it finds releases through the mutex and wakes it again.
                 line.notified -= 1;
-                let clear = if line.notified == 0 { NOTIFIED } else { 0 };
+                let clear = if line.notified == 0 {
+                    NOTIFIED | SKIPS
+                } else {
+                    0
+                };
                 if clear != 0 {
                     // Cleared by the CAS below, whatever it finds.
                     line.notified_bit = false;
@@ -475,7 +498,7 @@ impl RawOneMany {
                 if got.is_err() {
                     // Overflow: the node leaves the line; the rest of it is served as it was.
                     if clear != 0 {
-                        self.state.fetch_and(!NOTIFIED, Ordering::AcqRel);
+                        self.state.fetch_and(!clear, Ordering::AcqRel);
                     }
                     self.forget_writer(&mut line, req);
                     line.waiters.take(key);
