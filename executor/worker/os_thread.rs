@@ -76,6 +76,7 @@ impl Sample {
 
 /// Parses `stat` (the state letter follows the command name, which is in parentheses and may
 /// contain anything, so it is found after the last `)`) and `schedstat` (`on-CPU waiting slices`).
+#[cfg(any(test, all(target_os = "linux", not(miri))))]
 fn parse(stat: &str, sched: &str, at: Instant) -> Option<Sample> {
     let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
     let on_cpu_ns = sched.split_whitespace().next()?.parse().ok()?;
