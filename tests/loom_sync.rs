@@ -429,7 +429,7 @@ const THREE_READS: Duration = Duration::from_nanos(3);
 /// release cannot slip by between them and leave the lock free in hand-off mode with nobody served.
 ///
 /// Explored with at most three preemptions, within which loom finds the lost wake-up it guards
-/// against in seconds; the unbounded exploration takes about ten minutes.
+/// against in seconds; unbounded, a first form of this model took about nine minutes.
 #[test]
 fn barging_lock_woken_readers_race_a_barging_writer() {
     let mut b = loom::model::Builder::new();
