@@ -2,7 +2,9 @@
 //! shares the lock with anyone, a semaphore never has more holders than permits, and every final count
 //! is exact. Some waits are cancelled on purpose (by dropping half-polled acquire futures). Run for the
 //! fair primitives and for bounded-barging ones with a bound short enough (20 µs) that they switch
-//! between barging and hand-off all the time.
+//! between barging and hand-off all the time. Then a few tasks with long holds on a barging lock, on
+//! 1, 2, 4 and 8 workers, where woken waiters are often still on their way when the next release
+//! comes.
 #![cfg(not(loom))]
 
 use std::future::Future;
@@ -170,4 +172,85 @@ fn thousand_tasks_thousand_ops_barging() {
         AsyncOneManyLock::with_barging(0, bound),
         Semaphore::with_barging(PERMITS, bound),
     );
+}
+
+/// Busy work for about `n` loop turns.
+fn spin(n: u64) {
+    for i in 0..n {
+        std::hint::black_box(i);
+    }
+}
+
+/// Ten tasks, half their operations writes, holds of a few microseconds (some across a yield), on a
+/// barging lock: releases keep arriving while woken waiters are on their way, with bounds that
+/// expire all the time, now and then, and almost never. Checks that readers and writers never
+/// overlap, that no write is lost, and that nothing hangs (a lost wake-up would leave every task
+/// waiting).
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "minutes under Miri; the loom models cover the protocol"
+)]
+fn barging_lock_few_tasks_long_holds_on_1_2_4_8_workers() {
+    const OPS: u64 = 300;
+    for workers in [1, 2, 4, 8] {
+        for bound in [5, 50, 1_000].map(Duration::from_micros) {
+            let rt = rondo::Runtime::builder()
+                .worker_threads(workers)
+                .build()
+                .unwrap();
+            let lock = Arc::new(AsyncOneManyLock::with_barging(0u64, bound));
+            let inside = Arc::new(AtomicUsize::new(0));
+            let tasks: Vec<_> = (0..10u64)
+                .map(|t| {
+                    let (lock, inside) = (lock.clone(), inside.clone());
+                    rt.spawn(async move {
+                        for op in 0..OPS {
+                            if (op + t) % 2 == 0 {
+                                let mut g = lock.exclusive().await;
+                                assert_eq!(
+                                    inside.fetch_add(1_000, Ordering::SeqCst),
+                                    0,
+                                    "a writer shared the lock"
+                                );
+                                *g += 1;
+                                spin((op * 37 + t) % 3_000);
+                                if op % 50 == 0 {
+                                    rondo::yield_now().await;
+                                }
+                                inside.fetch_sub(1_000, Ordering::SeqCst);
+                            } else {
+                                let g = lock.shared().await;
+                                assert!(
+                                    inside.fetch_add(1, Ordering::SeqCst) < 1_000,
+                                    "a reader met a writer"
+                                );
+                                std::hint::black_box(*g);
+                                spin((op * 13 + t) % 2_000);
+                                if op % 70 == 0 {
+                                    rondo::yield_now().await;
+                                }
+                                inside.fetch_sub(1, Ordering::SeqCst);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let (done, finished) = std::sync::mpsc::channel();
+            let waiter = std::thread::spawn(move || {
+                rt.block_on(async {
+                    for t in tasks {
+                        t.await.expect("task panicked");
+                    }
+                });
+                let _ = done.send(());
+            });
+            finished
+                .recv_timeout(Duration::from_secs(120))
+                .unwrap_or_else(|_| panic!("hung: {workers} workers, bound {bound:?}"));
+            waiter.join().unwrap();
+            assert_eq!(*lock.try_shared().unwrap(), 10 * OPS / 2);
+            assert!(lock.try_exclusive().is_some(), "lock leaked");
+        }
+    }
 }
