@@ -109,15 +109,11 @@ impl Req {
     }
 }
 
-/// The line, the count of writers in it (which decides `W_WAITING`) and the count of woken waiters
-/// that have not polled yet (which decides `NOTIFIED`).
+/// The line and the count of writers in it (which decides `W_WAITING`). `NOTIFIED` follows the
+/// line's count of woken waiters: set when it leaves zero, cleared when it returns there.
 struct Line {
     waiters: WaitList<Req>,
     writers: usize,
-    notified: usize,
-    /// Whether `NOTIFIED` is set in the state word. It is only set and cleared under the mutex, so
-    /// this copy saves the atomic load (and, under loom, the explored interleavings) of checking it.
-    notified_bit: bool,
 }
 
 pub(crate) struct RawOneMany {
@@ -145,8 +141,6 @@ impl RawOneMany {
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
                 writers: 0,
-                notified: 0,
-                notified_bit: false,
             }),
         }
     }
@@ -159,8 +153,6 @@ impl RawOneMany {
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
                 writers: 0,
-                notified: 0,
-                notified_bit: false,
             }),
         }
     }
@@ -320,11 +312,8 @@ impl RawOneMany {
         let mut now = None;
         loop {
             let Some(head) = line.waiters.head() else {
-                self.state.fetch_and(
-                    !(QUEUED | HANDOFF | W_WAITING | NOTIFIED | SKIPS),
-                    Ordering::AcqRel,
-                );
-                line.notified_bit = false;
+                self.state
+                    .fetch_and(!(QUEUED | HANDOFF | W_WAITING | SKIPS), Ordering::AcqRel);
                 break;
             };
             if !self.handoff_due(line, head, &mut now) {
@@ -352,10 +341,6 @@ impl RawOneMany {
             }
             self.leave(line, head, Status::Granted, &mut wakers);
         }
-        if line.notified == 0 && line.notified_bit {
-            self.state.fetch_and(!NOTIFIED, Ordering::AcqRel);
-            line.notified_bit = false;
-        }
         wakers
     }
 
@@ -373,12 +358,10 @@ impl RawOneMany {
                 break;
             }
             if line.waiters.status(k) == Status::Waiting {
-                line.waiters.notify(k, wakers);
-                if !line.notified_bit {
+                if line.waiters.notified() == 0 {
                     self.state.fetch_or(NOTIFIED, Ordering::AcqRel);
-                    line.notified_bit = true;
                 }
-                line.notified += 1;
+                line.waiters.notify(k, wakers);
             }
             if exclusive {
                 break;
@@ -390,10 +373,17 @@ impl RawOneMany {
     /// Takes `key` out of the line with a final status, keeping the writer count and `W_WAITING`.
     fn leave(&self, line: &mut Line, key: usize, status: Status, wakers: &mut WakeList) {
         self.forget_writer(line, line.waiters.request(key));
-        if line.waiters.status(key) == Status::Notified {
-            line.notified -= 1;
-        }
+        let was_notified = line.waiters.status(key) == Status::Notified;
         line.waiters.finish(key, status, wakers);
+        self.forget_notified(line, was_notified);
+    }
+
+    /// Clears `NOTIFIED` when the last woken waiter leaves the line without polling (granted by a
+    /// hand-off, or cancelled).
+    fn forget_notified(&self, line: &Line, was_notified: bool) {
+        if was_notified && line.waiters.notified() == 0 {
+            self.state.fetch_and(!NOTIFIED, Ordering::AcqRel);
+        }
     }
 
     fn forget_writer(&self, line: &mut Line, req: Req) {
@@ -460,16 +450,11 @@ impl RawOneMany {
                 // Woken to compete: take the lock if it is still compatible, else wait again in the
                 // same place. The last woken waiter clears `NOTIFIED` in the same CAS, so a holder
                 // it finds releases through the mutex and wakes it again.
-                line.notified -= 1;
-                let clear = if line.notified == 0 {
+                let clear = if line.waiters.notified() == 0 {
                     NOTIFIED | SKIPS
                 } else {
                     0
                 };
-                if clear != 0 {
-                    // Cleared by the CAS below, whatever it finds.
-                    line.notified_bit = false;
-                }
                 let req = line.waiters.request(key);
                 let mut granted = false;
                 // Overtaken at the head past the bound: `HANDOFF` goes in with the same CAS that
@@ -500,7 +485,6 @@ impl RawOneMany {
                     if clear != 0 {
                         self.state.fetch_and(!clear, Ordering::AcqRel);
                     }
-                    self.forget_writer(&mut line, req);
                     line.waiters.take(key);
                     return Poll::Ready(false);
                 }
@@ -536,9 +520,7 @@ impl RawOneMany {
     fn cancel(&self, key: usize) {
         serve_line(&self.line, |line| {
             let (status, req) = line.waiters.remove(key);
-            if status == Status::Notified {
-                line.notified -= 1;
-            }
+            self.forget_notified(line, status == Status::Notified);
             match status {
                 Status::Granted => {
                     let _ = update::<()>(&self.state, |s| Ok(req.undo(s)));

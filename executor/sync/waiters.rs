@@ -123,6 +123,8 @@ pub(crate) struct WaitList<R> {
     nodes: Slab<Node<R>>,
     head: usize,
     tail: usize,
+    /// How many nodes are `Notified`.
+    notified: usize,
     /// The logical clock of [`Stamp`] under loom.
     #[cfg(loom)]
     ticks: core::cell::Cell<u64>,
@@ -134,6 +136,7 @@ impl<R: Copy> WaitList<R> {
             nodes: Slab::new(),
             head: NIL,
             tail: NIL,
+            notified: 0,
             #[cfg(loom)]
             ticks: core::cell::Cell::new(0),
         }
@@ -208,6 +211,11 @@ impl<R: Copy> WaitList<R> {
         self.nodes[key].status
     }
 
+    /// How many waiters were notified and have not polled yet.
+    pub(crate) fn notified(&self) -> usize {
+        self.notified
+    }
+
     /// Whether the waiter `key` joined the line at least `bound` before `now`.
     pub(crate) fn waited(&self, key: usize, bound: Duration, now: Stamp) -> bool {
         #[cfg(not(loom))]
@@ -242,6 +250,9 @@ impl<R: Copy> WaitList<R> {
     pub(crate) fn finish(&mut self, key: usize, status: Status, wakers: &mut WakeList) {
         self.unlink(key);
         let node = &mut self.nodes[key];
+        if node.status == Status::Notified {
+            self.notified -= 1;
+        }
         node.status = status;
         if let Some(w) = node.waker.take() {
             wakers.push(w);
@@ -253,6 +264,7 @@ impl<R: Copy> WaitList<R> {
         let node = &mut self.nodes[key];
         debug_assert_eq!(node.status, Status::Waiting);
         node.status = Status::Notified;
+        self.notified += 1;
         if let Some(w) = node.waker.take() {
             wakers.push(w);
         }
@@ -273,6 +285,9 @@ impl<R: Copy> WaitList<R> {
         let node = &mut self.nodes[key];
         match node.status {
             status @ (Status::Waiting | Status::Notified) => {
+                if status == Status::Notified {
+                    self.notified -= 1;
+                }
                 node.status = Status::Waiting;
                 match &mut node.waker {
                     Some(w) if w.will_wake(waker) => {}
@@ -297,8 +312,13 @@ impl<R: Copy> WaitList<R> {
     /// request. A `Granted` result means the caller must give the grant back; a `Waiting` or
     /// `Notified` one means the node has just left the line.
     pub(crate) fn remove(&mut self, key: usize) -> (Status, R) {
-        if matches!(self.nodes[key].status, Status::Waiting | Status::Notified) {
-            self.unlink(key);
+        match self.nodes[key].status {
+            Status::Notified => {
+                self.notified -= 1;
+                self.unlink(key);
+            }
+            Status::Waiting => self.unlink(key),
+            _ => {}
         }
         let node = self.nodes.remove(key);
         (node.status, node.request)
