@@ -158,7 +158,7 @@ pub mod loom_support {
     pub use crate::blocking::pool::{Job, Pool as BlockingPool, closure_returned};
     pub use crate::group::listed::ListFlag;
     pub use crate::group::queue::GroupQueue;
-    pub use crate::time::driver::{Armed, NEVER, Registration, TimerHost, Timers};
+    pub use crate::time::driver::{Armed, IfBusy, NEVER, Registration, TimerHost, Timers};
     pub use crate::time::keeper::{Keeper, Lowered};
     pub use crate::worker::idle::Idle;
     pub use crate::worker::lent::{Lease, LentSlot, generation, hint, is_lent};

@@ -479,7 +479,11 @@ fn processing_never_loses_a_concurrent_arm() {
         let t2 = timers.clone();
         let processor = thread::spawn(move || {
             let mut wakers = Vec::new();
-            t2.process(std::time::Instant::now(), &mut wakers);
+            t2.process(
+                std::time::Instant::now(),
+                &mut wakers,
+                rondo::loom_support::IfBusy::Skip,
+            );
             assert!(wakers.is_empty());
         });
         let near = arm(&timers, std::time::Duration::from_millis(50));
@@ -491,5 +495,36 @@ fn processing_never_loses_a_concurrent_arm() {
             "the armed timer was lost from the bound"
         );
         drop(near);
+    });
+}
+
+/// Two processing passes at once, one that skips if the other runs (a busy worker) and one that
+/// waits for it (the keeper whose deadline passed): the waiting one returns (no deadlock), the due
+/// timer fires exactly once, and the bound ends empty.
+#[test]
+fn a_waiting_pass_and_a_skipping_pass_fire_a_due_timer_once() {
+    use rondo::loom_support::IfBusy;
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| {
+        let (_host, timers) = timers_with_host();
+        let due = arm(&timers, std::time::Duration::from_millis(1));
+        let later = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        let t2 = timers.clone();
+        let skipper = thread::spawn(move || {
+            let mut wakers = Vec::new();
+            t2.process(later, &mut wakers, IfBusy::Skip)
+        });
+        let mut wakers = Vec::new();
+        let waited = timers.process(later, &mut wakers, IfBusy::Wait);
+        let skipped = skipper.join().unwrap();
+        assert_eq!(
+            waited + skipped,
+            1,
+            "the due timer fired {} times",
+            waited + skipped
+        );
+        assert_eq!(timers.earliest(), rondo::loom_support::NEVER);
+        drop(due);
     });
 }

@@ -484,3 +484,63 @@ fn timers_fire_while_every_worker_is_blocked() {
         }
     });
 }
+
+/// A worker that finds timers due while another worker is in a long processing pass waits for that
+/// pass; it does not spin through its parking loop. (It did: the pass was busy, so the keeper
+/// fired nothing, counted itself woken, found no work and parked again, about once a microsecond
+/// for as long as the pass lasted, taking a CPU from the very thread it waited for. On a 2-core
+/// machine that thread could then wait for a whole OS time slice, and no timer fired for 1–4 ms.)
+///
+/// The long pass: 400,000 timers a few tens of milliseconds ahead sit in level-1 slots of the
+/// wheel, and the pass that reaches them re-places them all. Every worker runs a task that spins
+/// and yields until just after that pass starts, so whichever worker runs the pass, the others
+/// come to park while it lasts.
+#[test]
+#[cfg_attr(miri, ignore = "400,000 timers")]
+fn a_worker_waits_for_a_long_timer_pass_instead_of_spinning() {
+    watchdog(120, || {
+        let rt = rt(2);
+        let workers = rt.handle().worker_count();
+        let parks = |rt: &rondo::Runtime| rt.metrics().workers.iter().map(|w| w.parks).sum::<u64>();
+        let base = Instant::now() + 200 * MS;
+        let sleeps = rt
+            .block_on(rt.spawn(async move {
+                let mut sleeps: Vec<_> = (0..400_000u64)
+                    .map(|i| Box::pin(sleep_until(base + Duration::from_nanos(i * 20))))
+                    .collect();
+                for s in &mut sleeps {
+                    assert!(poll_once(s).is_pending());
+                }
+                sleeps
+            }))
+            .unwrap();
+        assert!(
+            Instant::now() + 10 * MS < base,
+            "arming took too long for this test's timing"
+        );
+        let before = parks(&rt);
+        let busy: Vec<_> = (0..workers)
+            .map(|_| {
+                rt.spawn(async move {
+                    while Instant::now() < base + MS {
+                        common::spin(Duration::from_micros(50));
+                        rondo::yield_now().await;
+                    }
+                })
+            })
+            .collect();
+        for b in busy {
+            rt.block_on(b).unwrap();
+        }
+        // Every timer has fired once no processing pass is left to wait for.
+        while rt.metrics().timers_fired < 400_000 {
+            std::thread::sleep(MS);
+        }
+        let parked = parks(&rt) - before;
+        drop(sleeps);
+        assert!(
+            parked < 2_000,
+            "workers parked {parked} times around one processing pass: they spin while it runs"
+        );
+    });
+}

@@ -21,13 +21,17 @@
 //! `earliest` then reads the keeper's wake-up tick; the keeper publishes its wake-up tick then
 //! re-reads `earliest`; all four SeqCst, so one of them sees the other.
 //!
+//! One processing pass runs at a time (the `processing` mutex). A worker with other things to do
+//! skips processing while another pass runs; the keeper, whose deadline has passed, waits for that
+//! pass to end ([`IfBusy`]).
+//!
 //! Wakers are called outside every lock, after processing.
 
 use std::sync::{Arc, Weak};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use crate::shim::{AtomicBool, AtomicU64, Mutex, Ordering, fence, lock};
+use crate::shim::{AtomicBool, AtomicU64, Mutex, Ordering, TryLockError, fence, lock};
 
 use super::wheel::{Polled, Wheel};
 
@@ -93,7 +97,8 @@ pub struct Timers {
     common: Arc<Common>,
     shards: Box<[Arc<Shard>]>,
     workers: usize,
-    processing: AtomicBool,
+    /// Held by the thread in a processing pass: passes do not overlap.
+    processing: Mutex<()>,
     fired: AtomicU64,
     wakeups: AtomicU64,
 }
@@ -122,7 +127,7 @@ impl Timers {
             common,
             shards,
             workers,
-            processing: AtomicBool::new(false),
+            processing: Mutex::new(()),
             fired: AtomicU64::new(0),
             wakeups: AtomicU64::new(0),
         }
@@ -153,12 +158,19 @@ impl Timers {
     }
 
     /// Fires the timers due at `now` and pushes their wakers to `out`, for the caller to wake
-    /// outside every lock. Returns how many fired. If another thread is processing, returns 0 at
-    /// once: that thread fires what is due.
-    pub fn process(&self, now: Instant, out: &mut Vec<Waker>) -> usize {
-        if self.processing.swap(true, Ordering::Acquire) {
-            return 0;
-        }
+    /// outside every lock. Returns how many fired. If another thread is processing, `busy` says
+    /// what to do: [`IfBusy::Skip`] returns 0 at once (that thread fires what is due);
+    /// [`IfBusy::Wait`] blocks until its pass ends, then fires what is due by then.
+    pub fn process(&self, now: Instant, out: &mut Vec<Waker>, busy: IfBusy) -> usize {
+        let (_pass, now) = match self.processing.try_lock() {
+            Ok(pass) => (pass, now),
+            Err(TryLockError::Poisoned(p)) => (p.into_inner(), now),
+            Err(TryLockError::WouldBlock) => match busy {
+                IfBusy::Skip => return 0,
+                // The caller's `now` went stale while it waited.
+                IfBusy::Wait => (lock(&self.processing), now.max(Instant::now())),
+            },
+        };
         let now_t = self.now_tick(now);
         let mut fired = 0;
         for shard in self.shards.iter() {
@@ -181,7 +193,7 @@ impl Timers {
                 self.common.earliest.fetch_min(next, Ordering::SeqCst);
             }
         }
-        self.processing.store(false, Ordering::Release);
+        drop(_pass);
         if fired > 0 {
             self.fired.fetch_add(fired as u64, Ordering::Relaxed);
             self.wakeups.fetch_add(1, Ordering::Relaxed);
@@ -252,6 +264,18 @@ impl Shard {
         fence(Ordering::SeqCst);
         self.common.lowered(latest);
     }
+}
+
+/// What [`Timers::process`] does when another thread is in a processing pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IfBusy {
+    /// Return at once: that pass fires what is due. For a thread with other work (a busy worker
+    /// at a quantum end, a worker about to park that re-checks its queues next).
+    Skip,
+    /// Block until that pass ends. For the keeper, whose deadline has passed and which has
+    /// nothing else to do: returning would send it round its parking loop, finding the same
+    /// deadline passed each time, spinning on a CPU the processing thread may need.
+    Wait,
 }
 
 /// What [`Registration::arm`] did.

@@ -42,7 +42,7 @@ pub use interval::{Interval, MissedTickBehavior, interval, interval_at};
 pub use sleep::{Sleep, sleep, sleep_until};
 pub use timeout::{Elapsed, Timeout, timeout, timeout_at};
 
-pub(crate) use driver::{NEVER, Shard, TimerHost, Timers};
+pub(crate) use driver::{IfBusy, NEVER, Shard, TimerHost, Timers};
 pub(crate) use keeper::{Keeper, Lowered};
 
 /// How a timer finds the shard to arm in: the runtime layer implements it for [`Current`] (it

@@ -55,7 +55,7 @@ use crate::task::coop::PollBudget;
 use crate::task::future::take_deferred_panic;
 use crate::task::meta::{Owner, UNREGISTERED, task_id};
 use crate::task::{Runnable, future::drop_payload};
-use crate::time::NEVER;
+use crate::time::{IfBusy, NEVER};
 
 use super::context;
 use super::local::LOCAL_CAPACITY;
@@ -164,11 +164,11 @@ impl Core {
         }
     }
 
-    /// Fires the runtime's due timers (if another thread is not at it) and wakes their tasks,
-    /// outside every lock. A waker that panics (a foreign executor's) is contained.
-    fn fire_timers(&mut self, now: Instant) -> usize {
+    /// Fires the runtime's due timers and wakes their tasks, outside every lock (`busy`: what to do
+    /// if another thread is at it). A waker that panics (a foreign executor's) is contained.
+    fn fire_timers(&mut self, now: Instant, busy: IfBusy) -> usize {
         let mut wakers = std::mem::take(&mut self.wakers);
-        let fired = self.shared.timers.process(now, &mut wakers);
+        let fired = self.shared.timers.process(now, &mut wakers, busy);
         for w in wakers.drain(..) {
             if let Err(p) = catch_unwind(AssertUnwindSafe(|| w.wake())) {
                 drop_payload(p);
@@ -184,7 +184,7 @@ impl Core {
         let timers = &self.shared.timers;
         let earliest = timers.earliest();
         if earliest != NEVER && earliest <= timers.now_tick(now) {
-            self.fire_timers(now);
+            self.fire_timers(now, IfBusy::Skip);
         }
     }
 
@@ -646,7 +646,7 @@ impl Core {
             shared.keeper.stop();
             *keeping = false;
             self.wake_self();
-            self.fire_timers(now);
+            self.fire_timers(now, IfBusy::Wait);
             return Step::Woke;
         }
         Step::Keep(Some(shared.timers.instant_of(due)))
