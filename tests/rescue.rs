@@ -375,3 +375,49 @@ fn a_group_keeps_its_accounting_through_a_rescue() {
         assert!(m.busy < Duration::from_millis(60), "{m:?}");
     });
 }
+
+/// Blocking tasks queued together cost one detection, not one per task: the threads that take the
+/// rescued cores run the queued sleepers next and block too, and a poll that begins on a core just
+/// rescued is stalled after a fraction of the threshold (probation), so the small tasks behind them
+/// wait about one threshold. Before probation they waited two: 120 ms and more here.
+#[test]
+fn a_batch_of_blocking_tasks_costs_one_detection() {
+    const THRESHOLD: Duration = Duration::from_millis(60);
+    watchdog(60, || {
+        let rt = builder(2).stall_threshold(THRESHOLD).build().unwrap();
+        let workers = rt.handle().worker_count();
+        let started = Arc::new(AtomicUsize::new(0));
+        let sleepers: Vec<_> = (0..2 * workers)
+            .map(|_| {
+                let started = started.clone();
+                rt.spawn(async move {
+                    started.fetch_add(1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(600));
+                })
+            })
+            .collect();
+        assert!(eventually(10, || started.load(Ordering::SeqCst) >= workers));
+        let start = Instant::now();
+        let small: Vec<_> = (0..100).map(|i| rt.spawn(async move { i })).collect();
+        let sum: usize = rt.block_on(async {
+            let mut sum = 0;
+            for h in small {
+                sum += h.await.unwrap();
+            }
+            sum
+        });
+        let took = start.elapsed();
+        assert_eq!(sum, 4950);
+        assert!(
+            took < THRESHOLD * 2 - Duration::from_millis(10),
+            "the small tasks waited {took:?} behind {} blocked workers (threshold {THRESHOLD:?}): \
+             a second detection",
+            workers
+        );
+        for h in sleepers {
+            rt.block_on(h).unwrap();
+        }
+        let m = rt.metrics();
+        assert!(m.rescues >= workers as u64, "{m}");
+    });
+}

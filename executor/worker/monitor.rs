@@ -18,6 +18,18 @@
 //! otherwise it looks again a short tick later (a CPU-bound poll is rescued once the kernel's
 //! accounting, which lags by up to one of its clock ticks, shows it running).
 //!
+//! # Probation
+//! A rescued core goes to a thread that runs what waited behind the stuck poll, often more tasks
+//! of the same kind: a batch of blocking calls queued together. For one threshold after a
+//! rescue, a poll that begins on that core is *on probation*: it counts as stalled after
+//! `stall_threshold / 32` (at least one minimum tick) instead of the whole threshold, and the
+//! monitor looks at the core a minimum tick after the rescue. So a batch of blocking tasks costs
+//! one detection and a fraction of a millisecond per further wave, not a threshold per wave: with
+//! four sleepers on two workers, the small tasks behind them used to wait two thresholds. The
+//! same check of the poll's thread applies (a poll the operating system merely preempted is not
+//! rescued), and a CPU-bound poll shows as running only once the kernel's accounting catches up,
+//! so probation rescues blocked polls early and busy ones hardly sooner than before.
+//!
 //! # Rescue
 //! [`Threads::rescue`](super::threads::Threads::rescue) claims the core (`lent`, step 4: exactly
 //! one of the claim and the poll's own access wins), ends its service segment (the stuck poll's
@@ -29,7 +41,8 @@
 //! # Cost and backing off
 //! - While every worker is parked the monitor sleeps without a timeout ([`Idle::wait_for_awake`]):
 //!   an idle runtime never wakes it, and the first worker to wake unparks it (a rare transition,
-//!   one read of a flag).
+//!   one read of a flag). It then looks a minimum tick later: a poll is timed from the first tick
+//!   that sees it, so a full tick there would add a tick to the detection of the first stall.
 //! - While workers are awake it ticks every `stall_threshold / 4` at most, or exactly when a poll
 //!   it saw span a tick would reach the threshold, while some poll does; while none does, it
 //!   doubles its interval up to `stall_threshold / 2`. A stall is thus noticed between
@@ -56,6 +69,9 @@ use super::shared::Shared;
 
 /// The shortest interval between two ticks, whatever the threshold.
 const MIN_TICK: Duration = Duration::from_micros(100);
+/// The threshold of a poll on probation (see the module docs, *Probation*) is the stall threshold
+/// divided by this, and at least [`MIN_TICK`].
+const PROBATION_DIVISOR: u32 = 32;
 
 /// The monitor's shared state (in `Shared`).
 pub(crate) struct Monitor {
@@ -108,10 +124,13 @@ struct Seen {
     since: Instant,
     /// Its thread when the poll was first seen spanning a tick (`None`: not yet, or unknown).
     thread: Option<Sample>,
+    /// The poll began while its core was on probation: it is stalled after the short threshold.
+    probation: bool,
 }
 
 fn run(shared: &Shared) {
     let threshold = shared.config.stall_threshold;
+    let probation = (threshold / PROBATION_DIVISOR).max(MIN_TICK);
     let short = (threshold / 4).max(MIN_TICK);
     let long = (threshold / 2).max(MIN_TICK);
     let monitor = &shared.monitor;
@@ -122,16 +141,20 @@ fn run(shared: &Shared) {
             generation: u64::MAX,
             since: now,
             thread: None,
+            probation: false,
         };
         shared.cores.len()
     ];
+    // Per core: until when a poll that begins on it is on probation (set when it is rescued).
+    let mut probation_until: Vec<Option<Instant>> = vec![None; shared.cores.len()];
     let mut stalled = Vec::with_capacity(shared.cores.len());
     let mut tick = short;
     while !stopped() {
         if shared.idle.wait_for_awake(stopped) {
-            // Slept through an idle spell: every poll seen before it is over.
+            // Slept through an idle spell: every poll seen before it is over. Look again soon:
+            // a poll is timed from the first tick that sees it, and a worker just woke.
             monitor.wakeups.fetch_add(1, Ordering::Relaxed);
-            tick = short;
+            tick = MIN_TICK;
             continue;
         }
         monitor.parker.park_timeout(tick);
@@ -151,9 +174,11 @@ fn run(shared: &Shared) {
                     generation: generation(word),
                     since: now,
                     thread: None,
+                    probation: probation_until[i].is_some_and(|until| now < until),
                 };
             } else if is_lent(word) {
-                let due = s.since.checked_add(threshold).unwrap_or(now);
+                let limit = if s.probation { probation } else { threshold };
+                let due = s.since.checked_add(limit).unwrap_or(now);
                 let tid = c.tid.load(Ordering::Relaxed);
                 let due = match s.thread {
                     // The first tick this poll spans: the baseline.
@@ -177,27 +202,31 @@ fn run(shared: &Shared) {
                 }
             }
         }
+        let mut rescued = false;
         if !stalled.is_empty() {
-            rescue(shared, &stalled);
+            for i in rescue(shared, &stalled) {
+                probation_until[i] = Some(now + threshold);
+                rescued = true;
+            }
         }
         tick = match next_due {
             // A poll spans a tick: wake when it would be stalled, or sooner.
             Some(due) => due.saturating_duration_since(now).clamp(MIN_TICK, short),
+            // Look soon at the first poll of the threads that took the rescued cores.
+            None if rescued => MIN_TICK,
             None if !stalled.is_empty() => short,
             None => (tick * 2).min(long),
         };
     }
 }
 
-/// Rescues the stalled cores behind which work waits.
-fn rescue(shared: &Shared, stalled: &[(usize, u64)]) {
+/// Rescues the stalled cores behind which work waits; yields the index of each core rescued.
+fn rescue<'a>(shared: &'a Shared, stalled: &'a [(usize, u64)]) -> impl Iterator<Item = usize> + 'a {
     let (awake, _) = shared.idle.counts();
     let nobody_free = awake <= stalled.len() && shared.scheduler.has_queued_work();
-    for &(i, word) in stalled {
+    stalled.iter().filter_map(move |&(i, word)| {
         let c = &shared.cores[i];
         let waits = nobody_free || hint(word) || !c.local.is_empty();
-        if waits {
-            shared.threads.rescue(shared, i, word);
-        }
-    }
+        (waits && shared.threads.rescue(shared, i, word)).then_some(i)
+    })
 }
