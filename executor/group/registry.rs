@@ -7,28 +7,38 @@
 //!   finishers' on separate cache lines. (Per-worker shards of them were measured: they made no
 //!   difference to `spawn_many_local` in one group, and cost every group an allocation.)
 //! - **Reaching idle tasks** (`Group::cancel`, `JoinHandle::abort`, shutdown): a task's waker is
-//!   stored in the group's slab the first time a poll returns `Pending`, and removed when its future
-//!   is dropped. Tasks that finish in their first poll (most short tasks) never take a lock.
-//!   A task without an entry is never idle: it is queued or running, and whoever runs it next sees
-//!   the cancel flags.
+//!   stored in one of the group's slabs the first time a poll returns `Pending`, and removed when
+//!   its future is dropped. Tasks that finish in their first poll (most short tasks) never take a
+//!   lock. A task without an entry is never idle: it is queued or running, and whoever runs it
+//!   next sees the cancel flags.
+//!
+//!   The slabs are [`SHARDS`] shards, each behind its own mutex on its own cache line, allocated
+//!   together when the group's first task registers (a group whose tasks never wait, a group per
+//!   short task, allocates none). A task registers in the shard of the thread that polls it (each
+//!   thread is given one, round robin), and its `slot` records the shard with the key, so its end
+//!   locks the same shard wherever it runs. With one mutex per group, every worker's tasks of a
+//!   busy group met at it twice per task lifetime (a first `Pending` and an end): the lock was
+//!   contended, and its cache line travelled between the workers' caches. Walking every entry
+//!   (cancel, shutdown) allocates the shards if need be and locks them one after another.
 //!
 //! Races (each side writes, then reads the other side's location, both SeqCst):
 //! - abort stores `aborted` then reads `slot`; registration stores `slot` then reads `aborted`. If the
 //!   registering task sees the flag it wakes itself, so it is dropped on its next turn. An entry
 //!   records its task's identity, and a finished task resets its `slot`: an `abort` that read a
 //!   slot just before the task finished, and that another task then reused, wakes nobody.
-//! - `Group::cancel` stores the flag and then locks the slab to wake its entries; registration
-//!   inserts under the slab lock and then reads the flag. The lock orders the two.
+//! - `Group::cancel` stores the flag and then locks each shard to wake its entries; registration
+//!   inserts under its shard's lock and then reads the flag. That shard's lock orders the two.
 //! - `wait_idle` increments `idle_waiters` then reads the counters; a finishing task increments
 //!   its outcome counter then reads `idle_waiters`.
 //!
 //! Wakers are never woken, and never dropped, while the slab lock is held.
 
+use std::sync::OnceLock;
 use std::task::Waker;
 
 use slab::Slab;
 
-use crate::shim::{AtomicU64, Mutex, Ordering, lock};
+use crate::shim::{AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 use crate::task::TaskMeta;
 use crate::task::meta::{Outcome, UNREGISTERED, task_id};
 
@@ -36,8 +46,11 @@ use crate::task::meta::{Outcome, UNREGISTERED, task_id};
 /// (groups are allocated with the allocator's default alignment, not a cache line's).
 pub(crate) const LINE_GAP: usize = 64;
 
+/// Shards of a group's idle tasks (see the module docs): a power of two.
+pub(crate) const SHARDS: usize = 8;
+
 /// Laid out in order, each part on cache lines of its own: the counter spawners write, the counters
-/// finishing workers write, then the slab, which only a task's first `Pending` and its end write.
+/// finishing workers write, then the shards, which only a task's first `Pending` and its end write.
 /// (With the counters on one line, or beside the `Arc` counts, `spawn_many_remote` took 280–350 ns
 /// per task instead of 210–260: the spawning thread and the workers fought over the line.)
 #[repr(C)]
@@ -49,7 +62,33 @@ pub(crate) struct Registry {
     cancelled: AtomicU64,
     panicked: AtomicU64,
     _gap2: [u8; LINE_GAP],
-    idle: Mutex<IdleTasks>,
+    idle: OnceLock<Box<[Shard; SHARDS]>>,
+}
+
+/// One shard of the idle tasks, on a cache line of its own (the shards are one allocation of their
+/// own, so this alignment does not raise the group's).
+#[repr(align(64))]
+#[derive(Default)]
+struct Shard(Mutex<IdleTasks>);
+
+/// The shard this thread registers tasks in: threads are dealt shards round robin, so the
+/// runtime's workers (started together) get different ones.
+fn this_threads_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    }
+    SHARD.try_with(|s| *s).unwrap_or(0)
+}
+
+/// A task's `slot`: its shard and its key there.
+fn slot_of(shard: usize, key: usize) -> usize {
+    key * SHARDS + shard
+}
+
+/// The shard and the key a `slot` names.
+fn shard_and_key(slot: usize) -> (usize, usize) {
+    (slot % SHARDS, slot / SHARDS)
 }
 
 #[derive(Default)]
@@ -79,8 +118,14 @@ impl Registry {
             cancelled: AtomicU64::new(0),
             panicked: AtomicU64::new(0),
             _gap2: [0; LINE_GAP],
-            idle: Mutex::new(IdleTasks::default()),
+            idle: OnceLock::new(),
         }
+    }
+
+    /// The shards, allocated by the first caller.
+    #[inline]
+    fn shards(&self) -> &[Shard; SHARDS] {
+        self.idle.get_or_init(Default::default)
     }
 
     /// Counts a new task (before it is first scheduled).
@@ -92,14 +137,15 @@ impl Registry {
     /// task can be reached while idle. If the task was cancelled meanwhile, or the runtime is
     /// shutting down, wakes it instead, so a worker drops it on its next turn.
     pub(crate) fn register_idle(&self, meta: &TaskMeta, waker: &Waker) {
-        let mut idle = lock(&self.idle);
+        let shard = this_threads_shard();
+        let mut idle = lock(&self.shards()[shard].0);
         if idle.closed {
             drop(idle);
             waker.wake_by_ref();
             return;
         }
         let key = idle.wakers.insert((task_id(meta), waker.clone()));
-        meta.slot.store(key, Ordering::SeqCst);
+        meta.slot.store(slot_of(shard, key), Ordering::SeqCst);
         drop(idle);
         if meta.is_cancelled() {
             waker.wake_by_ref();
@@ -111,7 +157,8 @@ impl Registry {
     pub(crate) fn finished(&self, meta: &TaskMeta, outcome: Outcome) {
         let slot = meta.slot.swap(UNREGISTERED, Ordering::SeqCst);
         if slot != UNREGISTERED {
-            let entry = lock(&self.idle).wakers.try_remove(slot);
+            let (shard, key) = shard_and_key(slot);
+            let entry = lock(&self.shards()[shard].0).wakers.try_remove(key);
             drop(entry);
         }
         let counter = match outcome {
@@ -129,9 +176,10 @@ impl Registry {
             return;
         }
         let id = task_id(meta);
-        let waker = lock(&self.idle)
+        let (shard, key) = shard_and_key(slot);
+        let waker = lock(&self.shards()[shard].0)
             .wakers
-            .get(slot)
+            .get(key)
             .filter(|(owner, _)| *owner == id)
             .map(|(_, w)| w.clone());
         if let Some(w) = waker {
@@ -142,12 +190,14 @@ impl Registry {
     /// Wakes every idle task; with `close`, also refuses every later registration (such tasks
     /// wake themselves instead, see `register_idle`).
     pub(crate) fn wake_all(&self, close: bool) {
-        let mut idle = lock(&self.idle);
-        if close {
-            idle.closed = true;
+        let mut wakers: Vec<Waker> = Vec::new();
+        for shard in self.shards() {
+            let mut idle = lock(&shard.0);
+            if close {
+                idle.closed = true;
+            }
+            wakers.extend(idle.wakers.iter().map(|(_, (_, w))| w.clone()));
         }
-        let wakers: Vec<Waker> = idle.wakers.iter().map(|(_, (_, w))| w.clone()).collect();
-        drop(idle);
         for w in wakers {
             w.wake();
         }
