@@ -188,17 +188,26 @@ impl Wheel {
             let index = level * SLOTS + slot;
             let mut keys = std::mem::take(&mut self.slots[index]);
             self.occupied[level] &= !(1 << slot);
-            for k in keys.iter() {
-                let e = &mut self.entries[k as usize];
-                e.place = Place::Fired;
-                if e.latest > e.at {
-                    self.slack.remove(&(e.at, k));
+            for run in keys.slices().flat_map(|s| s.chunks(GATHER)) {
+                // Read every entry of the run before changing any: the reads do not depend on each
+                // other, so the processor overlaps their cache misses (a cascaded slot's entries
+                // are scattered through the slab, one miss each).
+                let mut latest = [0u64; GATHER];
+                for (l, &k) in latest.iter_mut().zip(run) {
+                    *l = self.entries[k as usize].latest;
                 }
-                if e.latest <= now {
-                    self.fire(k, &mut firing);
-                    fired += 1;
-                } else {
-                    self.link(k);
+                for (&k, &l) in run.iter().zip(&latest) {
+                    let e = &mut self.entries[k as usize];
+                    e.place = Place::Fired;
+                    if l > e.at {
+                        self.slack.remove(&(e.at, k));
+                    }
+                    if l <= now {
+                        self.fire(k, &mut firing);
+                        fired += 1;
+                    } else {
+                        self.link(k);
+                    }
                 }
             }
             // Give the slot its allocation back unless a cascade refilled it meanwhile.
@@ -335,6 +344,8 @@ impl Wheel {
 
 /// Keys per chunk of a slot's array.
 const CHUNK: usize = 512;
+/// Entries a cascade reads ahead before it re-places them (see `process`).
+const GATHER: usize = 16;
 /// Chunks an emptied slot keeps for its next timers; the others are freed.
 const KEPT_CHUNKS: usize = 2;
 
@@ -375,6 +386,15 @@ impl Keys {
 
     fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// The keys, chunk by chunk, in order.
+    fn slices(&self) -> impl Iterator<Item = &[u32]> + '_ {
+        let len = self.len;
+        self.chunks.iter().enumerate().map_while(move |(i, c)| {
+            let start = i * CHUNK;
+            (start < len).then(|| &c[..(len - start).min(CHUNK)])
+        })
     }
 
     fn iter(&self) -> impl Iterator<Item = u32> + '_ {
