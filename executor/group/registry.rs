@@ -38,7 +38,7 @@ use std::task::Waker;
 
 use slab::Slab;
 
-use crate::shim::{AtomicU64, AtomicUsize, Mutex, Ordering, lock};
+use crate::shim::{AtomicU64, Mutex, Ordering, lock};
 use crate::task::TaskMeta;
 use crate::task::meta::{Outcome, UNREGISTERED, task_id};
 
@@ -74,9 +74,11 @@ struct Shard(Mutex<IdleTasks>);
 /// The shard this thread registers tasks in: threads are dealt shards round robin, so the
 /// runtime's workers (started together) get different ones.
 fn this_threads_shard() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    // A plain std counter (a shard is a placement, not part of any protocol): loom's atomics
+    // cannot live in a static.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     thread_local! {
-        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+        static SHARD: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS;
     }
     SHARD.try_with(|s| *s).unwrap_or(0)
 }
