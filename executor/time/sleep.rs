@@ -172,6 +172,7 @@ fn shut_down() -> ! {
 impl Future for Sleep {
     type Output = ();
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         if this.done {
