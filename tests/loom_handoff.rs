@@ -8,7 +8,7 @@
 //! hand-off that reports a spare notified, or asks for a thread that is then started, gets its core
 //! run without the help of the thread that handed it off (that thread waits for its core to run,
 //! so a broken promise shows as a deadlock, which loom reports); at shutdown every spare returns
-//! and every core retires exactly once.
+//! and every core retires exactly once; two hand-offs with room for one more thread start one.
 //!
 //! What they leave out: starting an OS thread (a model runs a started thread's `wait_for_core` on
 //! a loom thread, or treats the start as failed where it says so), a core's own preparation (a
@@ -520,4 +520,51 @@ fn a_spare_whose_keep_alive_ends_still_takes_the_core_it_was_notified_for() {
         assert_eq!(Marks::count(&marks.dropped), 1);
     });
     assert!(SEEN.get(TAKEN) > 0 && SEEN.get(KEPT) > 0);
+}
+
+/// Two hand-offs at once with room for one more thread and no spare idle: exactly one of them may
+/// start a thread, and the other is refused (its thread keeps its core). Before the check reserved
+/// the thread it promised in the same hold of the lock, both could pass it and both start one,
+/// one thread beyond `max_threads`. A reservation counts until the thread it asked for started.
+#[test]
+fn two_hand_offs_at_the_thread_limit_start_one_thread() {
+    model(|| {
+        let rt = Rt::new(2);
+        // A model starts no thread, and no thread of it counts as running: the reservation of a
+        // `StartThread` stands for the thread the runtime would start (which `spawn_thread` then
+        // counts as running as it releases the reservation).
+        let hand = |rt: &Rt, idx: usize| {
+            let (core, marks) = TestCore::new(idx);
+            (rt.hand_off(core, 1), marks)
+        };
+        let other = {
+            let rt = rt.clone();
+            thread::spawn(move || hand(&rt, 1))
+        };
+        let mine = hand(&rt, 0);
+        let theirs = other.join().unwrap();
+        let starts = [&mine.0, &theirs.0]
+            .iter()
+            .filter(|p| matches!(p, Ok(Placed::StartThread)))
+            .count();
+        assert_eq!(starts, 1, "{starts} threads started with room for one");
+        assert_eq!(rt.threads.thread_counts(), (0, 1), "one thread is promised");
+        rt.threads.started();
+        assert_eq!(rt.threads.thread_counts(), (0, 0));
+        let mut held = Vec::new();
+        for (idx, (placed, marks)) in [mine, theirs].into_iter().enumerate() {
+            match placed {
+                Err(core) => {
+                    assert_eq!(
+                        Marks::count(&marks.prepared),
+                        0,
+                        "a refused core was prepared"
+                    );
+                    held.push(core);
+                }
+                Ok(_) => held.push(rt.threads.reclaim(idx).expect("the placed core waits")),
+            }
+        }
+        drop(held);
+    });
 }

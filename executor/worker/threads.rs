@@ -41,6 +41,14 @@
 //! was notified or a thread must be started ([`Placed`]), and the runtime's part, in
 //! `impl Threads<Core>`, starts it. That part also holds the threads' body and the rescue, whose
 //! checks and claim happen under one hold of the lock.
+//!
+//! # The thread limit
+//! The check that a core can be taken (an idle spare, or fewer than `max_threads` threads) and the
+//! thread it promises are one step: a hand-off or rescue that passes the check *reserves* a thread
+//! (`starting`) in the same hold of the lock, and the reservation counts against the limit until
+//! the core goes to a spare (placing it releases the reservation) or the thread it asked for has
+//! started (or failed to start: [`Threads::started`]). Two hand-offs at `max_threads − 1` once both
+//! passed the check and both started a thread.
 
 use std::sync::Arc;
 use std::thread;
@@ -118,6 +126,9 @@ struct State<C> {
     records: Vec<Record>,
     /// Threads started and not yet exited.
     running: usize,
+    /// Threads promised to cores by a check that passed and not yet started, or released (see the
+    /// module docs, *The thread limit*).
+    starting: usize,
     /// For each core, the thread running it (a rescue counts it in `rescued`).
     runners: Vec<Option<ThreadId>>,
     /// Threads whose core a rescue claimed and whose poll has not returned yet.
@@ -148,6 +159,7 @@ impl<C: HandedCore> Threads<C> {
                 live_cores: 0,
                 records: Vec::new(),
                 running: 0,
+                starting: 0,
                 runners: Vec::new(),
                 rescued: Vec::new(),
                 rescues: 0,
@@ -165,29 +177,35 @@ impl<C: HandedCore> Threads<C> {
         st.runners = (0..n).map(|_| None).collect();
     }
 
-    /// Whether a spare, or a thread still to be started, can take one more core.
-    pub fn can_take_another(&self, max_threads: usize) -> bool {
-        can_take_another(&lock(&self.state), max_threads)
-    }
-
     /// Step 3 of the hand-off protocol, for a core the calling thread owns: gives it back if no
-    /// spare is idle and `max_threads` threads run (the caller must not wait then, since every
-    /// thread may be waiting on work only this core would run); otherwise [`place`](Self::place)s
-    /// it.
+    /// spare is idle and `max_threads` threads run or are promised (the caller must not wait then,
+    /// since every thread may be waiting on work only this core would run); otherwise reserves a
+    /// thread and [`place`](Self::place)s it. After [`Placed::StartThread`] the caller starts a
+    /// thread and reports it with [`started`](Self::started).
     pub fn offer(
         &self,
         core: Box<C>,
         max_threads: usize,
         is_shutdown: impl Fn() -> bool,
     ) -> Result<Placed, Box<C>> {
-        if !self.can_take_another(max_threads) {
+        if !self.reserve(&mut lock(&self.state), max_threads) {
             return Err(core);
         }
         Ok(self.place(core, is_shutdown))
     }
 
-    /// Steps 3 and 4 for a core this thread owns and no thread runs: prepares it, puts it in the
-    /// waiting list and wakes a spare for it if one is idle.
+    /// The check of [`offer`](Self::offer) and rescue, and the reservation it makes when it passes.
+    fn reserve(&self, st: &mut State<C>, max_threads: usize) -> bool {
+        let ok = can_take_another(st, max_threads);
+        if ok {
+            st.starting += 1;
+        }
+        ok
+    }
+
+    /// Steps 3 and 4 for a core this thread owns and no thread runs, with a thread reserved for it
+    /// ([`offer`](Self::offer), rescue): prepares it, puts it in the waiting list and wakes a
+    /// spare for it if one is idle (releasing the reservation), or says to start a thread.
     pub fn place(&self, mut core: Box<C>, is_shutdown: impl Fn() -> bool) -> Placed {
         core.prepare();
         let mut st = lock(&self.state);
@@ -197,11 +215,29 @@ impl<C: HandedCore> Threads<C> {
             self.retired.notify_all();
         }
         if st.idle_spares >= st.waiting.len() {
+            st.starting -= 1;
             self.spare.notify_one();
             Placed::SpareNotified
         } else {
             Placed::StartThread
         }
+    }
+
+    /// After [`Placed::StartThread`], once the thread reserved for the core was started (and is
+    /// counted as running by whoever started it) or could not start (the core waits for the next
+    /// spare): releases the reservation. The runtime's own starts release it in `spawn_thread`,
+    /// under the lock that counts the thread running; the loom models, which start no thread,
+    /// call this.
+    #[cfg(loom)]
+    pub fn started(&self) {
+        lock(&self.state).starting -= 1;
+    }
+
+    /// Threads running and threads promised (for the loom models).
+    #[cfg(loom)]
+    pub fn thread_counts(&self) -> (usize, usize) {
+        let st = lock(&self.state);
+        (st.running, st.starting)
     }
 
     /// Step 6 of the hand-off protocol: takes core `idx` back if no thread took it yet.
@@ -360,7 +396,7 @@ impl Threads<Core> {
         shared.threads.open(n);
         for idx in 0..n {
             let core = Box::new(Core::new(idx, shared.clone(), default_group.clone()));
-            if let Err((core, e)) = spawn_thread(shared, default_group, Some(core)) {
+            if let Err((core, e)) = spawn_thread(shared, default_group, Some(core), false) {
                 // The caller shuts the runtime down; this core never ran.
                 if let Some(core) = core {
                     shared.threads.retire(core);
@@ -416,6 +452,8 @@ impl Threads<Core> {
             let Some(core) = shared.cores[idx].lent.claim(observed) else {
                 return false;
             };
+            // The check above passed in this same hold: reserve the thread it promised.
+            st.starting += 1;
             if let Some(id) = st.runners[idx].take() {
                 st.rescued.push(id);
             }
@@ -470,21 +508,24 @@ impl Threads<Core> {
 /// meanwhile.
 fn start_if_needed(placed: Placed, shared: &Arc<Shared>, default_group: &Arc<GroupInner>) {
     if placed == Placed::StartThread {
-        let _ = spawn_thread(shared, default_group, None);
+        let _ = spawn_thread(shared, default_group, None, true);
     }
 }
 
-/// Whether a spare, or a thread still to be started, can take one more core.
+/// Whether a spare, or a thread still to be started, can take one more core: promised threads
+/// count against the limit.
 fn can_take_another<C>(st: &State<C>, max_threads: usize) -> bool {
-    st.idle_spares > st.waiting.len() || st.running < max_threads
+    st.idle_spares > st.waiting.len() || st.running + st.starting < max_threads
 }
 
 /// Starts a runtime thread, running `first` (or waiting for a core as a spare).
 #[allow(clippy::type_complexity)]
+/// `reserved`: a thread reserved by a hand-off or rescue (released here, see the module docs).
 fn spawn_thread(
     shared: &Arc<Shared>,
     default_group: &Arc<GroupInner>,
     first: Option<Box<Core>>,
+    reserved: bool,
 ) -> Result<(), (Option<Box<Core>>, std::io::Error)> {
     let blocked = Arc::new(AtomicBool::new(false));
     let name = format!(
@@ -513,10 +554,12 @@ fn spawn_thread(
     match spawned {
         Ok(handle) => {
             st.running += 1;
+            st.starting -= usize::from(reserved);
             st.records.push(Record { handle, blocked });
             Ok(())
         }
         Err(e) => {
+            st.starting -= usize::from(reserved);
             drop(st);
             let core = lock(&slot).take();
             Err((core, e))
