@@ -20,6 +20,19 @@ fn record_max(max: &AtomicUsize, now: usize) {
     max.fetch_max(now, Ordering::SeqCst);
 }
 
+/// Spawns `n` small tasks from outside the runtime (task `i` returns `i`) and returns the sum of
+/// their outputs once all are done.
+fn sum_of_small_tasks(rt: &rondo::Runtime, n: usize) -> usize {
+    let small: Vec<_> = (0..n).map(|i| rt.spawn(async move { i })).collect();
+    rt.block_on(async {
+        let mut sum = 0;
+        for h in small {
+            sum += h.await.unwrap();
+        }
+        sum
+    })
+}
+
 /// Spawns `n` tasks that each block their worker for `d`.
 fn spawn_sleepers(rt: &rondo::Runtime, n: usize, d: Duration) -> Vec<rondo::JoinHandle<()>> {
     (0..n)
@@ -36,16 +49,9 @@ fn every_worker_blocked_other_tasks_still_finish() {
         // Twice as many sleepers as workers: the threads that rescue the first cores block too.
         let sleepers = spawn_sleepers(&rt, 2 * workers, SLEEP);
         std::thread::sleep(Duration::from_millis(20));
-        let small: Vec<_> = (0..1000).map(|i| rt.spawn(async move { i * 2 })).collect();
-        let sum: usize = rt.block_on(async {
-            let mut sum = 0;
-            for h in small {
-                sum += h.await.unwrap();
-            }
-            sum
-        });
+        let sum = sum_of_small_tasks(&rt, 1000);
         let small_done = start.elapsed();
-        assert_eq!(sum, 999 * 1000);
+        assert_eq!(sum, 999 * 1000 / 2);
         // Without rescue the small tasks wait for the sleeps (300 ms, 600 ms for the second wave).
         assert!(
             small_done < Duration::from_millis(250),
@@ -386,26 +392,10 @@ fn a_batch_of_blocking_tasks_costs_one_detection() {
     watchdog(60, || {
         let rt = builder(2).stall_threshold(THRESHOLD).build().unwrap();
         let workers = rt.handle().worker_count();
-        let started = Arc::new(AtomicUsize::new(0));
-        let sleepers: Vec<_> = (0..2 * workers)
-            .map(|_| {
-                let started = started.clone();
-                rt.spawn(async move {
-                    started.fetch_add(1, Ordering::SeqCst);
-                    std::thread::sleep(Duration::from_millis(600));
-                })
-            })
-            .collect();
-        assert!(eventually(10, || started.load(Ordering::SeqCst) >= workers));
+        let sleepers =
+            common::spawn_blocking_sleepers(&rt, 2 * workers, Duration::from_millis(600), workers);
         let start = Instant::now();
-        let small: Vec<_> = (0..100).map(|i| rt.spawn(async move { i })).collect();
-        let sum: usize = rt.block_on(async {
-            let mut sum = 0;
-            for h in small {
-                sum += h.await.unwrap();
-            }
-            sum
-        });
+        let sum = sum_of_small_tasks(&rt, 100);
         let took = start.elapsed();
         assert_eq!(sum, 4950);
         assert!(

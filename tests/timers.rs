@@ -450,20 +450,9 @@ fn timers_fire_while_every_worker_is_blocked() {
     watchdog(60, || {
         let rt = rt(2);
         let workers = rt.handle().worker_count();
-        let blocked = Arc::new(AtomicUsize::new(0));
         // Every worker runs a task that blocks its thread (no `block_in_place`, no await).
-        let sleepers: Vec<_> = (0..workers)
-            .map(|_| {
-                let blocked = blocked.clone();
-                rt.spawn(async move {
-                    blocked.fetch_add(1, Ordering::SeqCst);
-                    std::thread::sleep(Duration::from_millis(600));
-                })
-            })
-            .collect();
-        while blocked.load(Ordering::SeqCst) < workers {
-            std::thread::sleep(MS);
-        }
+        let sleepers =
+            common::spawn_blocking_sleepers(&rt, workers, Duration::from_millis(600), workers);
         let start = Instant::now();
         // A timer armed and fired while every worker is stuck: the stall monitor hands the stuck
         // workers' queues to other threads, which run this task and fire its timer.

@@ -148,3 +148,29 @@ impl<F: Future> Probe<F> {
         self.count.0.load(Ordering::SeqCst)
     }
 }
+
+/// Spawns `n` tasks on `rt` that each block their worker's thread for `d` (a plain
+/// `std::thread::sleep`, no `block_in_place`), and waits until `min(n, at_least)` of them have
+/// started. Returns their handles.
+#[allow(dead_code)]
+pub fn spawn_blocking_sleepers(
+    rt: &rondo::Runtime,
+    n: usize,
+    d: Duration,
+    at_least: usize,
+) -> Vec<rondo::JoinHandle<()>> {
+    let started = Arc::new(AtomicUsize::new(0));
+    let sleepers: Vec<_> = (0..n)
+        .map(|_| {
+            let started = started.clone();
+            rt.spawn(async move {
+                started.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(d);
+            })
+        })
+        .collect();
+    while started.load(Ordering::SeqCst) < n.min(at_least) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    sleepers
+}
