@@ -20,6 +20,14 @@ struct Group {
 /// from the start.
 const TIERS: [(u32, usize); 3] = [(u32::MAX, usize::MAX), (u32::MAX, 1), (0, usize::MAX)];
 
+/// Checks `f` with at most three preemptions per execution (the three-thread models, and the
+/// two-thread ones whose unbounded runs take minutes).
+fn model_bounded(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(f);
+}
+
 impl Group {
     fn new((contended, len): (u32, usize)) -> Arc<Group> {
         Arc::new(Group {
@@ -91,9 +99,7 @@ fn listing_never_strands_a_task_with(tier: (u32, usize)) {
 #[test]
 fn listing_two_removers() {
     for tier in TIERS {
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(3);
-        b.check(move || listing_two_removers_with(tier));
+        model_bounded(move || listing_two_removers_with(tier));
     }
 }
 
@@ -286,9 +292,7 @@ impl std::task::Wake for Woken {
 #[test]
 fn an_unpark_always_wakes_a_waiting_core() {
     // Three threads: bounded like the other three-thread models.
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(|| {
+    model_bounded(|| {
         let parker = Arc::new(Parker::new());
         let flags = Arc::new(AtomicUsize::new(0));
         let notifiers: Vec<_> = (0..2)
@@ -434,9 +438,7 @@ fn arm(
 /// tick is no later than the new timer's, or the armer has unparked it (its park returns).
 #[test]
 fn an_earlier_timer_always_reaches_the_keeper() {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(|| {
+    model_bounded(|| {
         let (host, timers) = timers_with_host();
         let far = arm(&timers, std::time::Duration::from_secs(3600));
         // Arming it with no keeper asked for a sleeping core; that core is the keeper below.
@@ -472,9 +474,7 @@ fn an_earlier_timer_always_reaches_the_keeper() {
 /// ends above the new timer.
 #[test]
 fn processing_never_loses_a_concurrent_arm() {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(|| {
+    model_bounded(|| {
         let (_host, timers) = timers_with_host();
         let t2 = timers.clone();
         let processor = thread::spawn(move || {
@@ -504,9 +504,7 @@ fn processing_never_loses_a_concurrent_arm() {
 #[test]
 fn a_waiting_pass_and_a_skipping_pass_fire_a_due_timer_once() {
     use rondo::loom_support::IfBusy;
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(|| {
+    model_bounded(|| {
         let (_host, timers) = timers_with_host();
         let due = arm(&timers, std::time::Duration::from_millis(1));
         let later = std::time::Instant::now() + std::time::Duration::from_secs(1);
