@@ -491,16 +491,27 @@ fn a_worker_waits_for_a_long_timer_pass_instead_of_spinning() {
         let rt = rt(2);
         let workers = rt.handle().worker_count();
         let parks = |rt: &rondo::Runtime| rt.metrics().workers.iter().map(|w| w.parks).sum::<u64>();
-        let base = Instant::now() + 200 * MS;
-        let sleeps = rt
+        const TIMERS: u64 = 400_000;
+        let (sleeps, base) = rt
             .block_on(rt.spawn(async move {
-                let mut sleeps: Vec<_> = (0..400_000u64)
+                // Arming takes tens of milliseconds in a release build and many times that under
+                // a sanitizer: the deadlines begin well after an estimate from a first batch.
+                let t = Instant::now();
+                let mut first: Vec<_> = (0..TIMERS / 100)
+                    .map(|_| Box::pin(sleep(Duration::from_secs(3600))))
+                    .collect();
+                for s in &mut first {
+                    assert!(poll_once(s).is_pending());
+                }
+                drop(first);
+                let base = Instant::now() + t.elapsed() * 300 + 50 * MS;
+                let mut sleeps: Vec<_> = (0..TIMERS)
                     .map(|i| Box::pin(sleep_until(base + Duration::from_nanos(i * 20))))
                     .collect();
                 for s in &mut sleeps {
                     assert!(poll_once(s).is_pending());
                 }
-                sleeps
+                (sleeps, base)
             }))
             .unwrap();
         assert!(
@@ -522,7 +533,7 @@ fn a_worker_waits_for_a_long_timer_pass_instead_of_spinning() {
             rt.block_on(b).unwrap();
         }
         // Every timer has fired once no processing pass is left to wait for.
-        while rt.metrics().timers_fired < 400_000 {
+        while rt.metrics().timers_fired < TIMERS {
             std::thread::sleep(MS);
         }
         let parked = parks(&rt) - before;
