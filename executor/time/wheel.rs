@@ -138,14 +138,8 @@ impl Wheel {
 
     /// Removes timer `key`; returns its waker, for the caller to drop outside any lock.
     pub(crate) fn remove(&mut self, key: usize) -> Option<Waker> {
-        let e = self.entries.remove(key);
-        if let Place::Slot { level, slot, pos } = e.place {
-            if e.latest > e.at {
-                self.slack.remove(&(e.at, key as u32));
-            }
-            self.take_from_slot(level as usize, slot as usize, pos);
-        }
-        e.waker
+        self.unlink(key as u32);
+        self.entries.remove(key).waker
     }
 
     /// Whether timer `key` fired; if not, makes `waker` the one it wakes.
@@ -324,13 +318,7 @@ impl Wheel {
             let at = e.at;
             self.slack.remove(&(at, k));
         }
-        self.take_from_slot(level as usize, slot as usize, pos);
-    }
-
-    /// Removes the key at `pos` of a slot: the slot's last key moves into the hole, and its entry
-    /// learns its new index.
-    #[inline]
-    fn take_from_slot(&mut self, level: usize, slot: usize, pos: u32) {
+        let (level, slot) = (level as usize, slot as usize);
         let keys = &mut self.slots[level * SLOTS + slot];
         if let Some(moved) = keys.swap_remove(pos) {
             if let Place::Slot { pos: p, .. } = &mut self.entries[moved as usize].place {

@@ -47,8 +47,9 @@
 //! thread it promises are one step: a hand-off or rescue that passes the check *reserves* a thread
 //! (`starting`) in the same hold of the lock, and the reservation counts against the limit until
 //! the core goes to a spare (placing it releases the reservation) or the thread it asked for has
-//! started (or failed to start: [`Threads::started`]). Two hand-offs at `max_threads − 1` once both
-//! passed the check and both started a thread.
+//! started or failed to start (whoever starts it releases the reservation: `spawn_thread` in the
+//! runtime). Two hand-offs at `max_threads − 1` once both passed the check and both started a
+//! thread.
 
 use std::sync::Arc;
 use std::thread;
@@ -181,26 +182,17 @@ impl<C: HandedCore> Threads<C> {
     /// spare is idle and `max_threads` threads run or are promised (the caller must not wait then,
     /// since every thread may be waiting on work only this core would run); otherwise reserves a
     /// thread and [`place`](Self::place)s it. After [`Placed::StartThread`] the caller starts a
-    /// thread and reports it with [`started`](Self::started).
+    /// thread and releases the reservation (see the module docs, *The thread limit*).
     pub fn offer(
         &self,
         core: Box<C>,
         max_threads: usize,
         is_shutdown: impl Fn() -> bool,
     ) -> Result<Placed, Box<C>> {
-        if !self.reserve(&mut lock(&self.state), max_threads) {
+        if !reserve(&mut lock(&self.state), max_threads) {
             return Err(core);
         }
         Ok(self.place(core, is_shutdown))
-    }
-
-    /// The check of [`offer`](Self::offer) and rescue, and the reservation it makes when it passes.
-    fn reserve(&self, st: &mut State<C>, max_threads: usize) -> bool {
-        let ok = can_take_another(st, max_threads);
-        if ok {
-            st.starting += 1;
-        }
-        ok
     }
 
     /// Steps 3 and 4 for a core this thread owns and no thread runs, with a thread reserved for it
@@ -518,9 +510,19 @@ fn can_take_another<C>(st: &State<C>, max_threads: usize) -> bool {
     st.idle_spares > st.waiting.len() || st.running + st.starting < max_threads
 }
 
-/// Starts a runtime thread, running `first` (or waiting for a core as a spare).
+/// The check of [`Threads::offer`] and the reservation it makes when it passes (see the module
+/// docs, *The thread limit*).
+fn reserve<C>(st: &mut State<C>, max_threads: usize) -> bool {
+    let ok = can_take_another(st, max_threads);
+    if ok {
+        st.starting += 1;
+    }
+    ok
+}
+
+/// Starts a runtime thread, running `first` (or waiting for a core as a spare). `reserved`: the
+/// thread was reserved by a hand-off or rescue, and the reservation is released here.
 #[allow(clippy::type_complexity)]
-/// `reserved`: a thread reserved by a hand-off or rescue (released here, see the module docs).
 fn spawn_thread(
     shared: &Arc<Shared>,
     default_group: &Arc<GroupInner>,
@@ -551,15 +553,14 @@ fn spawn_thread(
         drop(sl);
         thread_main(s, g, b, first);
     });
+    st.starting -= usize::from(reserved);
     match spawned {
         Ok(handle) => {
             st.running += 1;
-            st.starting -= usize::from(reserved);
             st.records.push(Record { handle, blocked });
             Ok(())
         }
         Err(e) => {
-            st.starting -= usize::from(reserved);
             drop(st);
             let core = lock(&slot).take();
             Err((core, e))
