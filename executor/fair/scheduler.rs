@@ -75,6 +75,9 @@ pub(crate) struct Scheduler {
     state: Mutex<SchedState>,
     /// How many groups are in the rotation or its inbox; read without the lock as a hint.
     listed: AtomicUsize,
+    /// The rotation's length, stored under the lock whenever it changes; read without it (see
+    /// `may_pick`).
+    rotation_len: AtomicUsize,
     /// Groups a pusher just made runnable, with the time they became so, waiting to enter the
     /// rotation. Pushers never take the scheduler lock: workers move the inbox into the rotation
     /// inside the critical sections they take anyway (`pick_and_take`, `charge_and_check`).
@@ -116,6 +119,7 @@ impl Scheduler {
                 stale_after: (quantum * 2).max(STALE_AFTER),
             }),
             listed: AtomicUsize::new(0),
+            rotation_len: AtomicUsize::new(0),
             inbox: ConcurrentQueue::unbounded(),
             quantum_ns: quantum.as_nanos(),
         }
@@ -129,6 +133,17 @@ impl Scheduler {
     /// True if some group has queued work (a hint; exact under the lock).
     pub(crate) fn has_listed(&self) -> bool {
         self.listed.load(Ordering::SeqCst) > 0
+    }
+
+    /// True if a pick may find a group: the rotation or the inbox holds one (a hint, read without
+    /// the lock). `has_listed` can be true while neither does: a pusher counts a group as listed
+    /// before it queues it in the inbox (so that a worker about to park sees it), and between the
+    /// two a pick finds nothing. A worker that saw the count then spins until the inbox has the
+    /// group; without this check each turn took the scheduler lock for nothing, and with two
+    /// workers on two cores that contention and spinning could hold up the very pusher it waited
+    /// for (a thread preempted between its count and its push waits for a time slice).
+    pub(crate) fn may_pick(&self) -> bool {
+        self.rotation_len.load(Ordering::Relaxed) > 0 || !self.inbox.is_empty()
     }
 
     /// True if a listed group has tasks queued now: a group just listed (in the inbox: a push
@@ -151,8 +166,11 @@ impl Scheduler {
     /// Called after a pusher flipped `g.listed` from false to true: queues `g` for the rotation.
     /// The count goes up first, so a worker about to park sees work (see `idle`).
     pub(crate) fn list(&self, g: &Arc<GroupInner>) {
+        // Everything but the push before the count: the window in which the group is counted but
+        // not in the inbox stays as short as it can be (see `may_pick`).
+        let entry = (g.clone(), Instant::now());
         self.listed.fetch_add(1, Ordering::SeqCst);
-        if let Err(e) = self.inbox.push((g.clone(), Instant::now())) {
+        if let Err(e) = self.inbox.push(entry) {
             // The inbox is never closed; keep the count honest anyway.
             drop(e.into_inner());
             self.listed.fetch_sub(1, Ordering::SeqCst);
@@ -176,6 +194,8 @@ impl Scheduler {
             drop(gs);
             st.rotation.insert(key, g);
         }
+        self.rotation_len
+            .store(st.rotation.len(), Ordering::Relaxed);
     }
 
     fn charge_locked(st: &mut SchedState, g: &GroupInner, gs: &mut GroupSched, ns: u64) {
@@ -328,6 +348,8 @@ impl Scheduler {
             return false;
         }
         st.rotation.remove(&(gs.vruntime, g.id));
+        self.rotation_len
+            .store(st.rotation.len(), Ordering::Relaxed);
         gs.in_rotation = false;
         gs.listed_at = None;
         g.listed.clear();
@@ -451,6 +473,7 @@ impl Scheduler {
         let rotation = {
             let mut st = lock(&self.state);
             st.served.iter_mut().for_each(|s| *s = None);
+            self.rotation_len.store(0, Ordering::Relaxed);
             std::mem::take(&mut st.rotation)
         };
         let mut inbox = Vec::new();

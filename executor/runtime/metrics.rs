@@ -79,6 +79,10 @@ pub struct WorkerMetrics {
     /// Visits to the group scheduler that took work: one per pick, however many groups it took
     /// (a pick may take several one-shot groups that are due at once).
     pub picks: u64,
+    /// Visits to the group scheduler that found nothing to take (another worker took the group
+    /// first). Each takes the scheduler's lock for nothing; a figure far above `picks` means
+    /// workers contend there.
+    pub empty_picks: u64,
     /// Tasks in its local queue now.
     pub local_queue_depth: usize,
     /// Time spent serving groups (service segments), idle time excluded.
@@ -98,6 +102,7 @@ impl RuntimeMetrics {
                     parks: n.parks,
                     lifo_hits: n.lifo_hits,
                     picks: n.picks,
+                    empty_picks: n.empty_picks,
                     local_queue_depth: c.local.len(),
                     busy: Duration::from_nanos(n.busy_ns),
                 }

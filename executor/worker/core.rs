@@ -288,7 +288,9 @@ impl Core {
         if let Some(r) = self.take_from_own_group() {
             return Some(r);
         }
-        if self.shared.scheduler.has_listed() {
+        // Not while a group is counted as listed that no pick can find yet: its pusher is between
+        // the count and the inbox (`Scheduler::may_pick`).
+        if self.shared.scheduler.has_listed() && self.shared.scheduler.may_pick() {
             if let Some(r) = self.take_from_rotation() {
                 return Some(r);
             }
@@ -343,7 +345,10 @@ impl Core {
                 &mut extras,
             );
             match picked {
-                None => break None,
+                None => {
+                    self.counts.empty_picks += 1;
+                    break None;
+                }
                 Some((g, Some(first))) => {
                     self.counts.picks += 1;
                     self.reported_serving = true;
@@ -351,7 +356,10 @@ impl Core {
                     break Some(first);
                 }
                 // Another worker emptied the group first; the scheduler unlisted it.
-                Some((_, None)) => continue,
+                Some((_, None)) => {
+                    self.counts.empty_picks += 1;
+                    continue;
+                }
             }
         };
         for r in batch.drain(..) {

@@ -15,6 +15,7 @@ pub(crate) struct Counts {
     pub(crate) parks: u64,
     pub(crate) lifo_hits: u64,
     pub(crate) picks: u64,
+    pub(crate) empty_picks: u64,
     pub(crate) busy_ns: u64,
 }
 
@@ -28,6 +29,7 @@ pub(crate) struct Published {
     parks: AtomicU64,
     lifo_hits: AtomicU64,
     picks: AtomicU64,
+    empty_picks: AtomicU64,
     busy_ns: AtomicU64,
 }
 
@@ -39,6 +41,7 @@ impl Published {
         self.parks.store(c.parks, Ordering::Relaxed);
         self.lifo_hits.store(c.lifo_hits, Ordering::Relaxed);
         self.picks.store(c.picks, Ordering::Relaxed);
+        self.empty_picks.store(c.empty_picks, Ordering::Relaxed);
         self.busy_ns.store(c.busy_ns, Ordering::Relaxed);
     }
 
@@ -49,6 +52,7 @@ impl Published {
             parks: self.parks.load(Ordering::Relaxed),
             lifo_hits: self.lifo_hits.load(Ordering::Relaxed),
             picks: self.picks.load(Ordering::Relaxed),
+            empty_picks: self.empty_picks.load(Ordering::Relaxed),
             busy_ns: self.busy_ns.load(Ordering::Relaxed),
         }
     }
