@@ -147,7 +147,7 @@ impl RuntimeMetrics {
             &'static str,
             fn(&WorkerMetrics) -> String,
         );
-        let per_worker: [Series; 7] = [
+        let per_worker: [Series; 8] = [
             ("rondo_worker_polls_total", "counter", "Task polls.", |w| {
                 w.polls.to_string()
             }),
@@ -174,6 +174,12 @@ impl RuntimeMetrics {
                 "counter",
                 "Visits to the group scheduler that took work.",
                 |w| w.picks.to_string(),
+            ),
+            (
+                "rondo_worker_empty_picks_total",
+                "counter",
+                "Visits to the group scheduler that found nothing to take.",
+                |w| w.empty_picks.to_string(),
             ),
             (
                 "rondo_worker_local_queue_depth",
@@ -264,19 +270,28 @@ impl fmt::Display for RuntimeMetrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>6} {:>12}",
-            "worker", "polls", "steals", "parks", "lifo hits", "picks", "queue", "busy"
+            "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>11} {:>6} {:>12}",
+            "worker",
+            "polls",
+            "steals",
+            "parks",
+            "lifo hits",
+            "picks",
+            "empty picks",
+            "queue",
+            "busy"
         )?;
         for (i, w) in self.workers.iter().enumerate() {
             writeln!(
                 f,
-                "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>6} {:>12}",
+                "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>11} {:>6} {:>12}",
                 i,
                 w.polls,
                 w.steals,
                 w.parks,
                 w.lifo_hits,
                 w.picks,
+                w.empty_picks,
                 w.local_queue_depth,
                 format!("{:.1?}", w.busy)
             )?;
