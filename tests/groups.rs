@@ -497,6 +497,56 @@ fn a_wake_across_groups_runs_on_the_waking_worker() {
     });
 }
 
+/// A task that wakes tasks of many other groups in one poll (a shared service replying to its
+/// clients, each client in its group): each woken task takes the LIFO slot and pushes the one
+/// before it out. That one stays on the worker, in its local queue, where it was bound anyway:
+/// it used to go to its group's global queue, which lists the group and costs a scheduler pick.
+#[test]
+fn tasks_pushed_out_of_the_lifo_slot_by_other_groups_stay_on_the_worker() {
+    const CLIENTS: usize = 200;
+    watchdog(60, || {
+        let rt = rt(1);
+        let server = rt.group().name("server").build().unwrap();
+        let mut replies = Vec::new();
+        let mut clients = Vec::new();
+        for i in 0..CLIENTS {
+            let (tx, rx) = oneshot::channel::<usize>();
+            replies.push(tx);
+            let g = rt.group().name(format!("client{i}")).build().unwrap();
+            clients.push(g.spawn(async move { rx.await.unwrap() }));
+        }
+        let (go_tx, go_rx) = oneshot::channel::<()>();
+        let server_task = server.spawn(async move {
+            go_rx.await.unwrap();
+            for (i, tx) in replies.into_iter().enumerate() {
+                tx.send(i).unwrap();
+            }
+        });
+        // Every task is waiting; counters are published when a worker parks.
+        let picks =
+            |rt: &rondo::Runtime| -> u64 { rt.metrics().workers.iter().map(|w| w.picks).sum() };
+        let settled = |rt: &rondo::Runtime| {
+            let before = picks(rt);
+            std::thread::sleep(Duration::from_millis(50));
+            picks(rt) == before
+        };
+        assert!(eventually(10, || settled(&rt)));
+        let before = picks(&rt);
+        go_tx.send(()).unwrap();
+        rt.block_on(server_task).unwrap();
+        for (i, c) in clients.into_iter().enumerate() {
+            assert_eq!(rt.block_on(c).unwrap(), i);
+        }
+        assert!(eventually(10, || settled(&rt)));
+        let used = picks(&rt) - before;
+        // The server's own wake, from this thread, is one pick.
+        assert!(
+            used <= 2,
+            "{used} scheduler picks for {CLIENTS} clients woken from one poll"
+        );
+    });
+}
+
 /// A thread outside the runtime wakes tasks in many groups, one message at a time (a task per
 /// connection, each in its group, woken by an I/O thread). A pusher counts its group as listed
 /// just before queueing it for the scheduler; a worker that saw the count in between used to take

@@ -17,8 +17,10 @@
 //!    polls of a millisecond would keep a woken task waiting for 61 ms).
 //! 2. The LIFO slot, at most `LIFO_CAP` times in a row (a message-passing pair stays on one warm
 //!    core without starving the local queue).
-//! 3. The local queue (FIFO), then the extras: tasks of further groups that were due when the
-//!    last scheduler visit took them along with the picked group (`Scheduler::pick_and_take`).
+//! 3. The local queue (FIFO: the served group's tasks, and tasks of other groups pushed out of the
+//!    LIFO slot, which were due when they were woken), then the extras: tasks of further groups
+//!    that were due when the last scheduler visit took them along with the picked group
+//!    (`Scheduler::pick_and_take`).
 //! 4. While its quantum lasts, a batch of the served group's global queue, without the scheduler
 //!    lock (`len / workers + 1`, at most half a local queue).
 //! 5. The group scheduler: the listed group with the smallest virtual runtime; it takes a batch of
@@ -228,16 +230,14 @@ impl Core {
         None
     }
 
-    /// Moves a task out of the LIFO slot. The local queue holds the served group's tasks only (a
-    /// quantum end's verdict applies to all of it): a task of another group goes to its group's
-    /// global queue.
+    /// Moves a task out of the LIFO slot, to the local queue, whatever its group: a task of
+    /// another group reached the slot only if it may run beside the served group
+    /// (`schedule_beside`), so it stays on this worker, runs in a segment charged to its own group,
+    /// and is spilled to its own group's queue if the core switches. (Sending it to its group's
+    /// global queue instead cost a listing and a scheduler pick per task pushed out: a server task
+    /// replying to a hundred clients in a hundred groups pushed out ninety-nine.)
     fn demote(&mut self, r: Runnable) {
-        if self.service.serves(Arc::as_ptr(&r.metadata().group)) {
-            self.push_local(r);
-        } else {
-            let g = r.metadata().group.clone();
-            push_global(&g, r);
-        }
+        self.push_local(r);
     }
 
     /// New stealable work: wake a sleeper if nobody is searching. A missed wake here costs
