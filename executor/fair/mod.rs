@@ -6,10 +6,12 @@
 //!   group's `ListFlag`, `group::listed`).
 //! - `segment`: a worker's service segments (the time it spends on one group), the adaptive
 //!   clock, and the quantum.
+//! - `clock`: the cheap clock reading segment boundaries use.
 //!
 //! This layer knows groups and tasks; it knows nothing of workers or threads. A worker calls it
 //! with the time it measured and the group it served.
 
+pub(crate) mod clock;
 pub(crate) mod scheduler;
 pub(crate) mod segment;
 

@@ -125,7 +125,7 @@ impl Service {
     /// Reads the clock, adapts the interval to the measured poll length, and returns the time if the
     /// quantum is over.
     pub(crate) fn read_clock(&mut self, quantum: Duration) -> Option<Instant> {
-        let now = Instant::now();
+        let now = super::clock::now();
         let elapsed = now.saturating_duration_since(self.last_clock);
         self.last_clock = now;
         let per_poll = elapsed.as_nanos() as u64 / u64::from(self.interval).max(1);

@@ -433,7 +433,7 @@ impl Core {
         let group = &meta.group;
         if !self.service.serves(Arc::as_ptr(group)) {
             let g = group.clone();
-            let now = Instant::now();
+            let now = crate::fair::clock::now();
             if let Some(c) = self.end_segment(now) {
                 self.service.defer(c, &self.shared.scheduler);
             }
@@ -504,7 +504,9 @@ impl Core {
     #[inline(never)]
     fn quantum_end(&mut self, now: Instant) {
         self.global_due = true;
-        self.fire_due_timers(now);
+        // The real clock for timers (`now` may come from the cheaper segment clock, which a
+        // deadline must never run ahead of).
+        self.fire_due_timers(Instant::now());
         self.service.restart_quantum(now);
         self.publish_counts();
         let Some((g, ns)) = self.end_segment(now) else {
