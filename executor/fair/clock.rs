@@ -13,8 +13,10 @@
 //! is never further from `Instant::now()` than the rate's error over a millisecond (well under a
 //! microsecond). Everywhere else, and under Miri and loom, [`now`] is `Instant::now()`.
 //!
-//! Only time differences between segment boundaries (charged service, busy time, the quantum)
-//! use it; deadlines and timers read the real clock.
+//! The service segments (charged service, busy time, the quantum) and the scheduler's own times
+//! (how long a listed group waited, how old a worker's served entry is) use it, so each of those
+//! differences is taken between two readings of the same clock; deadlines and timers read the
+//! real clock.
 
 use std::time::Instant;
 

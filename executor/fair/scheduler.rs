@@ -168,7 +168,7 @@ impl Scheduler {
     pub(crate) fn list(&self, g: &Arc<GroupInner>) {
         // Everything but the push before the count: the window in which the group is counted but
         // not in the inbox stays as short as it can be (see `may_pick`).
-        let entry = (g.clone(), Instant::now());
+        let entry = (g.clone(), super::clock::now());
         self.listed.fetch_add(1, Ordering::SeqCst);
         if let Err(e) = self.inbox.push(entry) {
             // The inbox is never closed; keep the count honest anyway.
@@ -261,7 +261,7 @@ impl Scheduler {
         if let Some(worker) = parking {
             st.served[worker] = None;
         }
-        Self::update_floor(&mut st, Instant::now());
+        Self::update_floor(&mut st, super::clock::now());
     }
 
     /// Applies the worker's pending charges, then takes work from the listed group with the

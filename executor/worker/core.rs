@@ -328,7 +328,7 @@ impl Core {
     }
 
     fn take_from_rotation(&mut self) -> Option<Runnable> {
-        let now = Instant::now();
+        let now = crate::fair::clock::now();
         let mut batch = std::mem::take(&mut self.batch);
         let mut extras = std::mem::take(&mut self.extras_batch);
         let shared = self.shared.clone();
@@ -667,7 +667,7 @@ impl Core {
         if keeping {
             self.shared.keeper.stop();
         }
-        self.service.restart_quantum(Instant::now());
+        self.service.restart_quantum(crate::fair::clock::now());
     }
 
     fn wake_self(&mut self) {
@@ -725,7 +725,7 @@ impl Core {
     /// spends waiting is nobody's service) and moves the LIFO task to the local queue, where idle
     /// workers can steal it while the core waits for its new thread.
     pub(crate) fn prepare_hand_off(&mut self) {
-        let now = Instant::now();
+        let now = crate::fair::clock::now();
         if let Some(c) = self.end_segment(now) {
             self.service.defer(c, &self.shared.scheduler);
         }
@@ -748,7 +748,7 @@ impl Core {
         let host = Arc::as_ptr(&self.shared);
         let g = with_current(|g| g.filter(|g| ptr::eq(g.host_addr(), host)).cloned());
         if let Some(g) = g {
-            self.begin_segment(g, Instant::now());
+            self.begin_segment(g, crate::fair::clock::now());
         }
     }
 
@@ -756,7 +756,7 @@ impl Core {
     /// this core's LIFO slot or queue (this thread has no core in its cell, so such wakes go to
     /// the global queues; the loop is a safeguard), so repeat until both are empty.
     pub(crate) fn retire(mut self) {
-        let now = Instant::now();
+        let now = crate::fair::clock::now();
         let _ = self.end_segment(now);
         self.publish_counts();
         loop {
