@@ -138,10 +138,9 @@ impl Scheduler {
     /// True if a pick may find a group: the rotation or the inbox holds one (a hint, read without
     /// the lock). `has_listed` can be true while neither does: a pusher counts a group as listed
     /// before it queues it in the inbox (so that a worker about to park sees it), and between the
-    /// two a pick finds nothing. A worker that saw the count then spins until the inbox has the
-    /// group; without this check each turn took the scheduler lock for nothing, and with two
-    /// workers on two cores that contention and spinning could hold up the very pusher it waited
-    /// for (a thread preempted between its count and its push waits for a time slice).
+    /// two a pick finds nothing. A worker that saw the count looks elsewhere and checks again
+    /// instead of taking the scheduler lock for nothing each turn, which would contend with the
+    /// workers doing real picks (foreign wakes into many groups open this window once per wake).
     pub(crate) fn may_pick(&self) -> bool {
         self.rotation_len.load(Ordering::Relaxed) > 0 || !self.inbox.is_empty()
     }

@@ -233,9 +233,9 @@ impl Core {
     /// Moves a task out of the LIFO slot, to the local queue, whatever its group: a task of
     /// another group reached the slot only if it may run beside the served group
     /// (`schedule_beside`), so it stays on this worker, runs in a segment charged to its own group,
-    /// and is spilled to its own group's queue if the core switches. (Sending it to its group's
-    /// global queue instead cost a listing and a scheduler pick per task pushed out: a server task
-    /// replying to a hundred clients in a hundred groups pushed out ninety-nine.)
+    /// and is spilled to its own group's queue if the core switches. Its group's global queue
+    /// would cost a listing and a scheduler pick per task pushed out, and a task that wakes many
+    /// groups' tasks in one poll (a server replying to its clients) pushes out all but the last.
     fn demote(&mut self, r: Runnable) {
         self.push_local(r);
     }
