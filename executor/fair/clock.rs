@@ -1,12 +1,13 @@
 //! A cheaper reading of the monotonic clock, for the service segments' boundaries.
 //!
 //! A worker reads the clock at every switch between groups (to end one segment and begin the
-//! next), so a message between two groups costs a clock read on each side. `Instant::now()` costs
-//! about 29 ns on the 2-core VM the benchmarks run on, a third of a cross-group round trip.
+//! next), so a message between two groups costs a clock read on each side, and `Instant::now()`
+//! (a system call's fast path, with its own ordering and conversion) costs several times a read
+//! of the counter behind it (BENCHMARKS.md has the figures).
 //!
 //! Where the kernel itself keeps time with the processor's time-stamp counter (x86-64 Linux with
 //! the `tsc` clocksource, which the kernel selects only when the counter is invariant and
-//! synchronized across CPUs), [`now`] reads the counter (about 10 ns there) and adds the ticks
+//! synchronized across CPUs), [`now`] reads the counter and adds the ticks
 //! since the thread's last real reading, converted with a rate measured once per process. The
 //! thread takes a real reading again once about a millisecond's worth of ticks have passed, or
 //! when the counter reads lower than at its last real reading (another CPU's counter), so a value
