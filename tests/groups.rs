@@ -505,7 +505,15 @@ fn a_wake_across_groups_runs_on_the_waking_worker() {
 fn tasks_pushed_out_of_the_lifo_slot_by_other_groups_stay_on_the_worker() {
     const CLIENTS: usize = 200;
     watchdog(60, || {
-        let rt = rt(1);
+        // The server's one poll sends 200 replies. Under ThreadSanitizer that takes long enough
+        // for the stall monitor to rescue the core mid-poll (a rescued poll's wakes go through
+        // the groups' global queues) and for the quantum to end after it (a quantum end may hand
+        // the local queue back to the groups' global queues): both set as far out as allowed.
+        let rt = common::builder(2)
+            .stall_threshold(Duration::from_secs(5))
+            .quantum(Duration::from_millis(100))
+            .build()
+            .unwrap();
         let server = rt.group().name("server").build().unwrap();
         let mut replies = Vec::new();
         let mut clients = Vec::new();
