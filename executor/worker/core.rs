@@ -204,12 +204,10 @@ impl Core {
     pub(crate) fn schedule_local(&mut self, r: Runnable, is_yield: bool) {
         if is_yield {
             self.push_local(r);
-        } else if let Some(prev) = self.lifo.replace(r) {
-            self.demote(prev);
+            self.new_stealable_work();
         } else {
-            return;
+            self.put_in_lifo(r);
         }
-        self.new_stealable_work();
     }
 
     /// Routes a task of another group than the served one, woken or spawned by the task this core
@@ -223,21 +221,21 @@ impl Core {
         if !Scheduler::may_run_beside(serving, &r.metadata().group, quantum) {
             return Some(r);
         }
-        if let Some(prev) = self.lifo.replace(r) {
-            self.demote(prev);
-            self.new_stealable_work();
-        }
+        self.put_in_lifo(r);
         None
     }
 
-    /// Moves a task out of the LIFO slot, to the local queue, whatever its group: a task of
-    /// another group reached the slot only if it may run beside the served group
+    /// Puts `r` in the LIFO slot. The task it pushes out goes to the local queue, whatever its
+    /// group: a task of another group reached the slot only if it may run beside the served group
     /// (`schedule_beside`), so it stays on this worker, runs in a segment charged to its own group,
     /// and is spilled to its own group's queue if the core switches. Its group's global queue
     /// would cost a listing and a scheduler pick per task pushed out, and a task that wakes many
     /// groups' tasks in one poll (a server replying to its clients) pushes out all but the last.
-    fn demote(&mut self, r: Runnable) {
-        self.push_local(r);
+    fn put_in_lifo(&mut self, r: Runnable) {
+        if let Some(prev) = self.lifo.replace(r) {
+            self.push_local(prev);
+            self.new_stealable_work();
+        }
     }
 
     /// New stealable work: wake a sleeper if nobody is searching. A missed wake here costs
@@ -272,7 +270,7 @@ impl Core {
                 self.counts.lifo_hits += 1;
                 return Some(r);
             }
-            self.demote(r);
+            self.push_local(r);
         }
         self.lifo_streak = 0;
         if let Some(r) = self.remote().local.pop() {
