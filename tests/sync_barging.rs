@@ -277,6 +277,61 @@ fn semaphore_waiter_past_the_bound_is_handed_permits_before_a_newcomer() {
     assert!(sem.try_acquire().is_ok(), "hand-off mode outlived the line");
 }
 
+/// A release that finds a woken waiter on its way, and every free permit promised to it, skips
+/// the line; one that frees a permit nobody is promised wakes the next waiter, so two releases
+/// still wake two waiters.
+#[test]
+fn barging_semaphore_releases_past_a_woken_waiter_wake_only_for_unpromised_permits() {
+    let sem = Semaphore::with_barging(2, NEVER);
+    let held: Vec<_> = (0..2).map(|_| sem.try_acquire().unwrap()).collect();
+    let mut first = Probe::new(sem.acquire());
+    let mut second = Probe::new(sem.acquire());
+    first.pending();
+    second.pending();
+    let mut held = held.into_iter();
+    drop(held.next());
+    assert_eq!((first.wakes(), second.wakes()), (1, 0));
+    // A running task takes the permit promised to `first` and gives it back: still promised.
+    drop(
+        sem.try_acquire()
+            .expect("a free permit can be taken by a newcomer"),
+    );
+    assert_eq!((first.wakes(), second.wakes()), (1, 0));
+    // The second permit is nobody's yet: it wakes `second`.
+    drop(held.next());
+    assert_eq!((first.wakes(), second.wakes()), (1, 1));
+    let (a, b) = (first.ready().unwrap(), second.ready().unwrap());
+    assert_eq!(sem.available_permits(), 0);
+    drop((a, b));
+    assert_eq!(sem.available_permits(), 2);
+}
+
+/// The semaphore's counterpart of the lock's test above: newcomers that take and return a permit
+/// again and again, while a woken waiter does not run, skip the line only a few times in a row
+/// before a release checks the head's wait and hands it the permit.
+#[test]
+fn a_woken_waiter_that_does_not_run_is_handed_permits_past_the_bound() {
+    let sem = Semaphore::with_barging(1, SHORT);
+    let p = sem.try_acquire().unwrap();
+    let mut old = Probe::new(sem.acquire());
+    old.pending();
+    drop(p);
+    assert_eq!(old.wakes(), 1, "woken while young, not handed the permit");
+    outwait();
+    let mut barges = 0;
+    while let Ok(p) = sem.try_acquire() {
+        drop(p);
+        barges += 1;
+        assert!(
+            barges <= 100,
+            "newcomers kept the permit from a waiter past the bound"
+        );
+    }
+    assert!(barges <= 16, "{barges} newcomers got in first");
+    drop(old.ready().unwrap());
+    assert_eq!(sem.available_permits(), 1);
+}
+
 #[test]
 fn close_fails_woken_waiters_of_a_barging_semaphore() {
     let sem = Semaphore::with_barging(1, NEVER);

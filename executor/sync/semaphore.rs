@@ -18,8 +18,30 @@ const QUEUED: usize = 2;
 /// permits. Always set with `QUEUED` in a fair semaphore; in a barging one, while the head has
 /// waited past the bound.
 const HANDOFF: usize = 4;
-/// Bits 3..: available permits.
-const SHIFT: u32 = 3;
+/// Bit 3 (barging mode): a waiter was woken to compete for free permits and has not polled yet.
+/// Its poll looks at the permits under the mutex, so until then a release with waiters whose
+/// permits are all promised to woken waiters (`Semaphore::promised`) need not serve the line: it
+/// publishes its permits with one CAS. The poll of the last woken waiter clears the bit in the same
+/// CAS that takes the permits or finds them gone, so the holders it found release through the
+/// mutex; every woken waiter's poll then wakes the waiters that free permits nobody is promised can
+/// serve.
+const NOTIFIED: usize = 8;
+/// Bits 4..=7: how many releases skipped the line in a row because of `NOTIFIED` (each adds one in
+/// its own CAS). When the count is full, the next release serves the line after all and checks the
+/// head's wait, so a woken waiter whose task is slow to run is still handed permits once past the
+/// bound. Reset whenever the line is served.
+const ONE_SKIP: usize = 16;
+const SKIPS: usize = 15 * ONE_SKIP;
+#[cfg(not(loom))]
+const SKIPS_FULL: usize = SKIPS;
+/// Under loom one skip fills the count, so the models reach the release that serves the line
+/// after skipping it.
+#[cfg(loom)]
+const SKIPS_FULL: usize = ONE_SKIP;
+/// Bits 8..: available permits.
+const SHIFT: u32 = 8;
+/// The flag bits below the permits.
+const FLAGS: usize = (1 << SHIFT) - 1;
 
 const NOT_QUEUED: usize = usize::MAX;
 
@@ -62,14 +84,17 @@ pub struct Semaphore {
     circulating: AtomicUsize,
     /// How long a waiter may be overtaken before permits are handed off; zero for a fair semaphore.
     bound: Duration,
+    /// Barging mode: the permits promised to the waiters woken to compete, so one release does not
+    /// wake more waiters than its permits can serve and two releases wake two. Changed only under
+    /// the mutex; read outside it by a release deciding whether it may skip the line, which only
+    /// when the free permits, its own included, are all promised.
+    promised: AtomicUsize,
     line: Mutex<Line>,
 }
 
-/// The waiters and the permits promised to those woken to retry (barging mode), so one release does
-/// not wake more waiters than its permits can serve and two releases wake two.
+/// The waiters.
 struct Line {
     waiters: WaitList<usize>,
-    notified: usize,
 }
 
 /// Error from [`Semaphore::acquire`] and friends: the semaphore was closed.
@@ -128,11 +153,11 @@ fn overflow(n: usize, existing: usize) -> ! {
 fn add(s: usize, n: usize) -> usize {
     let free = (s >> SHIFT).saturating_add(n).min(Semaphore::MAX_PERMITS);
     debug_assert_eq!(free, (s >> SHIFT) + n, "more permits than were ever added");
-    (free << SHIFT) | (s & (CLOSED | QUEUED | HANDOFF))
+    (free << SHIFT) | (s & FLAGS)
 }
 
 impl Semaphore {
-    /// The most permits a semaphore can hold (`usize::MAX >> 3`).
+    /// The most permits a semaphore can hold (`usize::MAX >> 8`).
     pub const MAX_PERMITS: usize = usize::MAX >> SHIFT;
 
     /// Creates a fair semaphore with `permits` permits: strict FIFO hand-off, no barging.
@@ -187,9 +212,9 @@ impl Semaphore {
             state: AtomicUsize::new(permits << SHIFT),
             circulating: AtomicUsize::new(permits),
             bound,
+            promised: AtomicUsize::new(0),
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
-                notified: 0,
             }),
         }
     }
@@ -211,9 +236,9 @@ impl Semaphore {
             state: AtomicUsize::new(permits << SHIFT),
             circulating: AtomicUsize::new(permits),
             bound,
+            promised: AtomicUsize::new(0),
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
-                notified: 0,
             }),
         }
     }
@@ -514,8 +539,9 @@ impl Semaphore {
             self.state.fetch_or(CLOSED, Ordering::AcqRel);
             let mut wakers = WakeList::new();
             line.waiters.close_all(&mut wakers);
-            line.notified = 0;
-            self.state.fetch_and(!(QUEUED | HANDOFF), Ordering::AcqRel);
+            self.promised.store(0, Ordering::Relaxed);
+            self.state
+                .fetch_and(!(QUEUED | HANDOFF | NOTIFIED | SKIPS), Ordering::AcqRel);
             wakers
         });
     }
@@ -532,31 +558,53 @@ impl Semaphore {
         self.state.load(Ordering::Acquire) & CLOSED != 0
     }
 
-    /// Returns `n` permits. In a fair semaphore this is one `fetch_add`, then the line is served
-    /// under the mutex if anyone waits. In a barging one it is one CAS without waiters; with
-    /// waiters the permits are published under the mutex.
+    /// Returns `n` permits: one `fetch_add` in a fair semaphore, and in a barging one while nobody
+    /// waits; then the line is served under the mutex if anyone waits.
     #[inline]
     fn release(&self, n: usize) {
         if n == 0 {
             return;
         }
-        if self.bound.is_zero() {
-            // In hand-off mode no newcomer can take the permits while anyone waits, so they are
-            // published at once and the mutex is held only to hand them on. No overflow check:
-            // see `circulating`.
+        // Fair: in hand-off mode no newcomer can take the permits while anyone waits, so they are
+        // published at once and the mutex is held only to hand them on. Barging, with nobody in
+        // line a moment ago: any waiter the add finds joined since, so it has not waited past the
+        // bound and may compete for the permits like anyone else. No overflow check: see
+        // `circulating`.
+        if self.bound.is_zero() || self.state.load(Ordering::Relaxed) & QUEUED == 0 {
             let prev = self.state.fetch_add(n << SHIFT, Ordering::Release);
             if prev & QUEUED != 0 {
                 self.serve();
             }
             return;
         }
+        self.release_to_line(n);
+    }
+
+    /// A barging release while waiters are in line. In barging mode the permits are published
+    /// under the mutex, after the head's wait was checked, so a waiter past the bound gets them
+    /// before any newcomer; in hand-off mode (`HANDOFF`: the head waited past the bound) they are
+    /// published at once, as in a fair semaphore.
+    #[cold]
+    fn release_to_line(&self, n: usize) {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
-            // In barging mode the permits are published under the mutex, after the head's wait was
-            // checked, so a waiter past the bound gets them before any newcomer; in hand-off mode
-            // (`HANDOFF`, the head waited past the bound) as in a fair semaphore.
             if s & (QUEUED | HANDOFF) == QUEUED {
-                return self.release_slow(n);
+                let covered = (s >> SHIFT) + n <= self.promised.load(Ordering::Relaxed);
+                if s & NOTIFIED == 0 || s & SKIPS == SKIPS_FULL || !covered {
+                    return self.release_slow(n);
+                }
+                // Woken waiters on their way will look at the permits under the mutex, and all the
+                // free ones are promised to them: skip the line, and count the skip.
+                match self.state.compare_exchange_weak(
+                    s,
+                    add(s, n) + ONE_SKIP,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return,
+                    Err(actual) => s = actual,
+                }
+                continue;
             }
             match self.state.compare_exchange_weak(
                 s,
@@ -574,7 +622,7 @@ impl Semaphore {
     #[cold]
     fn release_slow(&self, n: usize) {
         let mut line = lock(&self.line);
-        let _ = update::<()>(&self.state, |s| Ok(add(s, n)));
+        let _ = update::<()>(&self.state, |s| Ok(add(s, n) & !SKIPS));
         let wakers = self.dispatch(&mut line);
         drop(line);
         wakers.wake_all();
@@ -600,7 +648,8 @@ impl Semaphore {
         let mut wakers = WakeList::new();
         loop {
             let Some(head) = line.waiters.head() else {
-                self.state.fetch_and(!(QUEUED | HANDOFF), Ordering::AcqRel);
+                self.state
+                    .fetch_and(!(QUEUED | HANDOFF | NOTIFIED | SKIPS), Ordering::AcqRel);
                 break;
             };
             if !self.handoff_due(line, head) {
@@ -626,19 +675,29 @@ impl Semaphore {
             if taken.is_err() {
                 break;
             }
-            if line.waiters.status(head) == Status::Notified {
-                line.notified -= n;
+            let was_notified = line.waiters.status(head) == Status::Notified;
+            if was_notified {
+                self.promised.fetch_sub(n, Ordering::Relaxed);
             }
             line.waiters.finish(head, Status::Granted, &mut wakers);
+            self.forget_notified(line, was_notified);
         }
         wakers
+    }
+
+    /// Clears `NOTIFIED` when the last woken waiter leaves the line without polling (handed its
+    /// permits, or cancelled).
+    fn forget_notified(&self, line: &Line, was_notified: bool) {
+        if was_notified && line.waiters.notified() == 0 {
+            self.state.fetch_and(!NOTIFIED, Ordering::AcqRel);
+        }
     }
 
     /// Barging mode: wakes waiters from `head` on, in order, while the free permits cover them on top
     /// of what earlier woken waiters may take.
     fn notify_fitting(&self, line: &mut Line, head: usize, wakers: &mut WakeList) {
         let free = self.state.load(Ordering::Acquire) >> SHIFT;
-        let mut budget = free.saturating_sub(line.notified);
+        let mut budget = free.saturating_sub(self.promised.load(Ordering::Relaxed));
         let mut key = Some(head);
         while let Some(k) = key {
             if line.waiters.status(k) == Status::Waiting {
@@ -647,7 +706,10 @@ impl Semaphore {
                     break;
                 }
                 budget -= n;
-                line.notified += n;
+                self.promised.fetch_add(n, Ordering::Relaxed);
+                if line.waiters.notified() == 0 {
+                    self.state.fetch_or(NOTIFIED, Ordering::AcqRel);
+                }
                 line.waiters.notify(k, wakers);
             }
             key = line.waiters.next(k);
@@ -687,29 +749,51 @@ impl Semaphore {
             Status::Waiting => Poll::Pending,
             Status::Notified => {
                 // Woken to compete: take the permits if they are still free, else wait again in the
-                // same place.
+                // same place. The last woken waiter clears `NOTIFIED` in the same CAS, so holders
+                // it finds release through the mutex and wake it again.
                 let n = line.waiters.request(key);
-                line.notified -= n;
+                self.promised.fetch_sub(n, Ordering::Relaxed);
+                let clear = if line.waiters.notified() == 0 {
+                    NOTIFIED | SKIPS
+                } else {
+                    0
+                };
                 let take = n << SHIFT;
-                let got = update(&self.state, |s| {
-                    if s & (HANDOFF | CLOSED) == 0 && s >= take {
-                        Ok(s - take)
-                    } else {
-                        Err(())
+                let mut got = false;
+                // Overtaken at the head past the bound: `HANDOFF` goes in with the same CAS that
+                // finds the permits gone, so no release can slip by unserved in between.
+                let mut overdue = None;
+                let _ = update::<()>(&self.state, |s| {
+                    got = s & (HANDOFF | CLOSED) == 0 && s >= take;
+                    if got {
+                        return Ok((s - take) & !clear);
                     }
+                    let overdue = *overdue.get_or_insert_with(|| {
+                        line.waiters.head() == Some(key)
+                            && line.waiters.waited(key, self.bound, line.waiters.now())
+                    });
+                    Ok((s & !clear) | if overdue { HANDOFF } else { 0 })
                 });
-                if got.is_ok() {
+                if got {
                     line.waiters.take(key);
-                    return Poll::Ready(Ok(()));
                 }
-                // Overtaken: the permits' new holders release through the slow path (`QUEUED`) and
-                // wake us again; if we have waited past the bound, that release hands off.
-                if line.waiters.head() == Some(key)
-                    && line.waiters.waited(key, self.bound, line.waiters.now())
-                {
-                    self.state.fetch_or(HANDOFF, Ordering::AcqRel);
+                // A release that skipped the line while we were on our way may have read the
+                // promises before this poll withdrew ours: wake the waiters that free permits
+                // nobody is promised can serve, as the release would have. (In hand-off mode the
+                // releases serve the line themselves.)
+                if let Some(head) = line.waiters.head() {
+                    if self.state.load(Ordering::Acquire) & HANDOFF == 0 {
+                        let mut wakers = WakeList::new();
+                        self.notify_fitting(&mut line, head, &mut wakers);
+                        drop(line);
+                        wakers.wake_all();
+                    }
                 }
-                Poll::Pending
+                if got {
+                    Poll::Ready(Ok(()))
+                } else {
+                    Poll::Pending
+                }
             }
             Status::Granted => Poll::Ready(Ok(())),
             Status::Closed => Poll::Ready(Err(AcquireError(()))),
@@ -720,11 +804,14 @@ impl Semaphore {
     fn cancel(&self, key: usize) {
         serve_line(&self.line, |line| {
             let (status, n) = line.waiters.remove(key);
+            self.forget_notified(line, status == Status::Notified);
             match status {
                 Status::Granted => {
                     let _ = update::<()>(&self.state, |s| Ok(add(s, n)));
                 }
-                Status::Notified => line.notified -= n,
+                Status::Notified => {
+                    self.promised.fetch_sub(n, Ordering::Relaxed);
+                }
                 _ => {}
             }
             self.dispatch(line)
@@ -863,6 +950,7 @@ impl<'a> SemaphorePermit<'a> {
 }
 
 impl Drop for SemaphorePermit<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.sem.release(self.n);
     }
@@ -948,6 +1036,7 @@ impl SemaphorePermitArc {
 }
 
 impl Drop for SemaphorePermitArc {
+    #[inline]
     fn drop(&mut self) {
         self.sem.release(self.n);
     }
