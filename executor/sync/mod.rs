@@ -11,11 +11,12 @@
 //! `W_WAITING` (a writer is in the line), bit 4 = an upgradable hold exists, bit 5 = `NOTIFIED` and
 //! bits 6–9 = a count of skipped releases (see below), bits 10.. = the number of shared holds (plain
 //! and upgradable). For the semaphore: bit 0 = closed, bit 1 = `QUEUED`, bit 2 =
-//! `HANDOFF`, bits 3.. = free permits. An uncontended acquire is a single compare-and-swap on this
+//! `HANDOFF`, bit 3 = `NOTIFIED`, bits 4–7 = a count of skipped releases, bits 8.. = free permits. An uncontended acquire is a single compare-and-swap on this
 //! word (the lock's first guess is "free", so no load precedes it); it completes on the future's
 //! first poll, allocates nothing and never touches the line. An uncontended release of the lock is
-//! one CAS (its first guess is "I am the only holder"); a fair semaphore's release is one
-//! `fetch_add`, a barging one's a CAS (it must see `QUEUED` before it publishes).
+//! one CAS (its first guess is "I am the only holder"); a semaphore's release is one `fetch_add`
+//! (a barging one's after a load that finds `QUEUED` clear: with waiters it must check the head's
+//! wait before it publishes, see below).
 //!
 //! **One FIFO line.** Everyone who cannot take the fast path locks the primitive's internal mutex, which
 //! guards a FIFO line of waiters: a doubly linked list threaded through a [`slab`], so a cancelled
@@ -50,7 +51,7 @@
 //!   younger than `bound` again. While `HANDOFF` is clear and anyone waits, the release itself
 //!   happens under the mutex, after the head's wait was checked, so a waiter past the bound is
 //!   handed the resource by the very next release, before any newcomer.
-//! - *The lock's woken waiters on their way* (`NOTIFIED`, barging lock only, after Go's
+//! - *Woken waiters on their way* (`NOTIFIED`, barging mode only, after Go's
 //!   `mutexWoken`). While a notified waiter has not polled yet, a release need not serve the line:
 //!   that waiter will look at the lock under the mutex anyway. So a release that sees `NOTIFIED`
 //!   without `HANDOFF` frees the lock with one CAS, like an uncontended one; without this, every
@@ -64,7 +65,12 @@
 //!   when the count is full the next release serves the line after all, under the mutex, where it
 //!   finds the head past the bound and hands the lock over. Without that cap, a woken task whose
 //!   worker is busy with tasks that take the lock again and again (they never wait, so they never
-//!   yield) could be kept out for as long as those tasks run.
+//!   yield) could be kept out for as long as those tasks run. The semaphore does the same, with one
+//!   more condition: a release skips only if the free permits, its own included, are all promised
+//!   to woken waiters (`promised`, an atomic count changed under the mutex), so a release that frees
+//!   a permit nobody is promised still wakes a waiter for it, and two releases wake two. A count
+//!   read before a woken waiter withdrew its promise can let one release too many skip; every
+//!   woken waiter's poll therefore wakes the waiters that free, unpromised permits can serve.
 //!
 //! **Phase-fair admission.** The lock serves its head like this: a writer at the head is granted (or
 //! notified) only when the lock is completely free; a reader at the head is granted whenever no writer

@@ -6,7 +6,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 
-use super::waiters::{Stamp, Status, WaitList, WakeList, serve_line, update};
+use super::waiters::{SKIP_LIMIT, Stamp, Status, WaitList, WakeList, serve_line, update};
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
 
 /// Bit 0: a writer holds the lock.
@@ -28,18 +28,13 @@ const UPGRADABLE: usize = 16;
 /// busy (or takes it), so the holder it found releases through the mutex and nobody is left unwoken.
 const NOTIFIED: usize = 32;
 /// Bits 6..=9: how many releases skipped the line in a row because of `NOTIFIED` (each adds one in
-/// its own CAS). When the count is full, the next release serves the line after all: it checks the
+/// its own CAS), up to `SKIP_LIMIT`; the next release serves the line after all and checks the
 /// head's wait, so a woken waiter whose task is slow to run (its worker busy with tasks that barge
-/// again and again) is still handed the lock once past the bound, after at most `SKIPS_FULL`
-/// releases. Reset whenever the line is served.
+/// again and again) is still handed the lock once past the bound. Reset whenever the line is
+/// served.
 const ONE_SKIP: usize = 64;
 const SKIPS: usize = 15 * ONE_SKIP;
-#[cfg(not(loom))]
-const SKIPS_FULL: usize = SKIPS;
-/// Under loom one skip fills the count, so the models reach the release that serves the line
-/// after skipping it.
-#[cfg(loom)]
-const SKIPS_FULL: usize = ONE_SKIP;
+const SKIPS_FULL: usize = SKIP_LIMIT * ONE_SKIP;
 /// Bits 10..: the number of shared holds (plain and upgradable).
 const READER_SHIFT: u32 = 10;
 const ONE_READER: usize = 1 << READER_SHIFT;

@@ -7,7 +7,7 @@ use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 use std::sync::Arc;
 
-use super::waiters::{Status, WaitList, WakeList, serve_line, update};
+use super::waiters::{SKIP_LIMIT, Status, WaitList, WakeList, serve_line, update};
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
 
 /// Bit 0: the semaphore is closed.
@@ -27,17 +27,11 @@ const HANDOFF: usize = 4;
 /// serve.
 const NOTIFIED: usize = 8;
 /// Bits 4..=7: how many releases skipped the line in a row because of `NOTIFIED` (each adds one in
-/// its own CAS). When the count is full, the next release serves the line after all and checks the
-/// head's wait, so a woken waiter whose task is slow to run is still handed permits once past the
-/// bound. Reset whenever the line is served.
+/// its own CAS), up to `SKIP_LIMIT`; the next release serves the line after all and checks the
+/// head's wait. Reset whenever the line is served.
 const ONE_SKIP: usize = 16;
 const SKIPS: usize = 15 * ONE_SKIP;
-#[cfg(not(loom))]
-const SKIPS_FULL: usize = SKIPS;
-/// Under loom one skip fills the count, so the models reach the release that serves the line
-/// after skipping it.
-#[cfg(loom)]
-const SKIPS_FULL: usize = ONE_SKIP;
+const SKIPS_FULL: usize = SKIP_LIMIT * ONE_SKIP;
 /// Bits 8..: available permits.
 const SHIFT: u32 = 8;
 /// The flag bits below the permits.

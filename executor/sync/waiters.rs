@@ -16,6 +16,17 @@ use std::time::Instant;
 
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
 
+/// Barging mode: how many releases in a row may skip the line while a woken waiter is on its way
+/// (each primitive counts them in a 4-bit field of its state word). The release after them serves
+/// the line and checks the head's wait, so a woken waiter whose task is slow to run is still
+/// served once past the bound. Under loom one skip fills the count, so the models reach that
+/// release.
+#[cfg(not(loom))]
+pub(crate) const SKIP_LIMIT: usize = 15;
+/// See the non-loom version.
+#[cfg(loom)]
+pub(crate) const SKIP_LIMIT: usize = 1;
+
 /// Locks a primitive's line, lets `f` change the state and serve the line (collecting wakers), and
 /// calls the wakers only after unlocking.
 pub(crate) fn serve_line<L>(line: &Mutex<L>, f: impl FnOnce(&mut L) -> WakeList) {
