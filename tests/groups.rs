@@ -623,8 +623,9 @@ fn foreign_wakes_into_many_groups_do_not_send_workers_to_an_empty_scheduler() {
 
 /// Tasks woken from outside into many groups at once (a task per connection, each in its group)
 /// cost a worker one scheduler visit per several groups, not one per group: a pick also takes the
-/// other one-shot groups that are due. 64 groups of one task each, queued while the only worker
-/// is busy, then run: far fewer picks than groups, every task run once.
+/// other one-shot groups that are due, and their service is charged at the next pick rather than
+/// in a visit of its own. 64 groups of one task each, queued while the only worker is busy, then
+/// run: far fewer picks than groups, next to no visits only to charge, every task run once.
 #[test]
 fn one_scheduler_visit_takes_several_one_shot_groups() {
     watchdog(60, || {
@@ -645,6 +646,7 @@ fn one_scheduler_visit_takes_several_one_shot_groups() {
         };
         assert!(eventually(10, || started.load(Ordering::SeqCst)));
         let picks = |rt: &rondo::Runtime| rt.metrics().workers[0].picks;
+        let charge_visits = |rt: &rondo::Runtime| rt.metrics().workers[0].charge_visits;
         let ran = Arc::new(AtomicUsize::new(0));
         let groups: Vec<_> = (0..64).map(|_| rt.group().build().unwrap()).collect();
         let handles: Vec<_> = groups
@@ -657,6 +659,7 @@ fn one_scheduler_visit_takes_several_one_shot_groups() {
             })
             .collect();
         let before = picks(&rt);
+        let charges_before = charge_visits(&rt);
         release.store(true, Ordering::SeqCst);
         rt.block_on(busy).unwrap();
         for h in handles {
@@ -670,6 +673,12 @@ fn one_scheduler_visit_takes_several_one_shot_groups() {
         assert!(
             used <= 24,
             "{used} scheduler picks for 64 one-shot groups (one per group before batching)"
+        );
+        let charges = charge_visits(&rt) - charges_before;
+        assert!(
+            charges <= 2,
+            "{charges} scheduler visits only to charge the groups of {used} picks (one per pick \
+             when a pick's groups outnumbered the charges a worker may hold)"
         );
     });
 }

@@ -42,7 +42,7 @@ const SMALL_QUEUE: usize = 16;
 /// `pick_and_take`).
 const EXTRA_MAX_TASKS: usize = 2;
 /// The most extra groups one visit takes.
-const EXTRA_GROUPS: usize = 8;
+pub(super) const EXTRA_GROUPS: usize = 8;
 
 /// A served entry not refreshed for this long (or for two quanta, if longer) belongs to a worker
 /// stuck in one poll: it no longer holds the floor down. Well above a quantum, so that a worker the

@@ -18,8 +18,10 @@ use crate::shim::Ordering;
 
 use super::scheduler::{Charge, Scheduler};
 
-/// Segment charges a worker may hold before it takes the scheduler lock just to apply them.
-const MAX_PENDING_CHARGES: usize = 8;
+/// Segment charges a worker may hold before it takes the scheduler lock just to apply them: the
+/// groups one pick hands it (the picked group and its extras) and one more, so the groups of a pick
+/// are charged at the next pick, under the lock it takes anyway.
+const MAX_PENDING_CHARGES: usize = super::scheduler::EXTRA_GROUPS + 2;
 /// Target amount of work between two clock reads.
 const CLOCK_EVERY: Duration = Duration::from_micros(10);
 /// Most polls between two clock reads.
@@ -89,19 +91,21 @@ impl Service {
     }
 
     /// Keeps `charge` for the next scheduler visit, or applies everything now if several groups'
-    /// charges piled up. Charges to one group are summed, so a worker alternating between two
-    /// groups (a message and its reply) visits the scheduler at its quantum end, not every few
-    /// segments.
-    pub(crate) fn defer(&mut self, charge: Charge, scheduler: &Scheduler) {
+    /// charges piled up; true if it visited the scheduler. Charges to one group are summed, so a
+    /// worker alternating between two groups (a message and its reply) visits the scheduler at its
+    /// quantum end, not every few segments.
+    pub(crate) fn defer(&mut self, charge: Charge, scheduler: &Scheduler) -> bool {
         let (g, ns) = charge;
         if let Some(same) = self.pending.iter_mut().find(|(p, _)| Arc::ptr_eq(p, &g)) {
             same.1 += ns;
-            return;
+            return false;
         }
         self.pending.push((g, ns));
-        if self.pending.len() >= MAX_PENDING_CHARGES {
-            scheduler.charge_all(&mut self.pending, None);
+        if self.pending.len() < MAX_PENDING_CHARGES {
+            return false;
         }
+        scheduler.charge_all(&mut self.pending, None);
+        true
     }
 
     /// The charges not applied yet, for a scheduler visit to apply.

@@ -83,6 +83,11 @@ pub struct WorkerMetrics {
     /// first). Each takes the scheduler's lock for nothing; a figure far above `picks` means
     /// workers contend there.
     pub empty_picks: u64,
+    /// Visits to the group scheduler only to apply the service charges of the groups the worker
+    /// ran since its last visit (each takes the scheduler's lock). Charges normally wait for the
+    /// next pick, which takes the lock anyway; these visits happen when a worker serves more groups
+    /// in a row than a pick hands it.
+    pub charge_visits: u64,
     /// Tasks in its local queue now.
     pub local_queue_depth: usize,
     /// Time spent serving groups (service segments), idle time excluded.
@@ -103,6 +108,7 @@ impl RuntimeMetrics {
                     lifo_hits: n.lifo_hits,
                     picks: n.picks,
                     empty_picks: n.empty_picks,
+                    charge_visits: n.charge_visits,
                     local_queue_depth: c.local.len(),
                     busy: Duration::from_nanos(n.busy_ns),
                 }
@@ -147,7 +153,7 @@ impl RuntimeMetrics {
             &'static str,
             fn(&WorkerMetrics) -> String,
         );
-        let per_worker: [Series; 8] = [
+        let per_worker: [Series; 9] = [
             ("rondo_worker_polls_total", "counter", "Task polls.", |w| {
                 w.polls.to_string()
             }),
@@ -180,6 +186,12 @@ impl RuntimeMetrics {
                 "counter",
                 "Visits to the group scheduler that found nothing to take.",
                 |w| w.empty_picks.to_string(),
+            ),
+            (
+                "rondo_worker_charge_visits_total",
+                "counter",
+                "Visits to the group scheduler only to apply service charges.",
+                |w| w.charge_visits.to_string(),
             ),
             (
                 "rondo_worker_local_queue_depth",
@@ -270,7 +282,7 @@ impl fmt::Display for RuntimeMetrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>11} {:>6} {:>12}",
+            "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>11} {:>13} {:>6} {:>12}",
             "worker",
             "polls",
             "steals",
@@ -278,13 +290,14 @@ impl fmt::Display for RuntimeMetrics {
             "lifo hits",
             "picks",
             "empty picks",
+            "charge visits",
             "queue",
             "busy"
         )?;
         for (i, w) in self.workers.iter().enumerate() {
             writeln!(
                 f,
-                "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>11} {:>6} {:>12}",
+                "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>11} {:>13} {:>6} {:>12}",
                 i,
                 w.polls,
                 w.steals,
@@ -292,6 +305,7 @@ impl fmt::Display for RuntimeMetrics {
                 w.lifo_hits,
                 w.picks,
                 w.empty_picks,
+                w.charge_visits,
                 w.local_queue_depth,
                 format!("{:.1?}", w.busy)
             )?;

@@ -414,6 +414,14 @@ impl Core {
         self.service.begin(g, now);
     }
 
+    /// Keeps a finished segment's charge for the next scheduler visit (see `Service::defer`),
+    /// counting the visits that apply charges alone.
+    fn defer_charge(&mut self, c: crate::fair::Charge) {
+        if self.service.defer(c, &self.shared.scheduler) {
+            self.counts.charge_visits += 1;
+        }
+    }
+
     fn end_segment(&mut self, now: Instant) -> Option<crate::fair::Charge> {
         self.remote()
             .serving
@@ -433,7 +441,7 @@ impl Core {
             let g = group.clone();
             let now = crate::fair::clock::now();
             if let Some(c) = self.end_segment(now) {
-                self.service.defer(c, &self.shared.scheduler);
+                self.defer_charge(c);
             }
             self.begin_segment(g, now);
         }
@@ -535,7 +543,7 @@ impl Core {
                     batch.push(r);
                 }
                 if let Some(c) = self.end_segment(now) {
-                    self.service.defer(c, &shared.scheduler);
+                    self.defer_charge(c);
                 }
             }
             Verdict::Stay { .. } if others_active => {
@@ -725,7 +733,7 @@ impl Core {
     pub(crate) fn prepare_hand_off(&mut self) {
         let now = crate::fair::clock::now();
         if let Some(c) = self.end_segment(now) {
-            self.service.defer(c, &self.shared.scheduler);
+            self.defer_charge(c);
         }
         if let Some(r) = self.lifo.take() {
             self.push_local(r);
