@@ -22,6 +22,20 @@ fn outwait() {
     std::thread::sleep(SHORT * 20);
 }
 
+/// Newcomers take the resource and give it back (`take_and_give_back`) until one is refused;
+/// returns how many got in.
+fn barge_until_refused(mut take_and_give_back: impl FnMut() -> bool) -> usize {
+    let mut barges = 0;
+    while take_and_give_back() {
+        barges += 1;
+        assert!(
+            barges <= 100,
+            "newcomers kept the resource from a waiter past the bound"
+        );
+    }
+    barges
+}
+
 #[test]
 fn a_running_task_may_take_the_lock_before_the_woken_head() {
     let lock = AsyncOneManyLock::with_barging(0, NEVER);
@@ -127,16 +141,7 @@ fn a_woken_waiter_that_does_not_run_is_handed_the_lock_past_the_bound() {
     drop(w0);
     assert_eq!(old.wakes(), 1, "woken while young, not handed the lock");
     outwait();
-    let mut barges = 0;
-    while let Some(mut g) = lock.try_exclusive() {
-        *g += 1;
-        drop(g);
-        barges += 1;
-        assert!(
-            barges <= 100,
-            "newcomers kept the lock from a waiter past the bound"
-        );
-    }
+    let barges = barge_until_refused(|| lock.try_exclusive().map(|mut g| *g += 1).is_some());
     assert!(barges <= 16, "{barges} newcomers got in first");
     let mut g = old.ready();
     *g += 1;
@@ -318,15 +323,7 @@ fn a_woken_waiter_that_does_not_run_is_handed_permits_past_the_bound() {
     drop(p);
     assert_eq!(old.wakes(), 1, "woken while young, not handed the permit");
     outwait();
-    let mut barges = 0;
-    while let Ok(p) = sem.try_acquire() {
-        drop(p);
-        barges += 1;
-        assert!(
-            barges <= 100,
-            "newcomers kept the permit from a waiter past the bound"
-        );
-    }
+    let barges = barge_until_refused(|| sem.try_acquire().is_ok());
     assert!(barges <= 16, "{barges} newcomers got in first");
     drop(old.ready().unwrap());
     assert_eq!(sem.available_permits(), 1);
