@@ -78,6 +78,8 @@ pub struct Semaphore {
     circulating: AtomicUsize,
     /// How long a waiter may be overtaken before permits are handed off; zero for a fair semaphore.
     bound: Duration,
+    /// `bound` is zero: read by every release, one byte rather than the two words of `bound`.
+    fair: bool,
     /// Barging mode: the permits promised to the waiters woken to compete, so one release does not
     /// wake more waiters than its permits can serve and two releases wake two. Changed only under
     /// the mutex; read outside it by a release deciding whether it may skip the line, which only
@@ -206,6 +208,7 @@ impl Semaphore {
             state: AtomicUsize::new(permits << SHIFT),
             circulating: AtomicUsize::new(permits),
             bound,
+            fair: bound.is_zero(),
             promised: AtomicUsize::new(0),
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
@@ -230,6 +233,7 @@ impl Semaphore {
             state: AtomicUsize::new(permits << SHIFT),
             circulating: AtomicUsize::new(permits),
             bound,
+            fair: bound.is_zero(),
             promised: AtomicUsize::new(0),
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
@@ -564,7 +568,7 @@ impl Semaphore {
         // line a moment ago: any waiter the add finds joined since, so it has not waited past the
         // bound and may compete for the permits like anyone else. No overflow check: see
         // `circulating`.
-        if self.bound.is_zero() || self.state.load(Ordering::Relaxed) & QUEUED == 0 {
+        if self.fair || self.state.load(Ordering::Relaxed) & QUEUED == 0 {
             let prev = self.state.fetch_add(n << SHIFT, Ordering::Release);
             if prev & QUEUED != 0 {
                 self.serve();
