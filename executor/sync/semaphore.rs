@@ -78,7 +78,8 @@ pub struct Semaphore {
     circulating: AtomicUsize,
     /// How long a waiter may be overtaken before permits are handed off; zero for a fair semaphore.
     bound: Duration,
-    /// `bound` is zero: read by every release, one byte rather than the two words of `bound`.
+    /// `bound` is zero (strict FIFO hand-off). Every release reads it: one byte rather than the
+    /// two words of `bound`.
     fair: bool,
     /// Barging mode: the permits promised to the waiters woken to compete, so one release does not
     /// wake more waiters than its permits can serve and two releases wake two. Changed only under
@@ -634,7 +635,7 @@ impl Semaphore {
 
     /// Whether permits must be handed to the head directly rather than the head woken to compete.
     fn handoff_due(&self, line: &Line, head: usize) -> bool {
-        self.bound.is_zero() || line.waiters.waited(head, self.bound, line.waiters.now())
+        self.fair || line.waiters.waited(head, self.bound, line.waiters.now())
     }
 
     /// Serves the line after permits were returned. In hand-off mode it hands free permits to the
@@ -719,11 +720,7 @@ impl Semaphore {
     fn acquire_or_enqueue(&self, n: usize, waker: &Waker) -> Result<Option<usize>, AcquireError> {
         let mut line = lock(&self.line);
         let take = n << SHIFT;
-        let queued = if self.bound.is_zero() {
-            QUEUED | HANDOFF
-        } else {
-            QUEUED
-        };
+        let queued = if self.fair { QUEUED | HANDOFF } else { QUEUED };
         let mut acquired = false;
         update(&self.state, |s| {
             if s & CLOSED != 0 {
@@ -737,7 +734,7 @@ impl Semaphore {
         if acquired {
             return Ok(None);
         }
-        let since = (!self.bound.is_zero()).then(|| line.waiters.now());
+        let since = (!self.fair).then(|| line.waiters.now());
         Ok(Some(line.waiters.push_back(n, waker.clone(), since)))
     }
 
