@@ -52,7 +52,7 @@ fn serve(
             let (builder, done) = (builder.clone(), done.clone());
             rondo::spawn(async move {
                 let r = builder
-                    .serve_connection(Io::new(stream), service_fn(echo))
+                    .serve_connection(Io::from_async(stream), service_fn(echo))
                     .await;
                 let _ = done.send(r);
             });

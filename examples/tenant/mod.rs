@@ -230,7 +230,7 @@ async fn rondo_connection(stream: Async<TcpStream>, tenants: Option<Arc<Tenants>
     // A client that goes away mid-request is that connection's business only.
     let _ = http1::Builder::new()
         .timer(rondo::hyper::RondoTimer::new())
-        .serve_connection(rondo::hyper::Io::new(stream), service)
+        .serve_connection(rondo::hyper::Io::from_async(stream), service)
         .await;
 }
 

@@ -17,6 +17,9 @@ thread_local! {
     static SCRATCH_BUF: RefCell<Box<[u8]>> = RefCell::new(vec![0; SCRATCH].into_boxed_slice());
 }
 
+/// Waits for a stream to become readable without reading (async-io's `Async::poll_readable`).
+type PollReadable<T> = fn(&T, &mut Context<'_>) -> Poll<io::Result<()>>;
+
 /// Adapts a `futures-io` stream (an `async_io::Async<TcpStream>`, a `UnixStream`, a TLS stream)
 /// to [`hyper::rt::Read`] and [`hyper::rt::Write`], for hyper's servers and clients.
 ///
@@ -24,7 +27,8 @@ thread_local! {
 /// initialized bytes. Zeroing hyper's read buffer before every read (8 KiB or more, and also for
 /// a read that finds nothing) costs more than the read usually brings in, so `Io` reads into a
 /// buffer of its thread that was zeroed once, and copies only the bytes that arrived. Writes go
-/// straight through.
+/// straight through. For async-io's sockets, [`from_async`](Io::from_async) also skips the reads
+/// that would find the socket empty.
 ///
 /// ```
 /// use std::convert::Infallible;
@@ -50,7 +54,7 @@ thread_local! {
 ///     let (stream, _) = listener.accept().await.unwrap();
 ///     http1::Builder::new()
 ///         .timer(RondoTimer::new())
-///         .serve_connection(Io::new(stream), service_fn(hello))
+///         .serve_connection(Io::from_async(stream), service_fn(hello))
 ///         .await
 /// });
 /// let mut client = TcpStream::connect(addr).unwrap();
@@ -60,9 +64,22 @@ thread_local! {
 /// assert!(reply.ends_with("hello"));
 /// rt.block_on(server).unwrap().unwrap();
 /// ```
-#[derive(Debug)]
 pub struct Io<T> {
     inner: T,
+    /// Set by [`from_async`](Io::from_async): waits for the stream to become readable, with no
+    /// read (async-io's `Async::poll_readable`).
+    readiness: Option<PollReadable<T>>,
+    /// The last read returned less than it asked for: the socket had nothing more then.
+    drained: bool,
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Io<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Io")
+            .field("inner", &self.inner)
+            .field("readiness", &self.readiness.is_some())
+            .finish()
+    }
 }
 
 impl<T> Io<T> {
@@ -74,7 +91,11 @@ impl<T> Io<T> {
     /// assert!(io.get_ref().get_ref().peer_addr().is_ok());
     /// ```
     pub fn new(inner: T) -> Self {
-        Io { inner }
+        Io {
+            inner,
+            readiness: None,
+            drained: false,
+        }
     }
 
     /// The wrapped stream.
@@ -109,6 +130,45 @@ impl<T> Io<T> {
     }
 }
 
+#[cfg(all(feature = "io", not(loom), not(miri)))]
+impl<S> Io<async_io::Async<S>> {
+    /// Wraps an async-io stream, and skips the reads that would find its socket empty.
+    ///
+    /// A read that returns less than it asked for left the socket empty. async-io's own read
+    /// tries the socket first and waits for readiness only after that failed, so the next read
+    /// costs a system call that fails and, while the readiness event that delivered the data is
+    /// not yet consumed, often a second one; HTTP/1.1 keep-alive makes such a read per request.
+    /// An `Io` from this constructor waits for readiness first after a short read, which costs
+    /// only the re-registration the failed read would have made. [`new`](Io::new) works with any
+    /// stream; use this one for `Async<TcpStream>` and `Async<UnixStream>`.
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// use std::pin::Pin;
+    ///
+    /// use async_io::Async;
+    /// use hyper::rt::{Read, ReadBuf};
+    ///
+    /// let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+    /// let mut io = rondo::hyper::Io::from_async(Async::new(a).unwrap());
+    /// let mut raw = [std::mem::MaybeUninit::uninit(); 64];
+    /// let mut buf = ReadBuf::uninit(&mut raw);
+    /// b.write_all(b"ping").unwrap();
+    /// async_io::block_on(std::future::poll_fn(|cx| {
+    ///     Pin::new(&mut io).poll_read(cx, buf.unfilled())
+    /// }))
+    /// .unwrap();
+    /// assert_eq!(buf.filled(), b"ping");
+    /// ```
+    pub fn from_async(inner: async_io::Async<S>) -> Self {
+        Io {
+            inner,
+            readiness: Some(async_io::Async::poll_readable),
+            drained: false,
+        }
+    }
+}
+
 impl<T> From<T> for Io<T> {
     fn from(inner: T) -> Self {
         Io::new(inner)
@@ -121,8 +181,15 @@ impl<T: AsyncRead + Unpin> hyper::rt::Read for Io<T> {
         cx: &mut Context<'_>,
         mut buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if let (Some(readable), true) = (this.readiness, this.drained) {
+            // The socket was empty at the last read: wait until it is readable, with no read.
+            ready!(readable(&this.inner, cx))?;
+            this.drained = false;
+        }
         let want = buf.remaining().min(SCRATCH);
-        let inner = Pin::new(&mut self.inner);
+        let before = buf.remaining();
+        let inner = Pin::new(&mut this.inner);
         let mut read = Some(|scratch: &mut [u8], buf: &mut ReadBufCursor<'_>| {
             let n = ready!(inner.poll_read(cx, &mut scratch[..want]))?;
             // A stream that claims more than it was given breaks `AsyncRead`'s contract; the
@@ -134,13 +201,22 @@ impl<T: AsyncRead + Unpin> hyper::rt::Read for Io<T> {
             let mut scratch = s.try_borrow_mut().ok()?;
             read.take().map(|f| f(&mut scratch, &mut buf))
         });
-        match (shared, read) {
+        let polled = match (shared, read) {
             (Ok(Some(polled)), _) => polled,
             // The thread's buffer is in use (a stream that reads through another `Io` inside its
             // own read) or gone (thread teardown): a buffer of this read's own.
             (_, Some(f)) => f(&mut vec![0; want], &mut buf),
             (_, None) => unreachable!("the read ran, so it returned its result"),
+        };
+        if let (Some(readable), Poll::Ready(Ok(()))) = (this.readiness, &polled) {
+            if want > 0 && before - buf.remaining() < want {
+                // Short: the socket is empty now. Consume the readiness event that brought this
+                // data (or register for the next), so the next read waits for a new event.
+                this.drained = true;
+                let _ = readable(&this.inner, cx);
+            }
         }
+        polled
     }
 }
 
@@ -241,5 +317,75 @@ mod tests {
         assert!(noop_cx(|cx| Pin::new(&mut io).poll_flush(cx)).is_ready());
         assert!(noop_cx(|cx| Pin::new(&mut io).poll_shutdown(cx)).is_ready());
         assert!(io.into_inner().into_inner().starts_with(b"abcde"));
+    }
+
+    /// A Unix socket whose reads are counted: each is a system call.
+    #[cfg(all(feature = "io", not(loom), not(miri)))]
+    struct CountedReads(
+        std::os::unix::net::UnixStream,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    );
+
+    #[cfg(all(feature = "io", not(loom), not(miri)))]
+    impl io::Read for CountedReads {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.0.read(out)
+        }
+    }
+
+    // SAFETY: `CountedReads` never closes or replaces its socket's file descriptor while it is
+    // borrowed: it only reads through it.
+    #[cfg(all(feature = "io", not(loom), not(miri)))]
+    unsafe impl async_io::IoSafe for CountedReads {}
+
+    #[cfg(all(feature = "io", not(loom), not(miri)))]
+    impl std::os::fd::AsFd for CountedReads {
+        fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+            self.0.as_fd()
+        }
+    }
+
+    /// After a read that returned less than it asked for, an `Io` from `from_async` waits for the
+    /// socket to become readable instead of trying a read that fails (one or two failed reads per
+    /// request before, under HTTP/1.1 keep-alive), and still gets the next data.
+    #[cfg(all(feature = "io", not(loom), not(miri)))]
+    #[test]
+    fn from_async_does_not_read_an_empty_socket_after_a_short_read() {
+        use std::io::Write as _;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let reads = Arc::new(AtomicUsize::new(0));
+        let stream = async_io::Async::new(CountedReads(a, reads.clone())).unwrap();
+        let mut io = Io::from_async(stream);
+        let poll = |io: &mut Io<_>| {
+            let mut raw = vec![MaybeUninit::<u8>::uninit(); 64];
+            let mut buf = ReadBuf::uninit(&mut raw);
+            let polled = noop_cx(|cx| Pin::new(io).poll_read(cx, buf.unfilled()));
+            polled.map(|r| r.map(|()| buf.filled().to_vec()))
+        };
+        b.write_all(b"one").unwrap();
+        assert_eq!(
+            poll(&mut io).map(Result::unwrap),
+            Poll::Ready(b"one".to_vec())
+        );
+        assert_eq!(reads.load(Ordering::SeqCst), 1);
+        // Short read: nothing is read until the socket is readable again.
+        assert!(poll(&mut io).is_pending());
+        assert!(poll(&mut io).is_pending());
+        assert_eq!(reads.load(Ordering::SeqCst), 1, "read an empty socket");
+        b.write_all(b"two").unwrap();
+        let got = async_io::block_on(std::future::poll_fn(|cx| {
+            let mut raw = vec![MaybeUninit::<u8>::uninit(); 64];
+            let mut buf = ReadBuf::uninit(&mut raw);
+            Pin::new(&mut io)
+                .poll_read(cx, buf.unfilled())
+                .map(|r| r.map(|()| buf.filled().to_vec()))
+        }))
+        .unwrap();
+        assert_eq!(got, b"two");
+        assert_eq!(reads.load(Ordering::SeqCst), 2);
     }
 }

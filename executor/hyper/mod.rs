@@ -53,7 +53,7 @@
 //!         tenant.spawn(async move {
 //!             let served = http1::Builder::new()
 //!                 .timer(rondo::hyper::RondoTimer::new())
-//!                 .serve_connection(Io::new(stream), service_fn(hello))
+//!                 .serve_connection(Io::from_async(stream), service_fn(hello))
 //!                 .await;
 //!             served.unwrap();
 //!         });
