@@ -14,11 +14,13 @@
 //! - **Sockets** ([`hyper::rt::Read`] and [`hyper::rt::Write`]): rondo has no reactor of its own;
 //!   sockets come from the `async-io` crate, whose reactor rondo's idle workers drive (feature
 //!   `io`). [`Io`] adapts any `futures-io` stream, such as `async_io::Async<TcpStream>`, to
-//!   hyper's I/O traits, without zeroing hyper's read buffer before each read.
+//!   hyper's I/O traits, without zeroing hyper's read buffer before each read;
+//!   [`Io::from_async`] does so for async-io's sockets and also skips the reads that would find
+//!   the socket empty.
 //!
 //! # Serving connections
 //!
-//! Accept with `async_io::Async<TcpListener>`, wrap each stream in [`Io`], and serve it with
+//! Accept with `async_io::Async<TcpListener>`, wrap each stream in [`Io::from_async`], and serve it with
 //! hyper's connection builder given a [`RondoTimer`] (and an executor where the protocol needs
 //! one, as HTTP/2 does), inside a rondo task. Spawn each connection into the group it should be
 //! charged to: with one group per tenant, one tenant's flood of requests shares the workers with
