@@ -22,9 +22,9 @@
 //!
 //! Accept with `async_io::Async<TcpListener>`, wrap each stream in [`Io::from_async`], and serve
 //! it with hyper's connection builder given a [`RondoTimer`] (and an executor where the protocol
-//! needs one, as HTTP/2 does), inside a rondo task. Spawn each connection into the group it should be
-//! charged to: with one group per tenant, one tenant's flood of requests shares the workers with
-//! the others by weight instead of queueing in front of them.
+//! needs one, as HTTP/2 does), inside a rondo task. Spawn each connection into the group it should
+//! be charged to: with one group per tenant, one tenant's flood of requests shares the workers
+//! with the others by weight instead of queueing in front of them.
 //!
 //! ```
 //! use std::convert::Infallible;
