@@ -63,7 +63,7 @@ use std::time::{Duration, Instant};
 use crate::shim::{AtomicBool, AtomicU64, Ordering};
 
 use super::lent::{generation, hint, is_lent};
-use super::os_thread::Sample;
+use super::os_thread::{CpuTime, ThreadFiles};
 use super::parker::Parker;
 use super::shared::Shared;
 
@@ -122,8 +122,9 @@ pub(crate) fn start(shared: &Arc<Shared>) -> io::Result<thread::JoinHandle<()>> 
 struct Seen {
     generation: u64,
     since: Instant,
-    /// Its thread when the poll was first seen spanning a tick (`None`: not yet, or unknown).
-    thread: Option<Sample>,
+    /// Its thread's CPU time when the poll was first seen spanning a tick (`None`: not yet, or
+    /// unknown).
+    thread: Option<CpuTime>,
     /// The poll began while its core was on probation: it is stalled after the short threshold.
     probation: bool,
 }
@@ -147,6 +148,8 @@ fn run(shared: &Shared) {
     ];
     // Per core: until when a poll that begins on it is on probation (set when it is rescued).
     let mut probation_until: Vec<Option<Instant>> = vec![None; shared.cores.len()];
+    // Per core: its thread's `/proc` files, kept open while the core stays on that thread.
+    let mut files: Vec<Option<ThreadFiles>> = shared.cores.iter().map(|_| None).collect();
     let mut stalled = Vec::with_capacity(shared.cores.len());
     let mut tick = short;
     while !stopped() {
@@ -179,17 +182,17 @@ fn run(shared: &Shared) {
             } else if is_lent(word) {
                 let limit = if s.probation { probation } else { threshold };
                 let due = s.since.checked_add(limit).unwrap_or(now);
-                let tid = c.tid.load(Ordering::Relaxed);
+                let thread = thread_files(&mut files[i], c.tid.load(Ordering::Relaxed));
                 let due = match s.thread {
                     // The first tick this poll spans: the baseline.
                     None => {
-                        s.thread = Sample::of(tid);
+                        s.thread = thread.and_then(ThreadFiles::cpu_time);
                         due
                     }
                     // Preempted, not stuck: look again a short tick later.
                     Some(earlier)
                         if due <= now
-                            && Sample::of(tid).is_some_and(|t| t.preempted_since(&earlier)) =>
+                            && thread.and_then(|t| t.preempted_since(&earlier)) == Some(true) =>
                     {
                         now + short
                     }
@@ -218,6 +221,14 @@ fn run(shared: &Shared) {
             None => (tick * 2).min(long),
         };
     }
+}
+
+/// The open `/proc` files of thread `tid`, opened again when the core moved to another thread.
+fn thread_files(slot: &mut Option<ThreadFiles>, tid: u32) -> Option<&ThreadFiles> {
+    if slot.as_ref().is_none_or(|f| f.tid() != tid) {
+        *slot = ThreadFiles::open(tid);
+    }
+    slot.as_ref()
 }
 
 /// Rescues the stalled cores behind which work waits; yields the index of each core rescued.
