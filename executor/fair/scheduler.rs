@@ -57,6 +57,10 @@ fn set_vruntime(g: &GroupInner, gs: &mut GroupSched, vruntime: u128) {
     g.vtime_hint.store(hint, Ordering::Relaxed);
 }
 
+/// Up to `EXTRA_GROUPS` groups, on the stack: a pick's extra candidates, or the groups it took
+/// out of the rotation.
+type FewGroups = [Option<Arc<GroupInner>>; EXTRA_GROUPS];
+
 /// Service time a worker owes a group, charged at its next visit to the scheduler.
 pub(crate) type Charge = (Arc<GroupInner>, u64);
 
@@ -304,16 +308,21 @@ impl Scheduler {
             let waited = now.saturating_duration_since(t).as_nanos() as u64;
             g.wait_ns.fetch_add(waited, Ordering::Relaxed);
         }
-        let first = g.queue.pop_batch(
+        let taken = g.queue.take_batch(
             |len| {
                 if len <= SMALL_QUEUE {
-                    len
+                    // At least one: a push may be on its way into a queue that read empty.
+                    len.max(1)
                 } else {
                     (len / workers + 1).min(max_batch)
                 }
             },
             batch,
         );
+        let (first, left) = match taken {
+            Some((first, left)) => (Some(first), left),
+            None => (None, 0),
+        };
         if first.is_some() {
             st.served[worker] = Some(Served {
                 group: g.id,
@@ -322,9 +331,9 @@ impl Scheduler {
             });
         }
         let picked_vruntime = gs.vruntime;
-        let unlisted = self.unlist_if_empty(&mut st, &g, &mut gs);
+        let unlisted = left == 0 && self.unlist(&mut st, &g, &mut gs);
         drop(gs);
-        let mut extra_groups: Vec<Arc<GroupInner>> = Vec::new();
+        let mut extra_groups: FewGroups = Default::default();
         if first.is_some() && batch.len() < EXTRA_MAX_TASKS {
             self.take_extras(&mut st, &g, picked_vruntime, now, extras, &mut extra_groups);
         }
@@ -332,18 +341,19 @@ impl Scheduler {
         if unlisted && g.listed.after_clear(|| g.queue.is_empty()) {
             self.list(&g);
         }
-        for e in extra_groups {
+        for e in extra_groups.iter().flatten() {
             if e.listed.after_clear(|| e.queue.is_empty()) {
-                self.list(&e);
+                self.list(e);
             }
         }
         Some((g, first))
     }
 
-    /// Takes `g` out of the rotation if its queue is empty (the remover's half of the listing
-    /// protocol: the caller re-checks the queue after releasing the lock). True if it did.
-    fn unlist_if_empty(&self, st: &mut SchedState, g: &GroupInner, gs: &mut GroupSched) -> bool {
-        if !(g.queue.is_empty() && gs.in_rotation) {
+    /// Takes `g`, whose queue the caller just found empty, out of the rotation (the remover's half
+    /// of the listing protocol: the caller re-checks the queue after releasing the lock). True if
+    /// it did.
+    fn unlist(&self, st: &mut SchedState, g: &GroupInner, gs: &mut GroupSched) -> bool {
+        if !gs.in_rotation {
             return false;
         }
         st.rotation.remove(&(gs.vruntime, g.id));
@@ -365,37 +375,43 @@ impl Scheduler {
         picked_vruntime: u128,
         now: Instant,
         extras: &mut Vec<Runnable>,
-        unlisted: &mut Vec<Arc<GroupInner>>,
+        unlisted: &mut FewGroups,
     ) {
         // The furthest any group may be past the picked one: a weight-1 quantum.
         let horizon = picked_vruntime + self.quantum_ns * SCALE;
-        let candidates: Vec<Arc<GroupInner>> = st
+        // Candidates by their queues' lock-free lengths; the take below checks the length again.
+        let mut candidates: FewGroups = Default::default();
+        let front = st
             .rotation
             .iter()
             .take_while(|((v, _), _)| *v <= horizon)
             .take(4 * EXTRA_GROUPS)
-            .filter(|((_, id), g)| *id != picked.id && g.queue.len() <= EXTRA_MAX_TASKS)
-            .take(EXTRA_GROUPS)
-            .map(|(_, g)| g.clone())
-            .collect();
-        for e in candidates {
+            .filter(|((_, id), g)| *id != picked.id && g.queue.len_hint() <= EXTRA_MAX_TASKS)
+            .map(|(_, g)| g.clone());
+        for (slot, g) in candidates.iter_mut().zip(front) {
+            *slot = Some(g);
+        }
+        let mut unlisted_n = 0;
+        for e in candidates.into_iter().flatten() {
             let mut gs = lock(&e.sched);
             let due = picked_vruntime + self.quantum_ns * SCALE / u128::from(gs.weight.max(1));
             if !gs.in_rotation || gs.vruntime > due {
                 continue;
             }
             let before = extras.len();
-            let first = e.queue.pop_batch(|len| len.min(EXTRA_MAX_TASKS), extras);
-            let Some(first) = first else { continue };
-            // `pop_batch` hands the first task back and the rest into `extras`: keep queue order.
+            let small = |len| if len <= EXTRA_MAX_TASKS { len } else { 0 };
+            let taken = e.queue.take_batch(small, extras);
+            let Some((first, left)) = taken else { continue };
+            // `take_batch` hands the first task back and the rest into `extras`: keep queue order.
             extras.insert(before, first);
             if let Some(t) = gs.listed_at.take() {
                 let waited = now.saturating_duration_since(t).as_nanos() as u64;
                 e.wait_ns.fetch_add(waited, Ordering::Relaxed);
             }
-            if self.unlist_if_empty(st, &e, &mut gs) {
+            if left == 0 && self.unlist(st, &e, &mut gs) {
                 drop(gs);
-                unlisted.push(e);
+                unlisted[unlisted_n] = Some(e);
+                unlisted_n += 1;
             }
         }
     }

@@ -26,7 +26,7 @@ use std::ptr;
 
 use concurrent_queue::ConcurrentQueue;
 
-use crate::shim::{AtomicPtr, Mutex, MutexGuard, Ordering, TryLockError, lock};
+use crate::shim::{AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering, TryLockError, lock};
 
 /// Contended acquisitions of the cold lock after which the queue is promoted to the hot tier.
 pub const PROMOTE_AFTER: u32 = 4;
@@ -42,12 +42,17 @@ const FIRST_CAPACITY: usize = 16;
 #[repr(C)]
 pub struct GroupQueue<T> {
     cold: Mutex<Cold<T>>,
-    _gap: [u8; GAP],
+    /// The cold tier's length, stored under the cold lock at every change: read without the lock
+    /// by [`GroupQueue::len_hint`].
+    cold_len: AtomicUsize,
+    _gap: [u8; GAP - std::mem::size_of::<AtomicUsize>()],
     /// The hot tier: null, or a queue from `Box::into_raw` that lives until `self` is dropped.
     hot: AtomicPtr<ConcurrentQueue<T>>,
 }
 
-/// Bytes that keep the cold tier off the hot pointer's cache line, whatever the alignment.
+/// Bytes that keep the cold tier's lock and items off the hot pointer's cache line, whatever the
+/// alignment. The cold length takes the gap's first word: it is written only while the queue is
+/// cold, when its pushes and pops take the lock anyway.
 const GAP: usize = 64;
 
 struct Cold<T> {
@@ -86,7 +91,8 @@ impl<T> GroupQueue<T> {
                 promote_after: contended,
                 promote_at_len: len,
             }),
-            _gap: [0; GAP],
+            cold_len: AtomicUsize::new(0),
+            _gap: [0; GAP - std::mem::size_of::<AtomicUsize>()],
             hot: AtomicPtr::new(ptr::null_mut()),
         }
     }
@@ -122,6 +128,7 @@ impl<T> GroupQueue<T> {
             }
         }
         cold.items = VecDeque::new();
+        self.cold_len.store(0, Ordering::Relaxed);
         let p = Box::into_raw(Box::new(q));
         self.hot.store(p, Ordering::Release);
         // SAFETY: `p` came from `Box::into_raw` just above and is freed only in `Drop`.
@@ -151,6 +158,7 @@ impl<T> GroupQueue<T> {
             cold.items.reserve(FIRST_CAPACITY);
         }
         cold.items.push_back(item);
+        self.cold_len.store(cold.items.len(), Ordering::Relaxed);
         Ok(())
     }
 
@@ -162,20 +170,65 @@ impl<T> GroupQueue<T> {
 
     /// Takes up to `count(len)` items at once, where `len` is the queue's length: returns the
     /// oldest and appends the others to `batch`, in order. Returns `None` if the queue is empty.
+    #[inline]
     pub fn pop_batch(&self, count: impl FnOnce(usize) -> usize, batch: &mut Vec<T>) -> Option<T> {
-        if let Some(h) = self.hot() {
-            return pop_batch_hot(h, count, batch);
-        }
-        let mut cold = self.lock_cold();
-        if let Some(h) = self.hot() {
-            drop(cold);
-            return pop_batch_hot(h, count, batch);
-        }
+        self.pop_batch_counting(count, batch, false)
+            .map(|(first, _)| first)
+    }
+
+    /// [`pop_batch`](Self::pop_batch), also returning how many items were left queued just after
+    /// (a snapshot, as [`len`](Self::len) would give; read under the same lock in the cold tier).
+    /// A `count` of 0 takes nothing and returns `None`: the caller looked at the length and
+    /// declined.
+    #[inline]
+    pub fn take_batch(
+        &self,
+        count: impl FnOnce(usize) -> usize,
+        batch: &mut Vec<T>,
+    ) -> Option<(T, usize)> {
+        self.pop_batch_counting(count, batch, true)
+    }
+
+    /// Both of the above; the count of items left is 0 unless `count_left` (the hot tier's count
+    /// reads two contended words, which plain pops do without).
+    #[inline]
+    fn pop_batch_counting(
+        &self,
+        count: impl FnOnce(usize) -> usize,
+        batch: &mut Vec<T>,
+        count_left: bool,
+    ) -> Option<(T, usize)> {
+        let cold = match self.hot() {
+            Some(h) => Err(h),
+            None => {
+                let cold = self.lock_cold();
+                match self.hot() {
+                    Some(h) => Err(h),
+                    None => Ok(cold),
+                }
+            }
+        };
+        let mut cold = match cold {
+            Ok(cold) => cold,
+            Err(h) => {
+                let n = count(h.len());
+                if n == 0 && count_left {
+                    return None;
+                }
+                let first = pop_batch_hot(h, n, batch)?;
+                return Some((first, if count_left { h.len() } else { 0 }));
+            }
+        };
         let n = count(cold.items.len());
+        if n == 0 && count_left {
+            return None;
+        }
         let first = cold.items.pop_front()?;
         let rest = (n.saturating_sub(1)).min(cold.items.len());
         batch.extend(cold.items.drain(..rest));
-        Some(first)
+        let left = cold.items.len();
+        self.cold_len.store(left, Ordering::Relaxed);
+        Some((first, left))
     }
 
     /// Items queued now (a snapshot).
@@ -187,6 +240,17 @@ impl<T> GroupQueue<T> {
         match self.hot() {
             Some(h) => h.len(),
             None => cold.items.len(),
+        }
+    }
+
+    /// Items queued now, without taking the cold lock: a snapshot that may miss a push or a pop
+    /// still in progress on another thread. For choices that a stale answer only makes worse, never
+    /// wrong (which groups to look at); [`len`](Self::len) and [`is_empty`](Self::is_empty) take
+    /// part in the listing protocol and stay exact.
+    pub fn len_hint(&self) -> usize {
+        match self.hot() {
+            Some(h) => h.len(),
+            None => self.cold_len.load(Ordering::Relaxed),
         }
     }
 
@@ -211,12 +275,8 @@ impl<T> GroupQueue<T> {
     }
 }
 
-fn pop_batch_hot<T>(
-    h: &ConcurrentQueue<T>,
-    count: impl FnOnce(usize) -> usize,
-    batch: &mut Vec<T>,
-) -> Option<T> {
-    let n = count(h.len());
+/// Pops the oldest item and up to `n - 1` more into `batch`.
+fn pop_batch_hot<T>(h: &ConcurrentQueue<T>, n: usize, batch: &mut Vec<T>) -> Option<T> {
     let first = h.pop().ok()?;
     for _ in 1..n {
         match h.pop() {
@@ -257,6 +317,43 @@ mod tests {
         assert_eq!(batch, (1..20).collect::<Vec<_>>());
         assert_eq!(q.pop(), Some(20));
         assert_eq!(q.len(), 19);
+    }
+
+    /// The scheduler unlists a group by what `take_batch` left, and picks extra groups by
+    /// `len_hint`: both must follow every push and pop, in both tiers.
+    #[test]
+    fn take_batch_counts_what_is_left_and_the_hint_follows_the_queue() {
+        for promote_after in [0, u32::MAX] {
+            let q = GroupQueue::with_promotion(promote_after, usize::MAX);
+            assert_eq!(q.len_hint(), 0);
+            for i in 0..5 {
+                q.push(i).unwrap();
+                assert_eq!(q.len_hint(), i + 1);
+            }
+            assert_eq!(q.is_hot(), promote_after == 0);
+            let mut batch = Vec::new();
+            assert_eq!(q.take_batch(|len| len.min(2), &mut batch), Some((0, 3)));
+            assert_eq!(batch, vec![1]);
+            assert_eq!(q.len_hint(), 3);
+            assert_eq!(q.pop(), Some(2));
+            assert_eq!(q.len_hint(), 2);
+            assert_eq!(q.take_batch(|len| len, &mut batch), Some((3, 0)));
+            assert_eq!(q.len_hint(), 0);
+            assert_eq!(q.take_batch(|len| len, &mut batch), None);
+            // Declining (a count of 0) takes nothing.
+            q.push(7).unwrap();
+            assert_eq!(q.take_batch(|_| 0, &mut batch), None);
+            assert_eq!(q.len_hint(), 1);
+            assert_eq!(q.pop(), Some(7));
+        }
+        // A promotion moves the cold items out: the cold count goes to zero with them.
+        let q = GroupQueue::with_promotion(1, usize::MAX);
+        q.push(0).unwrap();
+        lock(&q.cold).contended = 1;
+        q.push(1).unwrap();
+        assert!(q.is_hot());
+        assert_eq!(q.cold_len.load(Ordering::Relaxed), 0);
+        assert_eq!(q.len_hint(), 2);
     }
 
     #[test]
