@@ -83,6 +83,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     let flood = TenantLoad {
         a_conns: o.a_conns,
+        a_path: "/a/work",
         b_conns: 2,
         b_pause: Duration::from_millis(5),
         b_path: "/b/hello",

@@ -441,6 +441,7 @@ fn tenant_groups_shield_one_tenant_from_anothers_flood() {
     use tenant::Placement::{OneGroup, PerConnection, PerRequest};
     let load = tenant::TenantLoad {
         a_conns: 32,
+        a_path: "/a/work",
         b_conns: 1,
         b_pause: Duration::from_millis(5),
         b_path: "/b/work",

@@ -44,17 +44,35 @@ pub fn spin(d: Duration) {
     }
 }
 
-/// The answer to `path`. The heavy endpoint first yields to its runtime once (`yield_now` is that
-/// runtime's): without it, hyper's connection task goes on to the connection's next request in the
-/// same poll when one has arrived (its dispatcher serves up to 16 before it yields, and sockets
-/// from outside the runtime spend none of the runtime's cooperative budget), so a single poll
-/// would burn many milliseconds for one tenant while the other's requests wait, and on rondo the
-/// stall monitor would count the worker as stuck. A CPU-heavy handler should yield, or run as a
-/// task of its own, on any runtime.
-async fn respond(path: &str, yield_now: impl Future<Output = ()>) -> Response<Full<Bytes>> {
+/// The slices of the yielding heavy endpoint (`/steps`): it burns [`WORK`] in this many parts and
+/// yields between them, as a CPU-heavy handler written for a cooperative runtime does (tokio's
+/// guidance is 10 to 100 µs between yields), so no poll runs much longer than a slice.
+pub const STEPS: u32 = 10;
+
+/// The answer to `path`; `yield_now` makes the runtime's yield future (or one that does nothing,
+/// where the handler is a task of its own).
+///
+/// The heavy endpoint (`/work`) first yields to its runtime once: without it, hyper's connection
+/// task goes on to the connection's next request in the same poll when one has arrived (its
+/// dispatcher serves up to 16 before it yields, and sockets from outside the runtime spend none
+/// of the runtime's cooperative budget), so a single poll would burn many milliseconds for one
+/// tenant while the other's requests wait, and on rondo the stall monitor would count the worker
+/// as stuck. Its [`WORK`] then runs in one poll, as a handler that calls a long computation does.
+/// The yielding heavy endpoint (`/steps`) burns the same CPU in [`STEPS`] slices with a yield
+/// before each.
+async fn respond<F: Future<Output = ()>>(
+    path: &str,
+    yield_now: impl Fn() -> F,
+) -> Response<Full<Bytes>> {
     if path.ends_with("/work") {
-        yield_now.await;
+        yield_now().await;
         spin(WORK);
+        Response::new(Full::new(Bytes::from_static(b"worked")))
+    } else if path.ends_with("/steps") {
+        for _ in 0..STEPS {
+            yield_now().await;
+            spin(WORK / STEPS);
+        }
         Response::new(Full::new(Bytes::from_static(b"worked")))
     } else {
         Response::new(Full::new(Bytes::from_static(b"hello")))
@@ -247,10 +265,10 @@ async fn rondo_route(
         // The handler is a task of its own, so the connection's poll already ends at the spawn: it
         // needs no yield.
         Some(group) => group
-            .spawn(async move { respond(&path, async {}).await })
+            .spawn(async move { respond(&path, || async {}).await })
             .await
             .unwrap_or_else(|_| unavailable()),
-        None => respond(&path, rondo::yield_now()).await,
+        None => respond(&path, rondo::yield_now).await,
     }
 }
 
@@ -282,9 +300,7 @@ impl TokioServer {
                 let _ = stream.set_nodelay(true);
                 tokio::spawn(async move {
                     let service = service_fn(|req: Request<Incoming>| async move {
-                        Ok::<_, Infallible>(
-                            respond(req.uri().path(), tokio::task::yield_now()).await,
-                        )
+                        Ok::<_, Infallible>(respond(req.uri().path(), tokio::task::yield_now).await)
                     });
                     let _ = http1::Builder::new()
                         .timer(hyper_util::rt::TokioTimer::new())
@@ -364,7 +380,7 @@ async fn smol_accept(
         ex.spawn(async move {
             let service = service_fn(|req: Request<Incoming>| async move {
                 Ok::<_, Infallible>(
-                    respond(req.uri().path(), futures_lite::future::yield_now()).await,
+                    respond(req.uri().path(), futures_lite::future::yield_now).await,
                 )
             });
             let _ = http1::Builder::new()
@@ -455,11 +471,13 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
-/// The tenant workload: A floods the heavy endpoint from `a_conns` connections as fast as they
-/// are answered; B's `b_conns` connections each send a light request, then pause `b_pause`.
+/// The tenant workload: A floods a heavy endpoint from `a_conns` connections as fast as they are
+/// answered; B's `b_conns` connections each send a light request, then pause `b_pause`.
 #[derive(Clone, Debug)]
 pub struct TenantLoad {
     pub a_conns: usize,
+    /// The path A floods: `/a/work` (1 ms in one poll) or `/a/steps` (the same in slices).
+    pub a_path: &'static str,
     pub b_conns: usize,
     pub b_pause: Duration,
     /// The path B requests: `/b/hello` (light) or `/b/work` (as heavy as A's, but rare).
@@ -502,10 +520,11 @@ pub fn run_tenants(addr: SocketAddr, load: &TenantLoad) -> io::Result<TenantRepo
     for i in 0..load.a_conns {
         let (stop, measuring, a_done) = (stop.clone(), measuring.clone(), a_done.clone());
         let mut client = Client::connect(addr)?;
+        let path = load.a_path;
         threads.push(thread::Builder::new().name(format!("load-a-{i}")).spawn(
             move || -> io::Result<()> {
                 while !stop.load(Ordering::Relaxed) {
-                    client.get("/a/work")?;
+                    client.get(path)?;
                     if measuring.load(Ordering::Relaxed) {
                         a_done.fetch_add(1, Ordering::Relaxed);
                     }
