@@ -43,12 +43,14 @@
 //!   an idle runtime never wakes it, and the first worker to wake unparks it (a rare transition,
 //!   one read of a flag). It then looks a minimum tick later: a poll is timed from the first tick
 //!   that sees it, so a full tick there would add a tick to the detection of the first stall.
-//! - While workers are awake it ticks every `stall_threshold / 4` at most, or exactly when a poll
-//!   it saw span a tick would reach the threshold, while some poll does; while none does, it
-//!   doubles its interval up to `stall_threshold / 2`. A stall is thus noticed between
-//!   `stall_threshold` and `1.5 × stall_threshold` after it began (plus the operating system's
-//!   wake-up latency). Each tick reads one word per core; with the default threshold (5 ms) a
-//!   busy runtime's monitor wakes 400 to 800 times a second.
+//! - While workers are awake it ticks every `stall_threshold / 2` at most: exactly when a poll it
+//!   saw span a tick would reach the threshold, if that is sooner; while no poll spans a tick, it
+//!   doubles its interval (from `stall_threshold / 4` after a stall) up to that bound. A new poll
+//!   is first seen within one bound, so a stall is noticed between `stall_threshold` and
+//!   `1.5 × stall_threshold` after it began (plus the operating system's wake-up latency). Each
+//!   tick reads one word per core; with the default threshold (5 ms) a busy runtime's monitor
+//!   wakes about 400 to 550 times a second (polls that span a tick are common under load: a
+//!   worker preempted in the middle of one).
 //!
 //! # Shutdown
 //! Once shutdown begins the monitor rescues nothing: shutdown waits for every poll, a stuck one
@@ -213,8 +215,9 @@ fn run(shared: &Shared) {
             }
         }
         tick = match next_due {
-            // A poll spans a tick: wake when it would be stalled, or sooner.
-            Some(due) => due.saturating_duration_since(now).clamp(MIN_TICK, short),
+            // A poll spans a tick: wake when it would be stalled, or at the bound that lets the
+            // next tick see new polls in time.
+            Some(due) => due.saturating_duration_since(now).clamp(MIN_TICK, long),
             // Look soon at the first poll of the threads that took the rescued cores.
             None if rescued => MIN_TICK,
             None if !stalled.is_empty() => short,
