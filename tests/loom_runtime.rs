@@ -44,17 +44,26 @@ impl Group {
         }
     }
 
-    /// The scheduler's `unlist_if_empty`.
-    fn unlist_if_empty(&self) {
-        {
+    /// The scheduler's pick (`Scheduler::pick_and_take`): under the rotation's lock it takes a
+    /// task and, if that left the queue empty (`take_batch`'s count), unlists the group; after
+    /// the lock it re-checks the queue and lists the group again if a push slipped in.
+    fn take_and_unlist(&self) {
+        let unlisted = {
             let mut rot = self.in_rotation.lock().unwrap();
-            if !*rot || !self.queue.is_empty() {
-                return;
+            let mut batch = Vec::new();
+            let left = self
+                .queue
+                .take_batch(|_| 1, &mut batch)
+                .map_or(0, |(_, left)| left);
+            if *rot && left == 0 {
+                *rot = false;
+                self.flag.clear();
+                true
+            } else {
+                false
             }
-            *rot = false;
-            self.flag.clear();
-        }
-        if self.flag.after_clear(|| self.queue.is_empty()) {
+        };
+        if unlisted && self.flag.after_clear(|| self.queue.is_empty()) {
             *self.in_rotation.lock().unwrap() = true;
         }
     }
@@ -77,10 +86,7 @@ fn listing_never_strands_a_task_with(tier: (u32, usize)) {
 
         let worker = {
             let g = g.clone();
-            thread::spawn(move || {
-                let _ = g.queue.pop();
-                g.unlist_if_empty();
-            })
+            thread::spawn(move || g.take_and_unlist())
         };
         let spawner = {
             let g = g.clone();
@@ -109,10 +115,7 @@ fn listing_two_removers_with(tier: (u32, usize)) {
     let workers: Vec<_> = (0..2)
         .map(|_| {
             let g = g.clone();
-            thread::spawn(move || {
-                let _ = g.queue.pop();
-                g.unlist_if_empty();
-            })
+            thread::spawn(move || g.take_and_unlist())
         })
         .collect();
     g.push(2);

@@ -169,7 +169,8 @@ impl<T> GroupQueue<T> {
     }
 
     /// Takes up to `count(len)` items at once, where `len` is the queue's length: returns the
-    /// oldest and appends the others to `batch`, in order. Returns `None` if the queue is empty.
+    /// oldest and appends the others to `batch`, in order. Returns `None` if the queue is empty,
+    /// or if `count` is 0 (the caller looked at the length and declined).
     #[inline]
     pub fn pop_batch(&self, count: impl FnOnce(usize) -> usize, batch: &mut Vec<T>) -> Option<T> {
         self.pop_batch_counting(count, batch, false)
@@ -178,8 +179,6 @@ impl<T> GroupQueue<T> {
 
     /// [`pop_batch`](Self::pop_batch), also returning how many items were left queued just after
     /// (a snapshot, as [`len`](Self::len) would give; read under the same lock in the cold tier).
-    /// A `count` of 0 takes nothing and returns `None`: the caller looked at the length and
-    /// declined.
     #[inline]
     pub fn take_batch(
         &self,
@@ -212,7 +211,7 @@ impl<T> GroupQueue<T> {
             Ok(cold) => cold,
             Err(h) => {
                 let n = count(h.len());
-                if n == 0 && count_left {
+                if n == 0 {
                     return None;
                 }
                 let first = pop_batch_hot(h, n, batch)?;
@@ -220,7 +219,7 @@ impl<T> GroupQueue<T> {
             }
         };
         let n = count(cold.items.len());
-        if n == 0 && count_left {
+        if n == 0 {
             return None;
         }
         let first = cold.items.pop_front()?;
@@ -343,6 +342,7 @@ mod tests {
             // Declining (a count of 0) takes nothing.
             q.push(7).unwrap();
             assert_eq!(q.take_batch(|_| 0, &mut batch), None);
+            assert_eq!(q.pop_batch(|_| 0, &mut batch), None);
             assert_eq!(q.len_hint(), 1);
             assert_eq!(q.pop(), Some(7));
         }
