@@ -270,6 +270,42 @@ fn children_inherit_the_group_of_their_parent() {
     });
 }
 
+/// Group ids come from the shard a group is created in, not from one runtime-wide counter, so
+/// the default group is named by the runtime, not by having the first id: groups created from
+/// several threads get distinct names, none of them "default", and the count follows them.
+#[test]
+fn unnamed_groups_from_many_threads_get_distinct_names_and_none_is_default() {
+    let rt = rt(2);
+    let handle = rt.handle().clone();
+    let made: Vec<rondo::Group> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let handle = handle.clone();
+                s.spawn(move || {
+                    (0..40)
+                        .map(|_| handle.group().build().unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect()
+    });
+    let mut names: Vec<String> = made.iter().map(|g| g.name().to_string()).collect();
+    assert!(names.iter().all(|n| n.starts_with("group-")), "{names:?}");
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 160, "two groups share a name");
+    assert_eq!(rt.handle().group_count(), 161);
+    let default =
+        rt.block_on(rt.spawn(async { rondo::current_group().unwrap().name().to_string() }));
+    assert_eq!(default.unwrap(), "default");
+    drop(made);
+    assert_eq!(rt.handle().group_count(), 1);
+}
+
 #[test]
 fn group_builder_and_set_weight_reject_bad_input() {
     let rt = rt(1);

@@ -129,11 +129,7 @@ impl GroupInner {
         max_concurrency: Option<usize>,
     ) -> Arc<GroupInner> {
         host.groups().insert(|id, key| {
-            let name = match name {
-                Some(n) => OnceLock::from(n),
-                None if id == 0 => OnceLock::from("default".to_string()),
-                None => OnceLock::new(),
-            };
+            let name = name.map_or_else(OnceLock::new, OnceLock::from);
             let g = GroupInner {
                 name,
                 idle_event: Event::new(),

@@ -3,33 +3,70 @@
 //!
 //! Groups are held weakly: a group lives as long as its handles and tasks, and leaves the list when
 //! it is dropped. The list is split into [`SHARDS`] shards, each a slab behind its own lock, and a
-//! group lives in the shard its id picks: consecutive groups land in different shards, so threads
-//! that create and drop groups at once (a group per connection) rarely meet at a lock, and no lock
-//! is runtime-wide. Creating and dropping a group each take one shard's lock once; only
-//! [`snapshot`](GroupList::snapshot) (shutdown, metrics) takes them all, one after another.
+//! group lives in the shard it was created in. Each thread creates its groups in the shards in
+//! turn, from a starting shard of its own, so threads that create and drop groups at once (a group
+//! per connection) rarely meet at a lock, and nothing is runtime-wide: a group's id comes from its
+//! shard's counter (`count * SHARDS + shard`: unique, not in creation order), and the live count is
+//! the sum of the shards' lengths. Creating and dropping a group each take one shard's lock once;
+//! only [`snapshot`](GroupList::snapshot) and [`live`](GroupList::live) (shutdown, metrics) take
+//! them all, one after another.
 
+use std::cell::Cell;
 use std::sync::{Arc, Weak};
 
 use slab::Slab;
 
-use crate::shim::{AtomicU64, AtomicUsize, Mutex, Ordering, lock};
+use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
 
 /// Shards of the list; a power of two.
 const SHARDS: usize = 32;
 
 /// The list; generic so that it needs nothing from the group type it holds (`GroupInner`).
 pub(crate) struct GroupList<G> {
-    shards: Box<[Mutex<Slab<Weak<G>>>]>,
-    live: AtomicUsize,
-    next_id: AtomicU64,
+    shards: Box<[Mutex<Shard<G>>]>,
+}
+
+struct Shard<G> {
+    groups: Slab<Weak<G>>,
+    /// Groups this shard has created: the next id is `created * SHARDS + shard`.
+    created: u64,
+}
+
+/// Where the next thread starts taking shards (stepped by a number prime to `SHARDS`, so the first
+/// threads start far apart).
+static FIRST_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// The shard this thread creates its next group in (`usize::MAX`: not chosen yet).
+    static NEXT_SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// This thread's next shard, advancing its turn.
+fn next_shard() -> usize {
+    NEXT_SHARD
+        .try_with(|c| {
+            let mut s = c.get();
+            if s == usize::MAX {
+                s = FIRST_SHARD.fetch_add(7, Ordering::Relaxed);
+            }
+            c.set(s.wrapping_add(1));
+            s % SHARDS
+        })
+        // Thread teardown: any shard does.
+        .unwrap_or(0)
 }
 
 impl<G> GroupList<G> {
     pub(crate) fn new() -> Self {
         GroupList {
-            shards: (0..SHARDS).map(|_| Mutex::new(Slab::new())).collect(),
-            live: AtomicUsize::new(0),
-            next_id: AtomicU64::new(0),
+            shards: (0..SHARDS)
+                .map(|_| {
+                    Mutex::new(Shard {
+                        groups: Slab::new(),
+                        created: 0,
+                    })
+                })
+                .collect(),
         }
     }
 
@@ -38,33 +75,35 @@ impl<G> GroupList<G> {
     /// whatever the snapshot's caller wrote before taking it (shutdown's flag), and a group created
     /// before is in the snapshot.
     pub(crate) fn insert(&self, make: impl FnOnce(u64, usize) -> Arc<G>) -> Arc<G> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let shard = id as usize % SHARDS;
-        let mut groups = lock(&self.shards[shard]);
-        let entry = groups.vacant_entry();
+        let shard = next_shard();
+        let mut s = lock(&self.shards[shard]);
+        let id = s.created * SHARDS as u64 + shard as u64;
+        s.created += 1;
+        let entry = s.groups.vacant_entry();
         let g = make(id, entry.key() * SHARDS + shard);
         entry.insert(Arc::downgrade(&g));
-        self.live.fetch_add(1, Ordering::Relaxed);
         g
     }
 
     /// Called by a group's destructor with the key `insert` gave it.
     pub(crate) fn remove(&self, key: usize) {
-        lock(&self.shards[key % SHARDS]).try_remove(key / SHARDS);
-        self.live.fetch_sub(1, Ordering::Relaxed);
+        lock(&self.shards[key % SHARDS])
+            .groups
+            .try_remove(key / SHARDS);
     }
 
     /// Every group alive now.
     pub(crate) fn snapshot(&self) -> Vec<Arc<G>> {
         let mut all = Vec::new();
         for shard in self.shards.iter() {
-            all.extend(lock(shard).iter().filter_map(|(_, w)| w.upgrade()));
+            all.extend(lock(shard).groups.iter().filter_map(|(_, w)| w.upgrade()));
         }
         all
     }
 
+    /// Groups listed now (each shard's count in turn: a snapshot).
     pub(crate) fn live(&self) -> usize {
-        self.live.load(Ordering::Relaxed)
+        self.shards.iter().map(|s| lock(s).groups.len()).sum()
     }
 }
 
@@ -81,20 +120,26 @@ mod tests {
             .map(|_| list.insert(|id, key| Arc::new((id, key))))
             .collect();
         assert_eq!(list.live(), 100);
+        let mut ids: Vec<_> = made.iter().map(|g| g.0).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 100, "every group has its own id");
         let mut keys: Vec<_> = made.iter().map(|g| g.1).collect();
         keys.sort_unstable();
         keys.dedup();
         assert_eq!(keys.len(), 100, "every group has its own key");
+        let removed = made.iter().filter(|g| g.0 % 3 == 0).count();
         for g in made.iter().filter(|g| g.0 % 3 == 0) {
             list.remove(g.1);
         }
         let mut left: Vec<_> = list.snapshot().iter().map(|g| g.0).collect();
         left.sort_unstable();
-        let want: Vec<_> = (0..100).filter(|id| id % 3 != 0).collect();
+        let mut want: Vec<_> = made.iter().map(|g| g.0).filter(|id| id % 3 != 0).collect();
+        want.sort_unstable();
         assert_eq!(left, want);
-        assert_eq!(list.live(), 66);
+        assert_eq!(list.live(), 100 - removed);
         // New groups reuse the freed slots; every key still removes the right entry.
-        let again: Vec<_> = (0..34)
+        let again: Vec<_> = (0..removed)
             .map(|_| list.insert(|id, key| Arc::new((id, key))))
             .collect();
         for g in made.iter().filter(|g| g.0 % 3 != 0).chain(&again) {
