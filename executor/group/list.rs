@@ -16,7 +16,7 @@ use std::sync::{Arc, Weak};
 
 use slab::Slab;
 
-use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
+use crate::shim::{Mutex, lock};
 
 /// Shards of the list; a power of two.
 const SHARDS: usize = 32;
@@ -33,8 +33,9 @@ struct Shard<G> {
 }
 
 /// Where the next thread starts taking shards (stepped by a number prime to `SHARDS`, so the first
-/// threads start far apart).
-static FIRST_SHARD: AtomicUsize = AtomicUsize::new(0);
+/// threads start far apart). A std atomic even under loom: it only spreads threads over shards, and
+/// no protocol depends on its value.
+static FIRST_SHARD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 thread_local! {
     /// The shard this thread creates its next group in (`usize::MAX`: not chosen yet).
@@ -47,7 +48,7 @@ fn next_shard() -> usize {
         .try_with(|c| {
             let mut s = c.get();
             if s == usize::MAX {
-                s = FIRST_SHARD.fetch_add(7, Ordering::Relaxed);
+                s = FIRST_SHARD.fetch_add(7, std::sync::atomic::Ordering::Relaxed);
             }
             c.set(s.wrapping_add(1));
             s % SHARDS
