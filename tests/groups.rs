@@ -718,3 +718,78 @@ fn one_scheduler_visit_takes_several_one_shot_groups() {
         );
     });
 }
+
+/// A future that counts its own polls.
+struct CountPolls<F> {
+    polls: Arc<AtomicUsize>,
+    fut: std::pin::Pin<Box<F>>,
+}
+
+impl<F: std::future::Future> std::future::Future for CountPolls<F> {
+    type Output = F::Output;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        self.polls.fetch_add(1, Ordering::SeqCst);
+        self.fut.as_mut().poll(cx)
+    }
+}
+
+/// Workers alternate between two groups on every message (each reply wakes a task of the other
+/// group, which runs beside the served one); a group's polls and service wait in the worker's
+/// charges between scheduler visits. Once the runtime is idle, each group's metrics count exactly
+/// the polls its tasks saw, and both were charged service.
+#[test]
+fn group_metrics_count_every_poll_when_workers_alternate_between_groups() {
+    use futures::{SinkExt, StreamExt};
+    watchdog(120, || {
+        let rt = rt(2);
+        let a = rt.group().name("pings").build().unwrap();
+        let b = rt.group().name("pongs").build().unwrap();
+        let (polls_a, polls_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        rt.block_on(async {
+            let mut handles = Vec::new();
+            for _ in 0..16 {
+                let (mut to_pong, mut pong_rx) = futures::channel::mpsc::channel::<u32>(1);
+                let (mut to_ping, mut ping_rx) = futures::channel::mpsc::channel::<u32>(1);
+                handles.push(b.spawn(CountPolls {
+                    polls: polls_b.clone(),
+                    fut: Box::pin(async move {
+                        while let Some(v) = pong_rx.next().await {
+                            if to_ping.send(v).await.is_err() {
+                                break;
+                            }
+                        }
+                    }),
+                }));
+                handles.push(a.spawn(CountPolls {
+                    polls: polls_a.clone(),
+                    fut: Box::pin(async move {
+                        for i in 0..500 {
+                            to_pong.send(i).await.unwrap();
+                            assert_eq!(ping_rx.next().await, Some(i));
+                        }
+                    }),
+                }));
+            }
+            for h in handles {
+                h.await.unwrap();
+            }
+        });
+        let exact = || {
+            a.metrics().polls == polls_a.load(Ordering::SeqCst) as u64
+                && b.metrics().polls == polls_b.load(Ordering::SeqCst) as u64
+        };
+        assert!(
+            eventually(10, exact),
+            "pings {:?} (counted {}), pongs {:?} (counted {})",
+            a.metrics(),
+            polls_a.load(Ordering::SeqCst),
+            b.metrics(),
+            polls_b.load(Ordering::SeqCst)
+        );
+        assert!(a.metrics().busy > Duration::ZERO && b.metrics().busy > Duration::ZERO);
+        assert!(polls_a.load(Ordering::SeqCst) >= 16 * 500);
+    });
+}

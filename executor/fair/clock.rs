@@ -14,17 +14,44 @@
 //! is never further from `Instant::now()` than the rate's error over a millisecond (well under a
 //! microsecond). Everywhere else, and under Miri and loom, [`now`] is `Instant::now()`.
 //!
+//! [`stamp`] is the same reading as nanoseconds since the clock's epoch (its first use in the
+//! process), a `u64`: the segments keep stamps, so that a segment's length is one subtraction
+//! rather than `Instant` arithmetic (a normalised seconds-and-nanoseconds pair).
+//!
 //! The service segments (charged service, busy time, the quantum) and the scheduler's own times
 //! (how long a listed group waited, how old a worker's served entry is) use it, so each of those
 //! differences is taken between two readings of the same clock; deadlines and timers read the
 //! real clock.
 
-use std::time::Instant;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// The current time, for a segment boundary (see the module docs).
 #[inline]
 pub(crate) fn now() -> Instant {
-    imp::now()
+    instant_of(stamp())
+}
+
+/// The clock as nanoseconds since its epoch (its first use in the process): what the segments
+/// keep, so that a segment's length is one subtraction, not `Instant` arithmetic.
+#[inline]
+pub(crate) fn stamp() -> u64 {
+    imp::stamp()
+}
+
+/// The instant of a [`stamp`].
+pub(crate) fn instant_of(stamp: u64) -> Instant {
+    epoch() + Duration::from_nanos(stamp)
+}
+
+/// The [`stamp`] of an instant (0 for one before the epoch).
+pub(crate) fn stamp_of(t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(epoch()).as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri), not(loom)))]
@@ -49,8 +76,8 @@ mod imp {
     static RATE: OnceLock<Option<Rate>> = OnceLock::new();
 
     thread_local! {
-        /// This thread's last real reading and the counter beside it.
-        static BASE: Cell<Option<(Instant, u64)>> = const { Cell::new(None) };
+        /// This thread's last real reading (as a stamp) and the counter beside it.
+        static BASE: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
     }
 
     #[inline]
@@ -92,22 +119,22 @@ mod imp {
     }
 
     #[inline]
-    pub(super) fn now() -> Instant {
+    pub(super) fn stamp() -> u64 {
         let Some(rate) = RATE.get_or_init(calibrate) else {
-            return Instant::now();
+            return super::stamp_of(Instant::now());
         };
         let c = ticks();
         BASE.try_with(|base| match base.get() {
             Some((at, c0)) if c.wrapping_sub(c0) < rate.rebase_ticks => {
-                at + Duration::from_nanos((c.wrapping_sub(c0) * rate.ns_per_tick) >> 32)
+                at + ((c.wrapping_sub(c0) * rate.ns_per_tick) >> 32)
             }
             _ => {
-                let at = Instant::now();
+                let at = super::stamp_of(Instant::now());
                 base.set(Some((at, ticks())));
                 at
             }
         })
-        .unwrap_or_else(|_| Instant::now())
+        .unwrap_or_else(|_| super::stamp_of(Instant::now()))
     }
 }
 
@@ -116,8 +143,8 @@ mod imp {
     use std::time::Instant;
 
     #[inline]
-    pub(super) fn now() -> Instant {
-        Instant::now()
+    pub(super) fn stamp() -> u64 {
+        super::stamp_of(Instant::now())
     }
 }
 
@@ -139,11 +166,15 @@ mod tests {
             assert!(cheap <= after + slack, "{cheap:?} ahead of {after:?}");
         }
         let start = super::now();
+        let start_stamp = super::stamp();
         std::thread::sleep(Duration::from_millis(3));
         let slept = super::now().saturating_duration_since(start);
-        assert!(
-            slept >= Duration::from_millis(3) - slack && slept < Duration::from_secs(1),
-            "{slept:?}"
-        );
+        let stamped = Duration::from_nanos(super::stamp().saturating_sub(start_stamp));
+        for d in [slept, stamped] {
+            assert!(
+                d >= Duration::from_millis(3) - slack && d < Duration::from_secs(1),
+                "{d:?}"
+            );
+        }
     }
 }

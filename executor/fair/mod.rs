@@ -15,5 +15,5 @@ pub(crate) mod clock;
 pub(crate) mod scheduler;
 pub(crate) mod segment;
 
-pub(crate) use scheduler::{Charge, Scheduler, Verdict};
+pub(crate) use scheduler::{Scheduler, Verdict};
 pub(crate) use segment::Service;

@@ -61,8 +61,13 @@ fn set_vruntime(g: &GroupInner, gs: &mut GroupSched, vruntime: u128) {
 /// out of the rotation.
 type FewGroups = [Option<Arc<GroupInner>>; EXTRA_GROUPS];
 
-/// Service time a worker owes a group, charged at its next visit to the scheduler.
-pub(crate) type Charge = (Arc<GroupInner>, u64);
+/// Service a worker gave a group since its last visit to the scheduler: charged at the next
+/// visit (`ns`), and flushed to the group's metrics after it (`ns` and `polls`; see `segment`).
+pub(crate) struct Charge {
+    pub(crate) group: Arc<GroupInner>,
+    pub(crate) ns: u64,
+    pub(crate) polls: u64,
+}
 
 /// What a worker does when its quantum ends.
 #[must_use]
@@ -244,17 +249,18 @@ impl Scheduler {
         }
     }
 
-    /// Applies a worker's pending charges under an already-held lock.
-    fn charge_pending(st: &mut SchedState, pending: &mut Vec<Charge>) {
-        for (g, ns) in pending.drain(..) {
-            let mut gs = lock(&g.sched);
-            Self::charge_locked(st, &g, &mut gs, ns);
+    /// Applies a worker's pending charges under an already-held lock. The caller clears them
+    /// after the visit (outside the lock: a charge may hold a group's last `Arc`).
+    fn charge_pending(st: &mut SchedState, pending: &[Charge]) {
+        for c in pending.iter().filter(|c| c.ns > 0) {
+            let mut gs = lock(&c.group.sched);
+            Self::charge_locked(st, &c.group, &mut gs, c.ns);
         }
     }
 
     /// Applies `pending` (segments a worker finished since its last visit) under one lock. With
     /// `parking`, that worker serves nothing from now on.
-    pub(crate) fn charge_all(&self, pending: &mut Vec<Charge>, parking: Option<usize>) {
+    pub(crate) fn charge_all(&self, pending: &[Charge], parking: Option<usize>) {
         if pending.is_empty() && parking.is_none() {
             return;
         }
@@ -290,7 +296,7 @@ impl Scheduler {
     /// emptied the queue first); the rest of the batch goes to `batch`.
     pub(crate) fn pick_and_take(
         &self,
-        pending: &mut Vec<Charge>,
+        pending: &[Charge],
         now: Instant,
         worker: usize,
         max_batch: usize,
@@ -416,21 +422,19 @@ impl Scheduler {
         }
     }
 
-    /// Charges `ns` to the group a worker is serving at the end of its quantum and decides what
-    /// the worker does next.
+    /// Applies a worker's charges at the end of its quantum (`g`, the group it was serving, among
+    /// them) and decides what the worker does next.
     pub(crate) fn charge_and_check(
         &self,
-        pending: &mut Vec<Charge>,
+        pending: &[Charge],
         worker: usize,
         g: &GroupInner,
-        ns: u64,
         now: Instant,
     ) -> Verdict {
         let mut st = lock(&self.state);
         self.admit_inbox(&mut st);
         Self::charge_pending(&mut st, pending);
-        let mut gs = lock(&g.sched);
-        Self::charge_locked(&mut st, g, &mut gs, ns);
+        let gs = lock(&g.sched);
         st.served[worker] = Some(Served {
             group: g.id,
             vruntime: gs.vruntime,
@@ -465,7 +469,14 @@ impl Scheduler {
         let ahead_of = serving.vtime_hint.load(Ordering::Relaxed);
         let vtime = woken.vtime_hint.load(Ordering::Relaxed);
         let weight = woken.weight_hint.load(Ordering::Relaxed).max(1);
-        let slack = (quantum.as_nanos() / u128::from(weight)) as u64;
+        // In u64 (this runs on every cross-group wake, and a u128 division is a library call),
+        // and no division at all for the default weight.
+        let quantum = u64::try_from(quantum.as_nanos()).unwrap_or(u64::MAX);
+        let slack = if weight == 1 {
+            quantum
+        } else {
+            quantum / u64::from(weight)
+        };
         if vtime > ahead_of.saturating_add(slack) {
             return false;
         }

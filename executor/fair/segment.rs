@@ -1,52 +1,63 @@
 //! Service segments: how a worker measures the time it gives each group.
 //!
 //! A *segment* is a stretch of time a worker spends on one group. It ends when the worker switches
-//! group, parks, hands its core to another thread, or its quantum ends; its polls and busy time
-//! are then flushed to the group's metrics, and its measured duration is charged to the group's
-//! virtual runtime at the worker's next visit to the scheduler (a pick, a quantum end, parking, or
-//! once charges to [`MAX_PENDING_CHARGES`] groups are pending), so a charge is never more than a
-//! quantum late and costs no extra lock.
+//! group, parks, hands its core to another thread, or its quantum ends. Its measured duration and
+//! polls are added to the group's entry in the worker's list of *charges*, one entry per group
+//! served since the worker's last visit to the scheduler. At the next visit (a pick, a quantum
+//! end, parking, or a segment for a new group once [`MAX_PENDING_CHARGES`] groups are listed) the
+//! scheduler charges them to the groups' virtual runtimes; then the durations and polls are flushed
+//! to the groups' metrics and the list is emptied. So a charge is never more than a quantum late
+//! and costs no extra lock, and a worker alternating between groups (a message and its reply)
+//! touches no group's shared counters and no reference count per segment: the entry holds the
+//! group's `Arc` for the whole stretch between two visits.
 //!
 //! The clock is read at segment boundaries and every `interval` polls, an interval adapted so that
 //! reading it costs about one read per [`CLOCK_EVERY`] of work.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::group::GroupInner;
 use crate::shim::Ordering;
 
 use super::scheduler::{Charge, Scheduler};
 
-/// Segment charges a worker may hold before it takes the scheduler lock just to apply them: the
-/// groups one pick hands it (the picked group and its extras) and one more, so the groups of a pick
-/// are charged at the next pick, under the lock it takes anyway.
+/// Groups whose service a worker may list before it takes the scheduler lock just to charge it:
+/// the groups one pick hands it (the picked group and its extras) and one more, so the groups of a
+/// pick are charged at the next pick, under the lock it takes anyway.
 const MAX_PENDING_CHARGES: usize = super::scheduler::EXTRA_GROUPS + 2;
 /// Target amount of work between two clock reads.
 const CLOCK_EVERY: Duration = Duration::from_micros(10);
 /// Most polls between two clock reads.
 const MAX_CLOCK_INTERVAL: u32 = 256;
+/// `Service::current` when no segment is open.
+const NONE: usize = usize::MAX;
 
 /// A worker's current segment, its quantum, its adaptive clock and its pending charges.
 pub(crate) struct Service {
-    group: Option<Arc<GroupInner>>,
-    /// The address of `group` (0 for none), for cheap comparisons on every schedule.
+    /// The groups served since the last scheduler visit, with their uncharged service.
+    charges: Vec<Charge>,
+    /// The index in `charges` of the current segment's group, or `NONE`.
+    current: usize,
+    /// The address of the current segment's group (0 for none), for cheap comparisons on every
+    /// schedule.
     addr: usize,
-    start: Instant,
+    /// Stamps (`clock::stamp`) of the segment's start, the quantum's start and the last clock
+    /// read.
+    start: u64,
     polls: u64,
-    quantum_start: Instant,
-    last_clock: Instant,
+    quantum_start: u64,
+    last_clock: u64,
     interval: u32,
     countdown: u32,
-    /// Finished segments not yet charged to the scheduler.
-    pending: Vec<Charge>,
 }
 
 impl Service {
     pub(crate) fn new() -> Self {
-        let now = Instant::now();
+        let now = super::clock::stamp();
         Service {
-            group: None,
+            charges: Vec::with_capacity(MAX_PENDING_CHARGES),
+            current: NONE,
             addr: 0,
             start: now,
             polls: 0,
@@ -54,7 +65,6 @@ impl Service {
             last_clock: now,
             interval: 1,
             countdown: 1,
-            pending: Vec::with_capacity(MAX_PENDING_CHARGES),
         }
     }
 
@@ -67,50 +77,71 @@ impl Service {
     /// The group of the current segment.
     #[inline]
     pub(crate) fn group(&self) -> Option<&Arc<GroupInner>> {
-        self.group.as_ref()
+        self.charges.get(self.current).map(|c| &c.group)
     }
 
-    /// Starts a segment on `g`.
-    pub(crate) fn begin(&mut self, g: Arc<GroupInner>, now: Instant) {
-        self.addr = Arc::as_ptr(&g) as usize;
-        self.group = Some(g);
+    /// Starts a segment on `g` (no segment may be open). If the list of charges is full and has no
+    /// entry for `g`, charges it first (one scheduler visit); true if it did.
+    pub(crate) fn begin(&mut self, g: &Arc<GroupInner>, now: u64, scheduler: &Scheduler) -> bool {
+        debug_assert_eq!(self.current, NONE, "a segment is already open");
+        let mut visited = false;
+        // From the newest: a worker alternating between two groups finds either at once.
+        let at = match self.charges.iter().rposition(|c| Arc::ptr_eq(&c.group, g)) {
+            Some(i) => i,
+            None => {
+                if self.charges.len() >= MAX_PENDING_CHARGES {
+                    scheduler.charge_all(&self.charges, None);
+                    self.settle();
+                    visited = true;
+                }
+                self.charges.push(Charge {
+                    group: g.clone(),
+                    ns: 0,
+                    polls: 0,
+                });
+                self.charges.len() - 1
+            }
+        };
+        self.current = at;
+        self.addr = Arc::as_ptr(g) as usize;
         self.start = now;
         self.polls = 0;
+        visited
     }
 
-    /// Ends the current segment: flushes its polls and busy time to the group's metrics and returns
-    /// the group with the nanoseconds to charge.
-    pub(crate) fn end(&mut self, now: Instant) -> Option<Charge> {
-        let g = self.group.take()?;
+    /// Ends the current segment: adds its duration and polls to its group's charge. Returns the
+    /// duration, or `None` if no segment was open.
+    pub(crate) fn end(&mut self, now: u64) -> Option<u64> {
+        let c = self.charges.get_mut(self.current)?;
+        let ns = now.saturating_sub(self.start);
+        c.ns += ns;
+        c.polls += self.polls;
+        self.current = NONE;
         self.addr = 0;
-        let ns = now.saturating_duration_since(self.start).as_nanos() as u64;
-        g.polls.fetch_add(self.polls, Ordering::Relaxed);
-        g.busy_ns.fetch_add(ns, Ordering::Relaxed);
         self.polls = 0;
-        Some((g, ns))
+        Some(ns)
     }
 
-    /// Keeps `charge` for the next scheduler visit, or applies everything now if several groups'
-    /// charges piled up; true if it visited the scheduler. Charges to one group are summed, so a
-    /// worker alternating between two groups (a message and its reply) visits the scheduler at its
-    /// quantum end, not every few segments.
-    pub(crate) fn defer(&mut self, charge: Charge, scheduler: &Scheduler) -> bool {
-        let (g, ns) = charge;
-        if let Some(same) = self.pending.iter_mut().find(|(p, _)| Arc::ptr_eq(p, &g)) {
-            same.1 += ns;
-            return false;
-        }
-        self.pending.push((g, ns));
-        if self.pending.len() < MAX_PENDING_CHARGES {
-            return false;
-        }
-        scheduler.charge_all(&mut self.pending, None);
-        true
+    /// The charges for a scheduler visit (no segment may be open); the caller settles them after
+    /// the visit.
+    pub(crate) fn charges(&self) -> &[Charge] {
+        debug_assert_eq!(self.current, NONE, "charges taken with a segment open");
+        &self.charges
     }
 
-    /// The charges not applied yet, for a scheduler visit to apply.
-    pub(crate) fn pending(&mut self) -> &mut Vec<Charge> {
-        &mut self.pending
+    /// After the scheduler charged the list (or at shutdown, where nothing is charged): flushes
+    /// each group's service and polls to its metrics and empties the list, dropping the `Arc`s
+    /// outside the scheduler's lock.
+    pub(crate) fn settle(&mut self) {
+        debug_assert_eq!(self.current, NONE, "charges settled with a segment open");
+        for c in self.charges.drain(..) {
+            if c.polls > 0 {
+                c.group.polls.fetch_add(c.polls, Ordering::Relaxed);
+            }
+            if c.ns > 0 {
+                c.group.busy_ns.fetch_add(c.ns, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Counts a poll of the current segment's group.
@@ -126,30 +157,33 @@ impl Service {
         self.countdown == 0
     }
 
-    /// Reads the clock, adapts the interval to the measured poll length, and returns the time if the
-    /// quantum is over.
-    pub(crate) fn read_clock(&mut self, quantum: Duration) -> Option<Instant> {
-        let now = super::clock::now();
-        let elapsed = now.saturating_duration_since(self.last_clock);
+    /// Reads the clock, adapts the interval to the measured poll length, and returns the stamp if
+    /// the quantum is over.
+    pub(crate) fn read_clock(&mut self, quantum: Duration) -> Option<u64> {
+        let now = super::clock::stamp();
+        let elapsed = now.saturating_sub(self.last_clock);
         self.last_clock = now;
-        let per_poll = elapsed.as_nanos() as u64 / u64::from(self.interval).max(1);
+        let per_poll = elapsed / u64::from(self.interval).max(1);
         let interval = (CLOCK_EVERY.as_nanos() as u64 / per_poll.max(1))
             .clamp(1, u64::from(MAX_CLOCK_INTERVAL)) as u32;
         self.interval = interval;
         self.countdown = interval;
-        (now.saturating_duration_since(self.quantum_start) >= quantum).then_some(now)
+        (now.saturating_sub(self.quantum_start) >= nanos(quantum)).then_some(now)
     }
 
     /// True while the current quantum lasts, as of the last clock read.
     pub(crate) fn in_quantum(&self, quantum: Duration) -> bool {
-        self.last_clock
-            .saturating_duration_since(self.quantum_start)
-            < quantum
+        self.last_clock.saturating_sub(self.quantum_start) < nanos(quantum)
     }
 
-    /// Starts a new quantum (after a quantum end, or when the worker wakes from parking).
-    pub(crate) fn restart_quantum(&mut self, now: Instant) {
+    /// Starts a new quantum (after a quantum end, or when the worker wakes from parking), at the
+    /// stamp `now`.
+    pub(crate) fn restart_quantum(&mut self, now: u64) {
         self.quantum_start = now;
         self.last_clock = now;
     }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

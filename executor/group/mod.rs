@@ -456,8 +456,8 @@ impl Group {
 
 /// Counters of one group, as [`Group::metrics`] returns them.
 ///
-/// `polls` and `busy` are flushed by the workers at the end of each service segment (at most one
-/// quantum late); the other counts are exact at the time of the call.
+/// `polls` and `busy` are flushed by each worker after its visits to the scheduler (at most about
+/// a quantum late, and when it goes idle); the other counts are exact at the time of the call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct GroupMetrics {

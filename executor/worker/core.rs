@@ -326,22 +326,22 @@ impl Core {
     }
 
     fn take_from_rotation(&mut self) -> Option<Runnable> {
-        let now = crate::fair::clock::now();
+        let stamp = crate::fair::clock::stamp();
+        let now = crate::fair::clock::instant_of(stamp);
         let mut batch = std::mem::take(&mut self.batch);
         let mut extras = std::mem::take(&mut self.extras_batch);
         let shared = self.shared.clone();
         let found = loop {
-            if let Some(c) = self.end_segment(now) {
-                self.service.pending().push(c);
-            }
+            self.end_segment(stamp);
             let picked = shared.scheduler.pick_and_take(
-                self.service.pending(),
+                self.service.charges(),
                 now,
                 self.idx,
                 LOCAL_CAPACITY / 2,
                 &mut batch,
                 &mut extras,
             );
+            self.service.settle();
             match picked {
                 None => {
                     self.counts.empty_picks += 1;
@@ -350,7 +350,7 @@ impl Core {
                 Some((g, Some(first))) => {
                     self.counts.picks += 1;
                     self.reported_serving = true;
-                    self.begin_segment(g, now);
+                    self.begin_segment(&g, stamp);
                     break Some(first);
                 }
                 // Another worker emptied the group first; the scheduler unlisted it.
@@ -407,30 +407,26 @@ impl Core {
         }
     }
 
-    fn begin_segment(&mut self, g: Arc<GroupInner>, now: Instant) {
+    /// Starts a segment on `g`, counting the scheduler visits that apply charges alone (see
+    /// `Service::begin`).
+    fn begin_segment(&mut self, g: &Arc<GroupInner>, now: u64) {
         self.remote()
             .serving
-            .store(Arc::as_ptr(&g) as *mut GroupInner, Ordering::Relaxed);
-        self.service.begin(g, now);
-    }
-
-    /// Keeps a finished segment's charge for the next scheduler visit (see `Service::defer`),
-    /// counting the visits that apply charges alone.
-    fn defer_charge(&mut self, c: crate::fair::Charge) {
-        if self.service.defer(c, &self.shared.scheduler) {
+            .store(Arc::as_ptr(g) as *mut GroupInner, Ordering::Relaxed);
+        if self.service.begin(g, now, &self.shared.scheduler) {
             self.counts.charge_visits += 1;
         }
     }
 
-    fn end_segment(&mut self, now: Instant) -> Option<crate::fair::Charge> {
+    /// Ends the current segment, if any; its service waits in the core's charges for the next
+    /// scheduler visit.
+    fn end_segment(&mut self, now: u64) {
         self.remote()
             .serving
             .store(std::ptr::null_mut(), Ordering::Relaxed);
-        let charge = self.service.end(now);
-        if let Some((_, ns)) = &charge {
+        if let Some(ns) = self.service.end(now) {
             self.counts.busy_ns += ns;
         }
-        charge
     }
 
     /// Runs one task. Returns the core, or `None` if the task's poll handed it to another thread.
@@ -438,12 +434,9 @@ impl Core {
         let meta = r.metadata();
         let group = &meta.group;
         if !self.service.serves(Arc::as_ptr(group)) {
-            let g = group.clone();
-            let now = crate::fair::clock::now();
-            if let Some(c) = self.end_segment(now) {
-                self.defer_charge(c);
-            }
-            self.begin_segment(g, now);
+            let now = crate::fair::clock::stamp();
+            self.end_segment(now);
+            self.begin_segment(group, now);
         }
         let limited = group.limiter.is_some().then(|| group.clone());
         // The polled task's group when a rescue took the core during the poll (the segment that
@@ -508,29 +501,33 @@ impl Core {
     }
 
     #[inline(never)]
-    fn quantum_end(&mut self, now: Instant) {
+    fn quantum_end(&mut self, now: u64) {
         self.global_due = true;
         // The real clock for timers (`now` may come from the cheaper segment clock, which a
         // deadline must never run ahead of).
         self.fire_due_timers(Instant::now());
         self.service.restart_quantum(now);
         self.publish_counts();
-        let Some((g, ns)) = self.end_segment(now) else {
+        let Some(g) = self.service.group().cloned() else {
             return;
         };
+        self.end_segment(now);
         self.reported_serving = true;
         let shared = self.shared.clone();
-        let verdict =
-            shared
-                .scheduler
-                .charge_and_check(self.service.pending(), self.idx, &g, ns, now);
+        let verdict = shared.scheduler.charge_and_check(
+            self.service.charges(),
+            self.idx,
+            &g,
+            crate::fair::clock::instant_of(now),
+        );
+        self.service.settle();
         let others_active = match verdict {
             Verdict::Switch => true,
             Verdict::Stay { others_listed } => {
                 others_listed || shared.others_serve_other_groups(self.idx, &g)
             }
         };
-        self.begin_segment(g, now);
+        self.begin_segment(&g, now);
         let local = &shared.cores[self.idx].local;
         let mut batch: Vec<Runnable> = Vec::new();
         match verdict {
@@ -542,9 +539,7 @@ impl Core {
                 while let Some(r) = local.pop() {
                     batch.push(r);
                 }
-                if let Some(c) = self.end_segment(now) {
-                    self.defer_charge(c);
-                }
+                self.end_segment(now);
             }
             Verdict::Stay { .. } if others_active => {
                 // Other workers serve other groups and only see this group's global queue: expose
@@ -597,14 +592,15 @@ impl Core {
     /// re-checks for work. False if the core stays awake (work appeared, or shutdown).
     pub(super) fn park_begin(&mut self) -> bool {
         let now = Instant::now();
-        if let Some(c) = self.end_segment(now) {
-            self.service.pending().push(c);
-        }
+        self.end_segment(crate::fair::clock::stamp_of(now));
         // Tell the scheduler this core serves nothing now (if it said otherwise), so the group it
         // served no longer holds the floor down.
         let parking = std::mem::replace(&mut self.reported_serving, false).then_some(self.idx);
         let shared = self.shared.clone();
-        shared.scheduler.charge_all(self.service.pending(), parking);
+        if parking.is_some() || !self.service.charges().is_empty() {
+            shared.scheduler.charge_all(self.service.charges(), parking);
+            self.service.settle();
+        }
         // What due timers wake is work: the re-check below sees it.
         self.fire_due_timers(now);
         shared
@@ -673,7 +669,7 @@ impl Core {
         if keeping {
             self.shared.keeper.stop();
         }
-        self.service.restart_quantum(crate::fair::clock::now());
+        self.service.restart_quantum(crate::fair::clock::stamp());
     }
 
     fn wake_self(&mut self) {
@@ -731,10 +727,7 @@ impl Core {
     /// spends waiting is nobody's service) and moves the LIFO task to the local queue, where idle
     /// workers can steal it while the core waits for its new thread.
     pub(crate) fn prepare_hand_off(&mut self) {
-        let now = crate::fair::clock::now();
-        if let Some(c) = self.end_segment(now) {
-            self.defer_charge(c);
-        }
+        self.end_segment(crate::fair::clock::stamp());
         if let Some(r) = self.lifo.take() {
             self.push_local(r);
         }
@@ -754,7 +747,7 @@ impl Core {
         let host = Arc::as_ptr(&self.shared);
         let g = with_current(|g| g.filter(|g| ptr::eq(g.host_addr(), host)).cloned());
         if let Some(g) = g {
-            self.begin_segment(g, crate::fair::clock::now());
+            self.begin_segment(&g, crate::fair::clock::stamp());
         }
     }
 
@@ -762,8 +755,9 @@ impl Core {
     /// this core's LIFO slot or queue (this thread has no core in its cell, so such wakes go to
     /// the global queues; the loop is a safeguard), so repeat until both are empty.
     pub(crate) fn retire(mut self) {
-        let now = crate::fair::clock::now();
-        let _ = self.end_segment(now);
+        self.end_segment(crate::fair::clock::stamp());
+        // Nothing is charged any more; the service still goes to the groups' metrics.
+        self.service.settle();
         self.publish_counts();
         loop {
             let mut dropped = false;
@@ -783,7 +777,7 @@ impl Core {
                 break;
             }
         }
-        self.service.pending().clear();
+        self.service.settle();
     }
 }
 
