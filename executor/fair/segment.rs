@@ -90,6 +90,9 @@ impl Service {
             Some(i) => i,
             None => {
                 if self.charges.len() >= MAX_PENDING_CHARGES {
+                    self.forget_dropped();
+                }
+                if self.charges.len() >= MAX_PENDING_CHARGES {
                     scheduler.charge_all(&self.charges, None);
                     self.settle();
                     visited = true;
@@ -134,12 +137,20 @@ impl Service {
     /// outside the scheduler's lock.
     pub(crate) fn settle(&mut self) {
         debug_assert_eq!(self.current, NONE, "charges settled with a segment open");
-        for c in self.charges.drain(..) {
-            if c.polls > 0 {
-                c.group.polls.fetch_add(c.polls, Ordering::Relaxed);
-            }
-            if c.ns > 0 {
-                c.group.busy_ns.fetch_add(c.ns, Ordering::Relaxed);
+        self.charges.drain(..).for_each(flush);
+    }
+
+    /// Drops the charges of groups nothing else holds (no handle, no task, not in the rotation):
+    /// such a group can never be scheduled again, so its virtual runtime no longer matters, and
+    /// nothing can make it reachable again but shutdown's snapshot of the live groups. A task in a
+    /// group of its own (a group per request) then costs no scheduler visit to charge it.
+    fn forget_dropped(&mut self) {
+        let mut i = 0;
+        while i < self.charges.len() {
+            if Arc::strong_count(&self.charges[i].group) == 1 {
+                flush(self.charges.swap_remove(i));
+            } else {
+                i += 1;
             }
         }
     }
@@ -181,6 +192,16 @@ impl Service {
     pub(crate) fn restart_quantum(&mut self, now: u64) {
         self.quantum_start = now;
         self.last_clock = now;
+    }
+}
+
+/// Adds a charge's service and polls to its group's metrics.
+fn flush(c: Charge) {
+    if c.polls > 0 {
+        c.group.polls.fetch_add(c.polls, Ordering::Relaxed);
+    }
+    if c.ns > 0 {
+        c.group.busy_ns.fetch_add(c.ns, Ordering::Relaxed);
     }
 }
 
