@@ -793,3 +793,36 @@ fn group_metrics_count_every_poll_when_workers_alternate_between_groups() {
         assert!(polls_a.load(Ordering::SeqCst) >= 16 * 500);
     });
 }
+
+/// A group per request: a worker that charged ten groups takes the scheduler lock to charge them,
+/// unless the groups are gone (no handle, no task), whose charges it simply forgets. One task
+/// creating groups one after another on one worker then costs no such visit.
+#[test]
+fn groups_dropped_after_one_task_cost_no_scheduler_visit_to_charge() {
+    watchdog(120, || {
+        let rt = rt(1);
+        let handle = rt.handle().clone();
+        rt.block_on(rt.spawn(async move {
+            for i in 0..2_000u32 {
+                let g = handle.group().build().unwrap();
+                assert_eq!(g.spawn(async move { i }).await.unwrap(), i);
+            }
+        }))
+        .unwrap();
+        let visits = || {
+            rt.metrics()
+                .workers
+                .iter()
+                .map(|w| w.charge_visits)
+                .sum::<u64>()
+        };
+        // Counts are published at quantum ends and when the worker parks.
+        assert!(eventually(5, || rt.metrics().workers[0].polls >= 4_000));
+        // Without forgetting dropped groups: one visit per nine groups, about 220.
+        assert!(
+            visits() < 20,
+            "{} charge-only visits for 2,000 groups",
+            visits()
+        );
+    });
+}
