@@ -196,7 +196,17 @@ impl Core {
 
     #[inline]
     pub(super) fn remote(&self) -> &Remote {
-        &self.shared.cores[self.idx]
+        // SAFETY: the slot is the `lent` field of `shared.cores[idx]`, and its pointer was derived
+        // from the whole `Remote` (`Core::new`), which the core's `shared` keeps alive. This is
+        // `&self.shared.cores[self.idx]` without the loads and the bounds check, on every task run.
+        unsafe {
+            &*self
+                .lent_slot
+                .0
+                .cast::<u8>()
+                .sub(std::mem::offset_of!(Remote, lent))
+                .cast::<Remote>()
+        }
     }
 
     /// Routes a task woken or spawned by the task this core is polling (see `schedule`).

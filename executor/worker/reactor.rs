@@ -155,7 +155,10 @@ impl Future for RunLoop {
             return Poll::Ready(None);
         };
         loop {
-            if let Some(mut park) = this.park.take() {
+            // Looked at before it is taken: `take` would copy the whole (large) state out on every
+            // turn of the loop, one per task run.
+            if this.park.is_some() {
+                let mut park = this.park.take().expect("checked above");
                 if park.poll(&mut core, cx).is_pending() {
                     set_reacting((&*core.shared, core.idx));
                     this.park = Some(park);

@@ -25,8 +25,31 @@ use crate::task::Runnable;
 use super::context;
 use super::shared::push_global;
 
-/// See the module docs.
+/// See the module docs. The yield's path is kept apart from the rest, so that it pays for no more
+/// than it uses (the rest needs a larger stack frame).
 pub(crate) fn schedule(r: Runnable, info: ScheduleInfo) {
+    if info.woken_while_running && r.metadata().group.limiter.is_none() {
+        if let Some(remote) = context::lent_remote() {
+            let g = &r.metadata().group;
+            // SAFETY: `r` holds its group, which holds its host.
+            let shared = unsafe { &*g.host_addr() };
+            // A yield needs only the core's local queue, which any thread may push to: no access
+            // to the lent core. The core serves the group (so the queue keeps only the served
+            // group's tasks) and belongs to the group's runtime.
+            if ptr::eq(remote.serving.load(Ordering::Relaxed), Arc::as_ptr(g))
+                && shared.owns(remote)
+            {
+                shared.push_local(remote, r);
+                return;
+            }
+        }
+    }
+    schedule_elsewhere(r, info);
+}
+
+/// Everything but a yield to the local queue (see the module docs).
+#[inline(never)]
+fn schedule_elsewhere(r: Runnable, info: ScheduleInfo) {
     if r.metadata().group.limiter.is_some() {
         let g = r.metadata().group.clone();
         let Some(limiter) = &g.limiter else { return };
@@ -41,19 +64,6 @@ pub(crate) fn schedule(r: Runnable, info: ScheduleInfo) {
     let g = &r.metadata().group;
     let gptr = Arc::as_ptr(g);
     let host = g.host_addr();
-    if info.woken_while_running {
-        if let Some(remote) = context::lent_remote() {
-            // SAFETY: `r` holds its group, which holds its host.
-            let shared = unsafe { &*host };
-            // A yield needs only the core's local queue, which any thread may push to: no access
-            // to the lent core. The core serves the group (so the queue keeps only the served
-            // group's tasks) and belongs to the group's runtime.
-            if ptr::eq(remote.serving.load(Ordering::Relaxed), gptr) && shared.owns(remote) {
-                shared.push_local(remote, r);
-                return;
-            }
-        }
-    }
     let r = context::with_core(|core| match core {
         Some(core) if ptr::eq(Arc::as_ptr(&core.shared), host) => {
             if core.service.serves(gptr) {
