@@ -83,10 +83,30 @@ impl Service {
     /// Starts a segment on `g` (no segment may be open). If the list of charges is full and has no
     /// entry for `g`, charges it first (one scheduler visit); true if it did.
     pub(crate) fn begin(&mut self, g: &Arc<GroupInner>, now: u64, scheduler: &Scheduler) -> bool {
+        self.begin_with(Held::Borrowed(g), now, scheduler)
+    }
+
+    /// [`begin`](Self::begin) with an `Arc` of the group the list may keep (a pick hands the
+    /// worker one: no second count).
+    pub(crate) fn begin_owned(
+        &mut self,
+        g: Arc<GroupInner>,
+        now: u64,
+        scheduler: &Scheduler,
+    ) -> bool {
+        self.begin_with(Held::Owned(g), now, scheduler)
+    }
+
+    fn begin_with(&mut self, g: Held<'_>, now: u64, scheduler: &Scheduler) -> bool {
         debug_assert_eq!(self.current, NONE, "a segment is already open");
         let mut visited = false;
         // From the newest: a worker alternating between two groups finds either at once.
-        let at = match self.charges.iter().rposition(|c| Arc::ptr_eq(&c.group, g)) {
+        let addr = Arc::as_ptr(g.get()) as usize;
+        let at = match self
+            .charges
+            .iter()
+            .rposition(|c| Arc::as_ptr(&c.group) as usize == addr)
+        {
             Some(i) => i,
             None => {
                 if self.charges.len() >= MAX_PENDING_CHARGES {
@@ -98,7 +118,7 @@ impl Service {
                     visited = true;
                 }
                 self.charges.push(Charge {
-                    group: g.clone(),
+                    group: g.into_arc(),
                     ns: 0,
                     polls: 0,
                 });
@@ -106,7 +126,7 @@ impl Service {
             }
         };
         self.current = at;
-        self.addr = Arc::as_ptr(g) as usize;
+        self.addr = addr;
         self.start = now;
         self.polls = 0;
         visited
@@ -192,6 +212,28 @@ impl Service {
     pub(crate) fn restart_quantum(&mut self, now: u64) {
         self.quantum_start = now;
         self.last_clock = now;
+    }
+}
+
+/// The group a segment begins on: borrowed (cloned if the list needs it) or owned.
+enum Held<'a> {
+    Borrowed(&'a Arc<GroupInner>),
+    Owned(Arc<GroupInner>),
+}
+
+impl Held<'_> {
+    fn get(&self) -> &Arc<GroupInner> {
+        match self {
+            Held::Borrowed(g) => g,
+            Held::Owned(g) => g,
+        }
+    }
+
+    fn into_arc(self) -> Arc<GroupInner> {
+        match self {
+            Held::Borrowed(g) => g.clone(),
+            Held::Owned(g) => g,
+        }
     }
 }
 

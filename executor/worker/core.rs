@@ -360,7 +360,7 @@ impl Core {
                 Some((g, Some(first))) => {
                     self.counts.picks += 1;
                     self.reported_serving = true;
-                    self.begin_segment(&g, stamp);
+                    self.begin_segment_owned(g, stamp);
                     break Some(first);
                 }
                 // Another worker emptied the group first; the scheduler unlisted it.
@@ -424,6 +424,16 @@ impl Core {
             .serving
             .store(Arc::as_ptr(g) as *mut GroupInner, Ordering::Relaxed);
         if self.service.begin(g, now, &self.shared.scheduler) {
+            self.counts.charge_visits += 1;
+        }
+    }
+
+    /// [`begin_segment`](Self::begin_segment) with an `Arc` of `g` the core may keep.
+    fn begin_segment_owned(&mut self, g: Arc<GroupInner>, now: u64) {
+        self.remote()
+            .serving
+            .store(Arc::as_ptr(&g) as *mut GroupInner, Ordering::Relaxed);
+        if self.service.begin_owned(g, now, &self.shared.scheduler) {
             self.counts.charge_visits += 1;
         }
     }
