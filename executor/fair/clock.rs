@@ -46,7 +46,12 @@ pub(crate) fn instant_of(stamp: u64) -> Instant {
 
 /// The [`stamp`] of an instant (0 for one before the epoch).
 pub(crate) fn stamp_of(t: Instant) -> u64 {
-    u64::try_from(t.saturating_duration_since(epoch()).as_nanos()).unwrap_or(u64::MAX)
+    nanos(t.saturating_duration_since(epoch()))
+}
+
+/// A duration in nanoseconds as a `u64`, saturating (585 years).
+pub(crate) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn epoch() -> Instant {

@@ -471,7 +471,7 @@ impl Scheduler {
         let weight = woken.weight_hint.load(Ordering::Relaxed).max(1);
         // In u64 (this runs on every cross-group wake, and a u128 division is a library call),
         // and no division at all for the default weight.
-        let quantum = u64::try_from(quantum.as_nanos()).unwrap_or(u64::MAX);
+        let quantum = super::clock::nanos(quantum);
         let slack = if weight == 1 {
             quantum
         } else {

@@ -14,6 +14,7 @@
 //! The clock is read at segment boundaries and every `interval` polls, an interval adapted so that
 //! reading it costs about one read per [`CLOCK_EVERY`] of work.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,28 +81,20 @@ impl Service {
         self.charges.get(self.current).map(|c| &c.group)
     }
 
-    /// Starts a segment on `g` (no segment may be open). If the list of charges is full and has no
-    /// entry for `g`, charges it first (one scheduler visit); true if it did.
-    pub(crate) fn begin(&mut self, g: &Arc<GroupInner>, now: u64, scheduler: &Scheduler) -> bool {
-        self.begin_with(Held::Borrowed(g), now, scheduler)
-    }
-
-    /// [`begin`](Self::begin) with an `Arc` of the group the list may keep (a pick hands the
-    /// worker one: no second count).
-    pub(crate) fn begin_owned(
+    /// Starts a segment on `g` (no segment may be open): borrowed, the list clones it if it needs
+    /// an `Arc`; owned (a pick hands the worker one), the list keeps that one. If the list of
+    /// charges is full and has no entry for `g`, charges it first (one scheduler visit); true if
+    /// it did.
+    pub(crate) fn begin(
         &mut self,
-        g: Arc<GroupInner>,
+        g: Cow<'_, Arc<GroupInner>>,
         now: u64,
         scheduler: &Scheduler,
     ) -> bool {
-        self.begin_with(Held::Owned(g), now, scheduler)
-    }
-
-    fn begin_with(&mut self, g: Held<'_>, now: u64, scheduler: &Scheduler) -> bool {
         debug_assert_eq!(self.current, NONE, "a segment is already open");
         let mut visited = false;
         // From the newest: a worker alternating between two groups finds either at once.
-        let addr = Arc::as_ptr(g.get()) as usize;
+        let addr = Arc::as_ptr(&g) as usize;
         let at = match self
             .charges
             .iter()
@@ -118,7 +111,7 @@ impl Service {
                     visited = true;
                 }
                 self.charges.push(Charge {
-                    group: g.into_arc(),
+                    group: g.into_owned(),
                     ns: 0,
                     polls: 0,
                 });
@@ -199,12 +192,12 @@ impl Service {
             .clamp(1, u64::from(MAX_CLOCK_INTERVAL)) as u32;
         self.interval = interval;
         self.countdown = interval;
-        (now.saturating_sub(self.quantum_start) >= nanos(quantum)).then_some(now)
+        (now.saturating_sub(self.quantum_start) >= super::clock::nanos(quantum)).then_some(now)
     }
 
     /// True while the current quantum lasts, as of the last clock read.
     pub(crate) fn in_quantum(&self, quantum: Duration) -> bool {
-        self.last_clock.saturating_sub(self.quantum_start) < nanos(quantum)
+        self.last_clock.saturating_sub(self.quantum_start) < super::clock::nanos(quantum)
     }
 
     /// Starts a new quantum (after a quantum end, or when the worker wakes from parking), at the
@@ -212,28 +205,6 @@ impl Service {
     pub(crate) fn restart_quantum(&mut self, now: u64) {
         self.quantum_start = now;
         self.last_clock = now;
-    }
-}
-
-/// The group a segment begins on: borrowed (cloned if the list needs it) or owned.
-enum Held<'a> {
-    Borrowed(&'a Arc<GroupInner>),
-    Owned(Arc<GroupInner>),
-}
-
-impl Held<'_> {
-    fn get(&self) -> &Arc<GroupInner> {
-        match self {
-            Held::Borrowed(g) => g,
-            Held::Owned(g) => g,
-        }
-    }
-
-    fn into_arc(self) -> Arc<GroupInner> {
-        match self {
-            Held::Borrowed(g) => g.clone(),
-            Held::Owned(g) => g,
-        }
     }
 }
 
@@ -245,8 +216,4 @@ fn flush(c: Charge) {
     if c.ns > 0 {
         c.group.busy_ns.fetch_add(c.ns, Ordering::Relaxed);
     }
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

@@ -42,6 +42,7 @@
 //! Tasks of a group with `max_concurrency` always go through the group's limiter and global queue,
 //! never the LIFO slot, so their order is FIFO.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
@@ -360,7 +361,7 @@ impl Core {
                 Some((g, Some(first))) => {
                     self.counts.picks += 1;
                     self.reported_serving = true;
-                    self.begin_segment_owned(g, stamp);
+                    self.begin_segment(Cow::Owned(g), stamp);
                     break Some(first);
                 }
                 // Another worker emptied the group first; the scheduler unlisted it.
@@ -418,22 +419,12 @@ impl Core {
     }
 
     /// Starts a segment on `g`, counting the scheduler visits that apply charges alone (see
-    /// `Service::begin`).
-    fn begin_segment(&mut self, g: &Arc<GroupInner>, now: u64) {
-        self.remote()
-            .serving
-            .store(Arc::as_ptr(g) as *mut GroupInner, Ordering::Relaxed);
-        if self.service.begin(g, now, &self.shared.scheduler) {
-            self.counts.charge_visits += 1;
-        }
-    }
-
-    /// [`begin_segment`](Self::begin_segment) with an `Arc` of `g` the core may keep.
-    fn begin_segment_owned(&mut self, g: Arc<GroupInner>, now: u64) {
+    /// `Service::begin`, which says what borrowed and owned mean).
+    fn begin_segment(&mut self, g: Cow<'_, Arc<GroupInner>>, now: u64) {
         self.remote()
             .serving
             .store(Arc::as_ptr(&g) as *mut GroupInner, Ordering::Relaxed);
-        if self.service.begin_owned(g, now, &self.shared.scheduler) {
+        if self.service.begin(g, now, &self.shared.scheduler) {
             self.counts.charge_visits += 1;
         }
     }
@@ -456,7 +447,7 @@ impl Core {
         if !self.service.serves(Arc::as_ptr(group)) {
             let now = crate::fair::clock::stamp();
             self.end_segment(now);
-            self.begin_segment(group, now);
+            self.begin_segment(Cow::Borrowed(group), now);
         }
         let limited = group.limiter.is_some().then(|| group.clone());
         // The polled task's group when a rescue took the core during the poll (the segment that
@@ -547,7 +538,7 @@ impl Core {
                 others_listed || shared.others_serve_other_groups(self.idx, &g)
             }
         };
-        self.begin_segment(&g, now);
+        self.begin_segment(Cow::Owned(g), now);
         let local = &shared.cores[self.idx].local;
         let mut batch: Vec<Runnable> = Vec::new();
         match verdict {
@@ -617,10 +608,8 @@ impl Core {
         // served no longer holds the floor down.
         let parking = std::mem::replace(&mut self.reported_serving, false).then_some(self.idx);
         let shared = self.shared.clone();
-        if parking.is_some() || !self.service.charges().is_empty() {
-            shared.scheduler.charge_all(self.service.charges(), parking);
-            self.service.settle();
-        }
+        shared.scheduler.charge_all(self.service.charges(), parking);
+        self.service.settle();
         // What due timers wake is work: the re-check below sees it.
         self.fire_due_timers(now);
         shared
@@ -767,7 +756,7 @@ impl Core {
         let host = Arc::as_ptr(&self.shared);
         let g = with_current(|g| g.filter(|g| ptr::eq(g.host_addr(), host)).cloned());
         if let Some(g) = g {
-            self.begin_segment(&g, crate::fair::clock::stamp());
+            self.begin_segment(Cow::Owned(g), crate::fair::clock::stamp());
         }
     }
 
@@ -797,7 +786,6 @@ impl Core {
                 break;
             }
         }
-        self.service.settle();
     }
 }
 
