@@ -156,7 +156,8 @@ struct ReadmeDoctests;
 #[doc(hidden)]
 pub mod loom_support {
     pub use crate::blocking::pool::{Job, Pool as BlockingPool, closure_returned};
-    pub use crate::group::listed::ListFlag;
+    pub use crate::fair::lane::Lane;
+    pub use crate::group::listed::{LaneFlag, ListFlag};
     pub use crate::group::queue::GroupQueue;
     pub use crate::time::driver::{Armed, IfBusy, NEVER, Registration, TimerHost, Timers};
     pub use crate::time::keeper::{Keeper, Lowered};

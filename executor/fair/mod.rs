@@ -12,6 +12,7 @@
 //! with the time it measured and the group it served.
 
 pub(crate) mod clock;
+pub(crate) mod lane;
 pub(crate) mod scheduler;
 pub(crate) mod segment;
 

@@ -30,8 +30,10 @@ use concurrent_queue::ConcurrentQueue;
 
 use crate::group::GroupInner;
 use crate::group::inner::GroupSched;
-use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
+use crate::shim::{AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 use crate::task::Runnable;
+
+use super::lane::Lane;
 
 /// Virtual time advances by `ns * SCALE / weight` per charged nanosecond.
 const SCALE: u128 = 1 << 16;
@@ -94,6 +96,11 @@ pub(crate) struct Scheduler {
     /// The quantum in nanoseconds: how far past the picked group's virtual runtime (scaled by the
     /// other group's weight) an extra group may be and still be taken with it.
     quantum_ns: u128,
+    /// The floor in virtual nanoseconds (`floor / SCALE`), stored under the lock whenever it
+    /// rises; read without it by `lane_admits`.
+    floor_hint: AtomicU64,
+    /// Tasks woken from outside the workers whose groups were idle at the floor (see `lane`).
+    lane: Lane<Runnable>,
 }
 
 struct SchedState {
@@ -131,12 +138,89 @@ impl Scheduler {
             rotation_len: AtomicUsize::new(0),
             inbox: ConcurrentQueue::unbounded(),
             quantum_ns: quantum.as_nanos(),
+            floor_hint: AtomicU64::new(0),
+            lane: Lane::default(),
         }
     }
 
-    /// How many groups are in the rotation or its inbox (a snapshot, for metrics).
+    /// How many groups are in the rotation or its inbox, or have a task in the lane (a snapshot,
+    /// for metrics).
     pub(crate) fn listed(&self) -> usize {
-        self.listed.load(Ordering::Relaxed)
+        self.listed.load(Ordering::Relaxed) + self.lane.len()
+    }
+
+    /// Tasks waiting in the lane (a snapshot, for metrics).
+    pub(crate) fn lane_len(&self) -> usize {
+        self.lane.len()
+    }
+
+    /// True if a task waits in the lane (a snapshot; the idle protocol's re-check reads it after
+    /// its fence).
+    #[inline]
+    pub(crate) fn lane_has_work(&self) -> bool {
+        !self.lane.is_empty()
+    }
+
+    /// May a task of `g`, woken or spawned by a thread that holds no core of this runtime, go to
+    /// the lane (see `lane`)? Yes if `g` is not listed, has no task in the lane yet, and is at most
+    /// a quantum of its own service (`quantum / weight`) past the floor: a pick would choose it
+    /// about as soon. True means the caller holds the group's lane flag and must push the task
+    /// with [`push_lane`](Self::push_lane).
+    ///
+    /// A group further behind than the floor (idle for a while) is first lifted to it under its
+    /// own lock, as entering the rotation would lift it: an idle group banks no credit, through
+    /// the lane or not. Otherwise this reads hints only, no lock.
+    pub(crate) fn lane_admits(&self, g: &GroupInner) -> bool {
+        if g.listed.is_set() || g.in_lane.is_set() {
+            return false;
+        }
+        let floor = self.floor_hint.load(Ordering::Relaxed);
+        let vtime = g.vtime_hint.load(Ordering::Relaxed);
+        let weight = g.weight_hint.load(Ordering::Relaxed).max(1);
+        let quantum = u64::try_from(self.quantum_ns).unwrap_or(u64::MAX);
+        let slack = if weight == 1 {
+            quantum
+        } else {
+            quantum / u64::from(weight)
+        };
+        if vtime > floor.saturating_add(slack) || !g.in_lane.enter() {
+            return false;
+        }
+        if vtime < floor {
+            let mut gs = lock(&g.sched);
+            // The rotation's key is the virtual runtime: only a group out of it may move.
+            if !gs.in_rotation {
+                let lifted = gs.vruntime.max(u128::from(floor) * SCALE);
+                set_vruntime(g, &mut gs, lifted);
+            }
+        }
+        true
+    }
+
+    /// Pushes `r`, a task of `g`, to the lane, after [`lane_admits`](Self::lane_admits) said yes.
+    /// Gives it back if the runtime shut the lane.
+    pub(crate) fn push_lane(&self, g: &GroupInner, r: Runnable) -> Result<(), Runnable> {
+        self.lane.push(&g.in_lane, r, super::clock::stamp())
+    }
+
+    /// Takes the lane's oldest task, with the clock stamp of its push.
+    #[inline]
+    pub(crate) fn pop_lane(&self) -> Option<(Runnable, u64)> {
+        if self.lane.is_empty() {
+            return None;
+        }
+        self.lane.pop(|r| &r.metadata().group.in_lane)
+    }
+
+    /// Shutdown: refuses every later push to the lane and takes out what waits there, for the
+    /// caller to drop.
+    pub(crate) fn close_lane(&self) -> Vec<Runnable> {
+        self.lane.close();
+        let mut out = Vec::new();
+        while let Some((r, _)) = self.lane.pop(|r| &r.metadata().group.in_lane) {
+            out.push(r);
+        }
+        out
     }
 
     /// True if some group has queued work (a hint; exact under the lock).
@@ -155,10 +239,13 @@ impl Scheduler {
     }
 
     /// True if a listed group has tasks queued now: a group just listed (in the inbox: a push
-    /// listed it), or one in the rotation whose queue is not empty. `has_listed` alone also counts
+    /// listed it), or one in the rotation whose queue is not empty; or a task waits in the lane. `has_listed` alone also counts
     /// a group a worker has emptied, which stays listed until that worker's next pick. Takes the
     /// lock; for rare callers (the stall monitor).
     pub(crate) fn has_queued_work(&self) -> bool {
+        if self.lane_has_work() {
+            return true;
+        }
         if !self.has_listed() {
             return false;
         }
@@ -235,7 +322,7 @@ impl Scheduler {
     /// stuck in one poll, and its group's frozen virtual runtime would otherwise pin the floor, so
     /// a group arriving meanwhile would enter far behind the groups still being served and take
     /// the free workers for itself.
-    fn update_floor(st: &mut SchedState, now: Instant) {
+    fn update_floor(&self, st: &mut SchedState, now: Instant) {
         let listed = st.rotation.first_key_value().map(|((v, _), _)| *v);
         let fresh_since = now.checked_sub(st.stale_after);
         let served = st
@@ -245,7 +332,11 @@ impl Scheduler {
             .filter(|s| fresh_since.is_none_or(|t| s.at >= t))
             .map(|s| s.vruntime);
         if let Some(lowest) = listed.into_iter().chain(served).min() {
-            st.floor = st.floor.max(lowest);
+            if lowest > st.floor {
+                st.floor = lowest;
+                let hint = u64::try_from(lowest / SCALE).unwrap_or(u64::MAX);
+                self.floor_hint.store(hint, Ordering::Relaxed);
+            }
         }
     }
 
@@ -270,7 +361,7 @@ impl Scheduler {
         if let Some(worker) = parking {
             st.served[worker] = None;
         }
-        Self::update_floor(&mut st, super::clock::now());
+        self.update_floor(&mut st, super::clock::now());
     }
 
     /// Applies the worker's pending charges, then takes work from the listed group with the
@@ -306,7 +397,7 @@ impl Scheduler {
         let mut st = lock(&self.state);
         self.admit_inbox(&mut st);
         Self::charge_pending(&mut st, pending);
-        Self::update_floor(&mut st, now);
+        self.update_floor(&mut st, now);
         let workers = st.served.len();
         let g = st.rotation.first_key_value()?.1.clone();
         let mut gs = lock(&g.sched);
@@ -440,7 +531,7 @@ impl Scheduler {
             vruntime: gs.vruntime,
             at: now,
         });
-        Self::update_floor(&mut st, now);
+        self.update_floor(&mut st, now);
         match st.rotation.first_key_value() {
             Some(((v, id), _)) if *id != g.id && *v < gs.vruntime => Verdict::Switch,
             _ => Verdict::Stay {

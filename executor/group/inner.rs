@@ -25,7 +25,7 @@ use crate::task::{Runnable, TaskMeta, TaskPanic};
 
 use super::limiter::Limiter;
 use super::list::GroupList;
-use super::listed::ListFlag;
+use super::listed::{LaneFlag, ListFlag};
 use super::queue::GroupQueue;
 use super::registry::Registry;
 
@@ -111,6 +111,8 @@ pub(crate) struct GroupInner {
     pub(crate) host: Arc<HostOf>,
     /// In the scheduler's rotation, or about to be inserted (see `listed`).
     pub(crate) listed: ListFlag,
+    /// A task of this group waits in the scheduler's lane (see `fair::lane`).
+    pub(crate) in_lane: LaneFlag,
     /// Set once by `Group::cancel`; never cleared.
     pub(crate) cancelled: AtomicBool,
     /// `wait_idle` futures currently waiting.
@@ -150,6 +152,7 @@ impl GroupInner {
                 queue: GroupQueue::new(),
                 host: host.clone(),
                 listed: ListFlag::default(),
+                in_lane: LaneFlag::default(),
                 cancelled: AtomicBool::new(false),
                 idle_waiters: AtomicUsize::new(0),
                 limiter: max_concurrency.map(|n| Box::new(Limiter::new(n))),

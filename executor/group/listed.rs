@@ -1,4 +1,5 @@
-//! A group's "listed" flag: the lock-free half of the listing protocol (see `fair`).
+//! A group's "listed" flag: the lock-free half of the listing protocol (see `fair`); and its
+//! "in the lane" flag (see `fair::lane`).
 //!
 //! `true` while the group is in the scheduler's rotation or about to be inserted. A pusher pushes
 //! to the group queue, then flips the flag from false to true and, if it did, lists the group. The
@@ -19,6 +20,11 @@ impl Default for ListFlag {
 }
 
 impl ListFlag {
+    /// True if the group is listed (a snapshot, for choices a stale answer cannot make wrong).
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
     /// Pusher side, after pushing to the queue: true if the caller must insert the group.
     pub fn after_push(&self) -> bool {
         fence(Ordering::SeqCst);
@@ -35,5 +41,33 @@ impl ListFlag {
     pub fn after_clear(&self, queue_is_empty: impl FnOnce() -> bool) -> bool {
         fence(Ordering::SeqCst);
         !queue_is_empty() && !self.0.swap(true, Ordering::AcqRel)
+    }
+}
+
+/// A group's "has a task in the lane" flag (see `fair::lane`): set by the pusher that puts the
+/// group's task there, cleared by the worker that takes it. At most one task of a group waits in
+/// the lane.
+pub struct LaneFlag(AtomicBool);
+
+impl Default for LaneFlag {
+    fn default() -> Self {
+        LaneFlag(AtomicBool::new(false))
+    }
+}
+
+impl LaneFlag {
+    /// True if the caller set the flag and may push the group's task to the lane.
+    pub fn enter(&self) -> bool {
+        !self.0.load(Ordering::Relaxed) && !self.0.swap(true, Ordering::AcqRel)
+    }
+
+    /// The group's task left the lane (or never entered it).
+    pub fn leave(&self) {
+        self.0.store(false, Ordering::Release);
+    }
+
+    /// True while a task of the group waits in the lane (a snapshot).
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
     }
 }

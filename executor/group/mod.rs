@@ -448,7 +448,9 @@ impl Group {
             unfinished: counts.live,
             polls: inner.polls.load(Ordering::Relaxed),
             busy: Duration::from_nanos(inner.busy_ns.load(Ordering::Relaxed)),
-            runnable: inner.queue.len() + inner.host.locally_queued(inner),
+            runnable: inner.queue.len()
+                + usize::from(inner.in_lane.is_set())
+                + inner.host.locally_queued(inner),
             wait: Duration::from_nanos(inner.wait_ns.load(Ordering::Relaxed) + pending_wait),
         }
     }

@@ -27,11 +27,12 @@ use crate::worker::Shared;
 pub struct RuntimeMetrics {
     /// One entry per worker, by index.
     pub workers: Vec<WorkerMetrics>,
-    /// Tasks waiting in the groups' global queues.
+    /// Tasks waiting in the groups' global queues and in the scheduler's lane.
     pub global_queue_depth: usize,
     /// Groups alive (the default group included).
     pub groups_alive: usize,
-    /// Groups with queued work waiting for a worker to pick them.
+    /// Groups with queued work waiting for a worker to pick them (listed, or with a task in the
+    /// lane).
     pub groups_runnable: usize,
     /// Runtime threads alive: workers, threads waiting in a nested `block_on`, and spares.
     pub threads: usize,
@@ -88,6 +89,10 @@ pub struct WorkerMetrics {
     /// next pick, which takes the lock anyway; these visits happen when a worker serves more groups
     /// in a row than a pick hands it.
     pub charge_visits: u64,
+    /// Tasks taken from the scheduler's lane: tasks woken from outside the workers whose groups
+    /// were idle and at the scheduler's floor, which run without a scheduler visit (see
+    /// ARCHITECTURE.md).
+    pub lane_takes: u64,
     /// Tasks in its local queue now.
     pub local_queue_depth: usize,
     /// Time spent serving groups (service segments), idle time excluded.
@@ -109,6 +114,7 @@ impl RuntimeMetrics {
                     picks: n.picks,
                     empty_picks: n.empty_picks,
                     charge_visits: n.charge_visits,
+                    lane_takes: n.lane_takes,
                     local_queue_depth: c.local.len(),
                     busy: Duration::from_nanos(n.busy_ns),
                 }
@@ -118,7 +124,8 @@ impl RuntimeMetrics {
         let (threads, spare_threads, rescues) = shared.threads.counts();
         RuntimeMetrics {
             workers,
-            global_queue_depth: groups.iter().map(|g| g.queue.len()).sum(),
+            global_queue_depth: groups.iter().map(|g| g.queue.len()).sum::<usize>()
+                + shared.scheduler.lane_len(),
             groups_alive: shared.groups.live(),
             groups_runnable: shared.scheduler.listed(),
             threads,
@@ -153,7 +160,7 @@ impl RuntimeMetrics {
             &'static str,
             fn(&WorkerMetrics) -> String,
         );
-        let per_worker: [Series; 9] = [
+        let per_worker: [Series; 10] = [
             ("rondo_worker_polls_total", "counter", "Task polls.", |w| {
                 w.polls.to_string()
             }),
@@ -192,6 +199,12 @@ impl RuntimeMetrics {
                 "counter",
                 "Visits to the group scheduler only to apply service charges.",
                 |w| w.charge_visits.to_string(),
+            ),
+            (
+                "rondo_worker_lane_takes_total",
+                "counter",
+                "Tasks taken from the scheduler's lane (woken from outside, group idle at the floor).",
+                |w| w.lane_takes.to_string(),
             ),
             (
                 "rondo_worker_local_queue_depth",
@@ -282,7 +295,7 @@ impl fmt::Display for RuntimeMetrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>11} {:>13} {:>6} {:>12}",
+            "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>11} {:>13} {:>10} {:>6} {:>12}",
             "worker",
             "polls",
             "steals",
@@ -291,13 +304,14 @@ impl fmt::Display for RuntimeMetrics {
             "picks",
             "empty picks",
             "charge visits",
+            "lane takes",
             "queue",
             "busy"
         )?;
         for (i, w) in self.workers.iter().enumerate() {
             writeln!(
                 f,
-                "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>11} {:>13} {:>6} {:>12}",
+                "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>11} {:>13} {:>10} {:>6} {:>12}",
                 i,
                 w.polls,
                 w.steals,
@@ -306,6 +320,7 @@ impl fmt::Display for RuntimeMetrics {
                 w.picks,
                 w.empty_picks,
                 w.charge_visits,
+                w.lane_takes,
                 w.local_queue_depth,
                 format!("{:.1?}", w.busy)
             )?;

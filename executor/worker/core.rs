@@ -23,21 +23,23 @@
 //!    (`Scheduler::pick_and_take`).
 //! 4. While its quantum lasts, a batch of the served group's global queue, without the scheduler
 //!    lock (`len / workers + 1`, at most half a local queue).
-//! 5. The group scheduler: the listed group with the smallest virtual runtime; it takes a batch of
+//! 5. The scheduler's lane: tasks woken from outside whose groups were idle at the floor
+//!    (`fair::lane`), one at a time, without the scheduler lock.
+//! 6. The group scheduler: the listed group with the smallest virtual runtime; it takes a batch of
 //!    that group's global queue (a short queue whole).
-//! 6. Stealing half of another core's local queue (at most half the workers search at once).
-//! 7. Parking (see `idle`). Due timers are fired first; one parked core, the keeper, sleeps
+//! 7. Stealing half of another core's local queue (at most half the workers search at once).
+//! 8. Parking (see `idle`). Due timers are fired first; one parked core, the keeper, sleeps
 //!    until the earliest timer (see `time::driver`), the others until woken. With the `io`
 //!    feature the keeper sleeps in the I/O reactor (see `reactor`), which runs this loop as a
 //!    future with the same steps (`park_begin`, `park_step`, `park_end`).
 //!
 //! # Service segments and the quantum
 //! See `fair::segment`. When the quantum ends and another listed group is behind the served one,
-//! the worker spills its LIFO slot and local queue back to their groups' global queues and picks
-//! again: no local structure holds a worker on one group for more than a quantum while another
-//! group waits. When it stays and other groups are active, it moves the older half of its local
-//! queue to the group's global queue, so other workers see the group's surplus and can serve it
-//! when it is behind (fairness is global, not per worker).
+//! or a task waits in the scheduler's lane, the worker spills its LIFO slot and local queue back
+//! to their groups' global queues and picks again: no local structure holds a worker on one group
+//! for more than a quantum while another group waits. When it stays and other groups are active,
+//! it moves the older half of its local queue to the group's global queue, so other workers see
+//! the group's surplus and can serve it when it is behind (fairness is global, not per worker).
 //!
 //! Tasks of a group with `max_concurrency` always go through the group's limiter and global queue,
 //! never the LIFO slot, so their order is FIFO.
@@ -297,6 +299,9 @@ impl Core {
         if let Some(r) = self.take_from_own_group() {
             return Some(r);
         }
+        if let Some(r) = self.take_from_lane() {
+            return Some(r);
+        }
         // Not while a group is counted as listed that no pick can find yet: its pusher is between
         // the count and the inbox (`Scheduler::may_pick`).
         if self.shared.scheduler.has_listed() && self.shared.scheduler.may_pick() {
@@ -334,6 +339,19 @@ impl Core {
         }
         self.batch = batch;
         first
+    }
+
+    /// The lane's oldest task (see `fair::lane`); the time it waited counts for its group.
+    #[inline]
+    fn take_from_lane(&mut self) -> Option<Runnable> {
+        let (r, since) = self.shared.scheduler.pop_lane()?;
+        let waited = crate::fair::clock::stamp().saturating_sub(since);
+        r.metadata()
+            .group
+            .wait_ns
+            .fetch_add(waited, Ordering::Relaxed);
+        self.counts.lane_takes += 1;
+        Some(r)
     }
 
     fn take_from_rotation(&mut self) -> Option<Runnable> {
@@ -532,6 +550,14 @@ impl Core {
             crate::fair::clock::instant_of(now),
         );
         self.service.settle();
+        // A task in the lane belongs to a group that was idle at the floor, which a pick would
+        // choose about as soon as a group behind this one: switch for it as for that group. (Run
+        // beside this group's local work instead, a group's task would queue behind that work
+        // once it yields.)
+        let verdict = match verdict {
+            Verdict::Stay { .. } if shared.scheduler.lane_has_work() => Verdict::Switch,
+            v => v,
+        };
         let others_active = match verdict {
             Verdict::Switch => true,
             Verdict::Stay { others_listed } => {

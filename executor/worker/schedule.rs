@@ -9,9 +9,11 @@
 //!   scheduler says that group may run beside the served one (it is not ahead of it by more than
 //!   a quantum: `Scheduler::may_run_beside`), so a message between groups is handled on the core
 //!   that sent it, with its time charged to the receiver's group; otherwise as below.
-//! - Anywhere else (another thread, a thread-local destructor, shutdown, a group that is ahead):
-//!   the group's global queue, which lists the group and wakes a sleeping worker if nobody
-//!   searches.
+//! - A task of a group that is ahead of the served one: the group's global queue, which lists the
+//!   group and wakes a sleeping worker if nobody searches.
+//! - Anywhere else (a thread that holds no core of the runtime: the I/O reactor's, a channel's
+//!   sender, a `block_on` caller, a thread-local destructor, shutdown): the scheduler's lane if its
+//!   group was idle at the floor (`fair::lane`), else the group's global queue as above.
 
 use std::ptr;
 use std::sync::Arc;
@@ -23,7 +25,7 @@ use crate::shim::Ordering;
 use crate::task::Runnable;
 
 use super::context;
-use super::shared::push_global;
+use super::shared::{push_from_outside, push_global};
 
 /// See the module docs. The yield's path is kept apart from the rest, so that it pays for no more
 /// than it uses (the rest needs a larger stack frame).
@@ -64,19 +66,26 @@ fn schedule_elsewhere(r: Runnable, info: ScheduleInfo) {
     let g = &r.metadata().group;
     let gptr = Arc::as_ptr(g);
     let host = g.host_addr();
-    let r = context::with_core(|core| match core {
+    let routed = context::with_core(|core| match core {
         Some(core) if ptr::eq(Arc::as_ptr(&core.shared), host) => {
             if core.service.serves(gptr) {
                 core.schedule_local(r, info.woken_while_running);
-                None
+                Ok(None)
             } else {
-                core.schedule_beside(r)
+                Ok(core.schedule_beside(r))
             }
         }
-        _ => Some(r),
+        _ => Err(r),
     });
-    if let Some(r) = r {
-        let g = r.metadata().group.clone();
-        push_global(&g, r);
+    match routed {
+        Ok(None) => {}
+        Ok(Some(r)) => {
+            let g = r.metadata().group.clone();
+            push_global(&g, r);
+        }
+        Err(r) => {
+            let g = r.metadata().group.clone();
+            push_from_outside(&g, r);
+        }
     }
 }

@@ -276,9 +276,11 @@ impl Shared {
         }
     }
 
-    /// Work that core `idx` could take: a listed group or another core's local queue.
+    /// Work that core `idx` could take: a listed group, a task in the lane, or another core's
+    /// local queue.
     pub(crate) fn has_visible_work(&self, idx: usize) -> bool {
         self.scheduler.has_listed()
+            || self.scheduler.lane_has_work()
             || self
                 .cores
                 .iter()
@@ -301,7 +303,9 @@ impl Shared {
     pub(crate) fn drain_once(&self) -> usize {
         // Timers hold their tasks' wakers; after this, arming fails and nothing holds a task.
         drop(self.timers.close());
-        let mut dropped = 0usize;
+        let lane = self.scheduler.close_lane();
+        let mut dropped = lane.len();
+        drop(lane);
         for g in self.groups.snapshot() {
             g.close();
             g.registry.wake_all(true);
@@ -334,6 +338,26 @@ pub(crate) fn push_global(g: &Arc<GroupInner>, r: Runnable) {
         return;
     }
     announce(g);
+}
+
+/// Queues a task woken or spawned by a thread that holds no core of `g`'s runtime: in the lane if
+/// the scheduler admits it there (`fair::lane`), else in its group's global queue.
+pub(crate) fn push_from_outside(g: &Arc<GroupInner>, r: Runnable) {
+    let scheduler = &g.host.scheduler;
+    if !scheduler.lane_admits(g) {
+        push_global(g, r);
+        return;
+    }
+    match scheduler.push_lane(g, r) {
+        Ok(()) => {
+            // Orders the push before the idle check, as `ListFlag::after_push` does for a group
+            // queue.
+            fence(Ordering::SeqCst);
+            g.host.notify_work();
+        }
+        // Shutting down: the task is torn down here, as a push to a closed group queue is.
+        Err(r) => drop(r),
+    }
 }
 
 /// After pushing to `g.queue`: makes sure the group is listed and a worker will look (the pusher's

@@ -1,0 +1,86 @@
+//! The lane: a shared FIFO of tasks woken from outside the workers whose groups were idle and at
+//! the scheduler's floor.
+//!
+//! # Why
+//! A task woken by a thread that holds no core (the I/O reactor's, a channel's sender, a
+//! `block_on` caller) goes to its group's global queue. When its group was idle, that push lists
+//! the group: the group goes through the scheduler's inbox into the rotation, and a worker picks
+//! it there and takes it out again, a scheduler visit per group. With a group per connection, each
+//! woken once per request, that is a visit per request. Yet such a group is the one a pick would
+//! choose first: it enters the rotation at the floor, and the floor is at most every other active
+//! group's virtual runtime.
+//!
+//! So the task of an idle group that is within one quantum of its own (`quantum / weight`) of the
+//! floor goes to the lane instead (`Scheduler::lane_admits`), and workers take the lane's tasks
+//! before they visit the scheduler. Such a task runs in a segment charged to its own group like
+//! any other, and a group enters the lane only from the floor, so what it runs there counts
+//! against its share as if a pick had chosen it. The tolerance is that of a task run beside
+//! another group (`Scheduler::may_run_beside`): a quantum of the group's own service.
+//!
+//! # Bounds
+//! - A group has at most one task in the lane (its `LaneFlag`): a group woken many times while
+//!   its task waits goes through its global queue and the rotation, so a flood of one group never
+//!   fills the lane ahead of other groups.
+//! - A group that is listed (its global queue holds tasks) never uses the lane, so its tasks stay
+//!   in its queue's order.
+//! - A group with `max_concurrency` never uses it (its tasks go through its limiter).
+//!
+//! # Protocol
+//! The pusher sets the group's flag (`LaneFlag::enter`), pushes, fences and notifies a worker, as
+//! a push to a group queue does; a worker about to park re-checks the lane after registering as a
+//! sleeper (`Shared::has_visible_work`). A worker clears the flag when it takes the task, before it
+//! runs it. Shutdown closes the lane: a push after that gives the task back to its pusher, which
+//! drops it, as a closed group queue does. loom model: `tests/loom_runtime.rs`
+//! (`lane_loses_no_task_and_keeps_one_per_group`).
+
+use concurrent_queue::ConcurrentQueue;
+
+use crate::group::listed::LaneFlag;
+
+/// See the module docs. Each task travels with the clock stamp of its push, so the time its group
+/// waited counts in the group's metrics.
+pub struct Lane<T> {
+    queue: ConcurrentQueue<(T, u64)>,
+}
+
+impl<T> Default for Lane<T> {
+    fn default() -> Self {
+        Lane {
+            queue: ConcurrentQueue::unbounded(),
+        }
+    }
+}
+
+impl<T> Lane<T> {
+    /// Pushes `item` of the group whose flag is `flag`, which the caller set with
+    /// [`LaneFlag::enter`]. Gives the item back (and clears the flag) if the lane is closed.
+    pub fn push(&self, flag: &LaneFlag, item: T, stamp: u64) -> Result<(), T> {
+        self.queue.push((item, stamp)).map_err(|e| {
+            flag.leave();
+            e.into_inner().0
+        })
+    }
+
+    /// Takes the oldest task and clears its group's flag (`flag_of`), so the group's next wake may
+    /// use the lane again.
+    pub fn pop(&self, flag_of: impl FnOnce(&T) -> &LaneFlag) -> Option<(T, u64)> {
+        let (item, stamp) = self.queue.pop().ok()?;
+        flag_of(&item).leave();
+        Some((item, stamp))
+    }
+
+    /// True if no task waits (a snapshot).
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Tasks waiting (a snapshot).
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Refuses every later push (shutdown).
+    pub fn close(&self) {
+        self.queue.close();
+    }
+}
