@@ -143,11 +143,6 @@ impl Scheduler {
         }
     }
 
-    /// How many groups are in the rotation or its inbox, or have a task in the lane (a snapshot,
-    /// for metrics).
-    pub(crate) fn listed(&self) -> usize {
-        self.listed.load(Ordering::Relaxed) + self.lane.len()
-    }
 
     /// Tasks waiting in the lane (a snapshot, for metrics).
     pub(crate) fn lane_len(&self) -> usize {

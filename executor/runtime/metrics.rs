@@ -127,7 +127,10 @@ impl RuntimeMetrics {
             global_queue_depth: groups.iter().map(|g| g.queue.len()).sum::<usize>()
                 + shared.scheduler.lane_len(),
             groups_alive: shared.groups.live(),
-            groups_runnable: shared.scheduler.listed(),
+            groups_runnable: groups
+                .iter()
+                .filter(|g| g.listed.is_set() || g.in_lane.is_set())
+                .count(),
             threads,
             spare_threads,
             blocking_threads: shared.blocking.threads(),
