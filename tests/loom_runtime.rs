@@ -6,7 +6,7 @@
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
-use rondo::loom_support::{GroupQueue, Idle, ListFlag, LocalQueue, Parker};
+use rondo::loom_support::{GroupQueue, Idle, Lane, LaneFlag, ListFlag, LocalQueue, Parker};
 
 /// A group queue (the runtime's own type), its list flag, and the "in rotation" bit the scheduler
 /// lock protects.
@@ -527,5 +527,142 @@ fn a_waiting_pass_and_a_skipping_pass_fire_a_due_timer_once() {
         );
         assert_eq!(timers.earliest(), rondo::loom_support::NEVER);
         drop(due);
+    });
+}
+
+/// A task in a lane model: its value and its group's lane flag (a runtime task reaches its
+/// group's flag through its metadata).
+struct Item(u32, Arc<LaneFlag>);
+
+/// A pusher's half of `fair::lane` for a group with flag `flag`: the lane if the flag was free,
+/// else the group's own queue (the runtime's `push_from_outside`, without the floor test).
+fn push_outside(lane: &Lane<Item>, flag: &Arc<LaneFlag>, queue: &Mutex<Vec<u32>>, v: u32) {
+    if flag.enter() {
+        if let Err(Item(v, _)) = lane.push(flag, Item(v, flag.clone()), 0) {
+            queue.lock().unwrap().push(v);
+        }
+    } else {
+        queue.lock().unwrap().push(v);
+    }
+}
+
+/// Takes the lane's oldest task's value, freeing its group's flag.
+fn take(lane: &Lane<Item>) -> Option<u32> {
+    lane.pop(|item| &item.1).map(|(Item(v, _), _)| v)
+}
+
+/// Two threads push tasks of one group from outside while a worker takes from the lane: every
+/// task comes out exactly once (from the lane or the group's queue), the lane never holds two
+/// tasks of the group, and once the lane is empty the group's flag is free again.
+#[test]
+fn lane_loses_no_task_and_keeps_one_per_group() {
+    model_bounded(|| {
+        let lane = Arc::new(Lane::<Item>::default());
+        let flag = Arc::new(LaneFlag::default());
+        let queue = Arc::new(Mutex::new(Vec::new()));
+        let pushers: Vec<_> = [1u32, 2]
+            .into_iter()
+            .map(|v| {
+                let (lane, flag, queue) = (lane.clone(), flag.clone(), queue.clone());
+                thread::spawn(move || {
+                    push_outside(&lane, &flag, &queue, v);
+                    assert!(lane.len() <= 1, "two tasks of one group in the lane");
+                })
+            })
+            .collect();
+        let mut taken = Vec::new();
+        if let Some(v) = take(&lane) {
+            taken.push(v);
+        }
+        for p in pushers {
+            p.join().unwrap();
+        }
+        while let Some(v) = take(&lane) {
+            taken.push(v);
+        }
+        assert!(
+            !flag.is_set(),
+            "the flag outlived the group's task in the lane"
+        );
+        taken.extend(queue.lock().unwrap().iter().copied());
+        taken.sort_unstable();
+        assert_eq!(taken, [1, 2]);
+    });
+}
+
+/// Shutdown closes the lane while a pusher puts a task in it: the task either waits in the lane
+/// (and the drain takes it) or comes back to its pusher, never both and never neither, and the
+/// group's flag ends free.
+#[test]
+fn closing_the_lane_races_a_push() {
+    loom::model(|| {
+        let lane = Arc::new(Lane::<Item>::default());
+        let flag = Arc::new(LaneFlag::default());
+        let pusher = {
+            let (lane, flag) = (lane.clone(), flag.clone());
+            thread::spawn(move || {
+                assert!(flag.enter());
+                lane.push(&flag, Item(7, flag.clone()), 0)
+                    .err()
+                    .map(|Item(v, _)| v)
+            })
+        };
+        lane.close();
+        let mut drained = Vec::new();
+        while let Some(v) = take(&lane) {
+            drained.push(v);
+        }
+        let returned = pusher.join().unwrap();
+        // A push that lands between the close's drain and the join is impossible: a closed queue
+        // refuses it.
+        while let Some(v) = take(&lane) {
+            drained.push(v);
+        }
+        assert_eq!(drained.len() + usize::from(returned.is_some()), 1);
+        assert!(!flag.is_set());
+    });
+}
+
+/// A worker about to park and a thread that wakes a task into the lane: the worker either sees
+/// the task in its re-check or is notified (the pusher fences after its push, as the runtime's
+/// `push_from_outside` does, and the parker after registering as a sleeper).
+#[test]
+fn a_push_into_the_lane_reaches_a_parking_worker() {
+    loom::model(|| {
+        let idle = Arc::new(Idle::new(1));
+        let lane = Arc::new(Lane::<Item>::default());
+        let flag = Arc::new(LaneFlag::default());
+        let notified = Arc::new(AtomicBool::new(false));
+        let worker = {
+            let (idle, lane, notified) = (idle.clone(), lane.clone(), notified.clone());
+            thread::spawn(move || {
+                idle.sleep(0, false);
+                fence(Ordering::SeqCst);
+                if lane.is_empty() {
+                    while notified
+                        .compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire)
+                        .is_err()
+                    {
+                        thread::park();
+                    }
+                } else {
+                    idle.wake_self(0, || notified.store(false, Ordering::Relaxed));
+                }
+                take(&lane)
+            })
+        };
+        let handle = worker.thread().clone();
+        assert!(flag.enter());
+        assert!(lane.push(&flag, Item(5, flag.clone()), 0).is_ok());
+        fence(Ordering::SeqCst);
+        let n = notified.clone();
+        if idle
+            .notify_one(|_| n.store(true, Ordering::Release))
+            .is_some()
+        {
+            handle.unpark();
+        }
+        assert_eq!(worker.join().unwrap(), Some(5), "woken without the task");
+        assert!(!flag.is_set());
     });
 }

@@ -143,7 +143,6 @@ impl Scheduler {
         }
     }
 
-
     /// Tasks waiting in the lane (a snapshot, for metrics).
     pub(crate) fn lane_len(&self) -> usize {
         self.lane.len()

@@ -63,7 +63,14 @@ impl LaneFlag {
 
     /// The group's task left the lane (or never entered it).
     pub fn leave(&self) {
+        // Under loom, a read-modify-write with the same effect: loom 0.7 lets a plain store fall
+        // between the read and the write of a concurrent `swap` (its issues #254 and #389), which
+        // would show a pusher's `enter` overwriting this store, an execution the memory model
+        // forbids.
+        #[cfg(not(loom))]
         self.0.store(false, Ordering::Release);
+        #[cfg(loom)]
+        self.0.swap(false, Ordering::AcqRel);
     }
 
     /// True while a task of the group waits in the lane (a snapshot).
