@@ -323,7 +323,10 @@ impl Core {
     /// decides whether it must switch (`quantum_end`), so this changes no share, only how often
     /// workers serving one busy group meet at the scheduler lock.
     fn take_from_own_group(&mut self) -> Option<Runnable> {
-        if self.service.group().is_none() || !self.service.in_quantum(self.shared.config.quantum) {
+        // A group that is not listed has nothing queued (a push lists it), so its queue's lock is
+        // not worth taking: the last group served is often one whose only task came from the lane.
+        let listed = self.service.group().is_some_and(|g| g.listed.is_set());
+        if !listed || !self.service.in_quantum(self.shared.config.quantum) {
             return None;
         }
         let workers = self.shared.cores.len();
