@@ -659,22 +659,15 @@ fn foreign_wakes_into_many_groups_do_not_send_workers_to_an_empty_scheduler() {
     });
 }
 
-/// Tasks woken from outside into many groups at once (a task per connection, each in its group)
-/// cost a worker one scheduler visit per several groups, not one per group. 64 groups, queued
-/// while the only worker is busy, then run; every task runs once.
-/// - One task per group: each group was idle at the floor, so its task waits in the lane and runs
-///   without a pick; the groups' service is charged about once per ten groups.
-/// - Two tasks per group: the first goes to the lane, the second to its group's queue, which
-///   lists the group; a pick also takes the other one-shot groups that are due, and their service
-///   is charged at the next pick rather than in a visit of its own.
+/// Tasks spawned from outside into many groups at once (a task per request, each in its group)
+/// cost a worker one scheduler visit per several groups, not one per group: a pick also takes the
+/// other one-shot groups that are due, and their service is charged at the next pick rather than
+/// in a visit of its own. 64 groups of one task each, queued while the only worker is busy, then
+/// run: far fewer picks than groups, next to no visits only to charge, every task run once. (New
+/// tasks never take the lane, which is for tasks woken after a wait: the picks must move.)
 #[test]
 fn one_scheduler_visit_takes_several_one_shot_groups() {
-    one_shot_groups(1);
-    one_shot_groups(2);
-}
-
-fn one_shot_groups(per_group: usize) {
-    watchdog(60, move || {
+    watchdog(60, || {
         let rt = common::builder(1)
             .stall_threshold(Duration::from_secs(5))
             .build()
@@ -691,12 +684,12 @@ fn one_shot_groups(per_group: usize) {
             })
         };
         assert!(eventually(10, || started.load(Ordering::SeqCst)));
-        let worker = |rt: &rondo::Runtime| rt.metrics().workers[0];
+        let picks = |rt: &rondo::Runtime| rt.metrics().workers[0].picks;
+        let charge_visits = |rt: &rondo::Runtime| rt.metrics().workers[0].charge_visits;
         let ran = Arc::new(AtomicUsize::new(0));
         let groups: Vec<_> = (0..64).map(|_| rt.group().build().unwrap()).collect();
         let handles: Vec<_> = groups
             .iter()
-            .flat_map(|g| (0..per_group).map(move |_| g))
             .map(|g| {
                 let ran = ran.clone();
                 g.spawn(async move {
@@ -704,43 +697,93 @@ fn one_shot_groups(per_group: usize) {
                 })
             })
             .collect();
-        let before = worker(&rt);
+        let before = picks(&rt);
+        let charges_before = charge_visits(&rt);
         release.store(true, Ordering::SeqCst);
         rt.block_on(busy).unwrap();
         for h in handles {
             rt.block_on(h).unwrap();
         }
-        assert_eq!(ran.load(Ordering::SeqCst), 64 * per_group);
+        assert_eq!(ran.load(Ordering::SeqCst), 64);
         // Published at parks: wait for the worker to go idle.
-        assert!(eventually(10, || {
-            let w = worker(&rt);
-            w.parks > before.parks && w.lane_takes + w.picks > before.lane_takes + before.picks
-        }));
-        let after = worker(&rt);
-        let lane = after.lane_takes - before.lane_takes;
-        let picks = after.picks - before.picks;
-        let charges = after.charge_visits - before.charge_visits;
-        // `before` may miss the busy task's own take (counts are published at parks).
+        assert!(eventually(10, || rt.metrics().workers[0].parks > 0
+            && picks(&rt) > before));
+        let used = picks(&rt) - before;
         assert!(
-            (64..=65).contains(&lane),
-            "{lane} lane takes: each idle group's first task runs from the lane"
+            used <= 24,
+            "{used} scheduler picks for 64 one-shot groups (one per group before batching)"
         );
-        if per_group == 1 {
-            assert!(
-                picks + charges <= 12,
-                "{picks} picks and {charges} visits to charge for 64 one-shot groups in the lane"
-            );
-        } else {
-            assert!(
-                picks <= 24,
-                "{picks} scheduler picks for 64 one-shot groups (one per group before batching)"
-            );
-            assert!(
-                charges <= 10,
-                "{charges} scheduler visits only to charge the groups of 64 lane tasks and {picks} \
-                 picks (one per pick when a pick's groups outnumbered the charges a worker may hold)"
-            );
+        let charges = charge_visits(&rt) - charges_before;
+        assert!(
+            charges <= 2,
+            "{charges} scheduler visits only to charge the groups of {used} picks (one per pick \
+             when a pick's groups outnumbered the charges a worker may hold)"
+        );
+    });
+}
+
+/// Tasks woken from outside into many idle groups (a connection per group, each woken by the
+/// reactor) take the lane: they run without a pick, and their groups' service is charged about
+/// once per ten groups. 64 groups with a task each waiting on a channel, the worker idle; a
+/// foreign thread sends to every task; every task runs once, all 64 from the lane, with few
+/// scheduler visits.
+#[test]
+fn foreign_wakes_into_idle_groups_run_from_the_lane_without_picks() {
+    watchdog(60, || {
+        let rt = common::builder(1)
+            .stall_threshold(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let groups: Vec<_> = (0..64).map(|_| rt.group().build().unwrap()).collect();
+        let ready = Arc::new(AtomicUsize::new(0));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        for g in &groups {
+            let (tx, rx) = futures::channel::oneshot::channel::<()>();
+            senders.push(tx);
+            let (ready, ran) = (ready.clone(), ran.clone());
+            handles.push(g.spawn(async move {
+                ready.fetch_add(1, Ordering::SeqCst);
+                rx.await.unwrap();
+                ran.fetch_add(1, Ordering::SeqCst);
+            }));
         }
+        assert!(eventually(10, || ready.load(Ordering::SeqCst) == 64));
+        let worker = |rt: &rondo::Runtime| rt.metrics().workers[0];
+        // Counters are published when the worker parks: wait until they stop moving.
+        assert!(eventually(10, || {
+            let before = worker(&rt);
+            std::thread::sleep(Duration::from_millis(30));
+            worker(&rt) == before
+        }));
+        let before = worker(&rt);
+        std::thread::spawn(move || {
+            for tx in senders {
+                tx.send(()).unwrap();
+            }
+        })
+        .join()
+        .unwrap();
+        for h in handles {
+            rt.block_on(h).unwrap();
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), 64);
+        assert!(eventually(10, || worker(&rt).lane_takes >= before.lane_takes + 64));
+        let after = worker(&rt);
+        let (lane, picks, charges) = (
+            after.lane_takes - before.lane_takes,
+            after.picks - before.picks,
+            after.charge_visits - before.charge_visits,
+        );
+        assert_eq!(
+            lane, 64,
+            "every woken task of an idle group runs from the lane"
+        );
+        assert!(
+            picks + charges <= 12,
+            "{picks} picks and {charges} visits to charge for 64 groups woken into the lane"
+        );
     });
 }
 

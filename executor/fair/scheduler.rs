@@ -155,8 +155,8 @@ impl Scheduler {
         !self.lane.is_empty()
     }
 
-    /// May a task of `g`, woken or spawned by a thread that holds no core of this runtime, go to
-    /// the lane (see `lane`)? Yes if `g` is not listed, has no task in the lane yet, and is at most
+    /// May a task of `g`, woken by a thread that holds no core of this runtime, go to the lane
+    /// (see `lane`)? Yes if `g` is not listed, has no task in the lane yet, and is at most
     /// a quantum of its own service (`quantum / weight`) past the floor: a pick would choose it
     /// about as soon. True means the caller holds the group's lane flag and must push the task
     /// with [`push_lane`](Self::push_lane).

@@ -12,8 +12,9 @@
 //! - A task of a group that is ahead of the served one: the group's global queue, which lists the
 //!   group and wakes a sleeping worker if nobody searches.
 //! - Anywhere else (a thread that holds no core of the runtime: the I/O reactor's, a channel's
-//!   sender, a `block_on` caller, a thread-local destructor, shutdown): the scheduler's lane if its
-//!   group was idle at the floor (`fair::lane`), else the group's global queue as above.
+//!   sender, a `block_on` caller, a thread-local destructor, shutdown): a task that has waited
+//!   before goes to the scheduler's lane if its group was idle at the floor (`fair::lane`); a new
+//!   task, and any other, to the group's global queue as above.
 
 use std::ptr;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use async_task::ScheduleInfo;
 use crate::group::limiter::Admit;
 use crate::shim::Ordering;
 use crate::task::Runnable;
+use crate::task::meta::UNREGISTERED;
 
 use super::context;
 use super::shared::{push_from_outside, push_global};
@@ -83,9 +85,16 @@ fn schedule_elsewhere(r: Runnable, info: ScheduleInfo) {
             let g = r.metadata().group.clone();
             push_global(&g, r);
         }
-        Err(r) => {
+        // A task that has waited (it returned `Pending` before) may take the lane; a new one
+        // goes to its group's queue: spawns from outside come in batches, whose first task
+        // would otherwise take a different path from the rest.
+        Err(r) if r.metadata().slot.load(Ordering::Relaxed) != UNREGISTERED => {
             let g = r.metadata().group.clone();
             push_from_outside(&g, r);
+        }
+        Err(r) => {
+            let g = r.metadata().group.clone();
+            push_global(&g, r);
         }
     }
 }

@@ -297,9 +297,9 @@ impl Shared {
         })
     }
 
-    /// One pass of shutdown's drain: closes every group (a later push is dropped by its pusher),
-    /// wakes every task still registered, then drops every runnable in the group queues, limiter
-    /// lines and local queues, on this thread. Returns how many it dropped.
+    /// One pass of shutdown's drain: closes the lane and every group (a later push is dropped by
+    /// its pusher), wakes every task still registered, then drops every runnable in the lane, the
+    /// group queues, limiter lines and local queues, on this thread. Returns how many it dropped.
     pub(crate) fn drain_once(&self) -> usize {
         // Timers hold their tasks' wakers; after this, arming fails and nothing holds a task.
         drop(self.timers.close());
@@ -340,8 +340,8 @@ pub(crate) fn push_global(g: &Arc<GroupInner>, r: Runnable) {
     announce(g);
 }
 
-/// Queues a task woken or spawned by a thread that holds no core of `g`'s runtime: in the lane if
-/// the scheduler admits it there (`fair::lane`), else in its group's global queue.
+/// Queues a task woken by a thread that holds no core of `g`'s runtime: in the lane if the
+/// scheduler admits it there (`fair::lane`), else in its group's global queue.
 pub(crate) fn push_from_outside(g: &Arc<GroupInner>, r: Runnable) {
     let scheduler = &g.host.scheduler;
     if !scheduler.lane_admits(g) {
