@@ -896,3 +896,72 @@ fn groups_dropped_after_one_task_cost_no_scheduler_visit_to_charge() {
         );
     });
 }
+
+/// A task waiting in the lane when the runtime shuts down is dropped by the drain (its future's
+/// destructor runs), not left in the lane holding the runtime. The only worker spins in one long
+/// poll (no rescue: a long stall threshold) while a foreign thread wakes a task of an idle group,
+/// which waits in the lane; shutdown gives up on the spinning worker after its timeout and drains.
+#[test]
+fn a_task_waiting_in_the_lane_is_dropped_at_shutdown() {
+    struct Dropped(Arc<AtomicBool>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    watchdog(60, || {
+        let rt = common::builder(1)
+            .stall_threshold(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let g = rt.group().build().unwrap();
+        let dropped = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = futures::channel::oneshot::channel::<()>();
+        let waiting = Arc::new(AtomicBool::new(false));
+        let waiter = {
+            let (dropped, waiting) = (Dropped(dropped.clone()), waiting.clone());
+            g.spawn(async move {
+                let _guard = dropped;
+                waiting.store(true, Ordering::SeqCst);
+                let _ = rx.await;
+                std::future::pending::<()>().await;
+            })
+        };
+        assert!(eventually(10, || waiting.load(Ordering::SeqCst)));
+        let started = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(AtomicBool::new(false));
+        let spinner = {
+            let (started, release) = (started.clone(), release.clone());
+            rt.spawn(async move {
+                started.store(true, Ordering::SeqCst);
+                while !release.load(Ordering::SeqCst) {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        assert!(eventually(10, || started.load(Ordering::SeqCst)));
+        std::thread::spawn(move || tx.send(()).unwrap())
+            .join()
+            .unwrap();
+        assert_eq!(
+            rt.metrics().groups_runnable,
+            1,
+            "the woken task waits in the lane"
+        );
+        assert!(!dropped.load(Ordering::SeqCst));
+        let releaser = {
+            let release = release.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(500));
+                release.store(true, Ordering::SeqCst);
+            })
+        };
+        rt.shutdown_timeout(Duration::from_millis(100));
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "the task in the lane was not dropped by shutdown's drain"
+        );
+        releaser.join().unwrap();
+        drop((waiter, spinner));
+    });
+}
