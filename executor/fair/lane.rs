@@ -12,11 +12,13 @@
 //!
 //! So a woken task (one that returned `Pending` before) of an idle group that is within one
 //! quantum of its own (`quantum / weight`) of the floor goes to the lane instead
-//! (`Scheduler::lane_admits`), and workers take the lane's tasks
-//! before they visit the scheduler. Such a task runs in a segment charged to its own group like
-//! any other, and a group enters the lane only from the floor, so what it runs there counts
-//! against its share as if a pick had chosen it. The tolerance is that of a task run beside
-//! another group (`Scheduler::may_run_beside`): a quantum of the group's own service.
+//! (`Scheduler::lane_admits`), and workers take the lane's tasks before they visit the scheduler.
+//! Such a task runs in a segment charged to its own group like any other, and a group enters the
+//! lane only from the floor, so what it runs there counts against its share as if a pick had
+//! chosen it. The tolerance is that of a task run beside another group
+//! (`Scheduler::may_run_beside`): a quantum of the group's own service. A worker whose quantum
+//! ends while a task waits in the lane switches for it, as for a listed group behind the one it
+//! serves (`Core::quantum_end`).
 //!
 //! # Bounds
 //! - A group has at most one task in the lane (its `LaneFlag`): a group woken many times while
@@ -35,8 +37,9 @@
 //! a push to a group queue does; a worker about to park re-checks the lane after registering as a
 //! sleeper (`Shared::has_visible_work`). A worker clears the flag when it takes the task, before it
 //! runs it. Shutdown closes the lane: a push after that gives the task back to its pusher, which
-//! drops it, as a closed group queue does. loom model: `tests/loom_runtime.rs`
-//! (`lane_loses_no_task_and_keeps_one_per_group`).
+//! drops it, as a closed group queue does. loom models (`tests/loom_runtime.rs`):
+//! `lane_loses_no_task_and_keeps_one_per_group`, `closing_the_lane_races_a_push`,
+//! `a_push_into_the_lane_reaches_a_parking_worker`.
 
 use concurrent_queue::ConcurrentQueue;
 

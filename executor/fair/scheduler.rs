@@ -232,10 +232,10 @@ impl Scheduler {
         self.rotation_len.load(Ordering::Relaxed) > 0 || !self.inbox.is_empty()
     }
 
-    /// True if a listed group has tasks queued now: a group just listed (in the inbox: a push
-    /// listed it), or one in the rotation whose queue is not empty; or a task waits in the lane. `has_listed` alone also counts
-    /// a group a worker has emptied, which stays listed until that worker's next pick. Takes the
-    /// lock; for rare callers (the stall monitor).
+    /// True if a task waits in the lane, or a listed group has tasks queued now: a group just
+    /// listed (in the inbox: a push listed it), or one in the rotation whose queue is not empty.
+    /// `has_listed` alone also counts a group a worker has emptied, which stays listed until that
+    /// worker's next pick. Takes the lock; for rare callers (the stall monitor).
     pub(crate) fn has_queued_work(&self) -> bool {
         if self.lane_has_work() {
             return true;
