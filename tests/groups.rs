@@ -672,18 +672,7 @@ fn one_scheduler_visit_takes_several_one_shot_groups() {
             .stall_threshold(Duration::from_secs(5))
             .build()
             .unwrap();
-        let started = Arc::new(AtomicBool::new(false));
-        let release = Arc::new(AtomicBool::new(false));
-        let busy = {
-            let (started, release) = (started.clone(), release.clone());
-            rt.spawn(async move {
-                started.store(true, Ordering::SeqCst);
-                while !release.load(Ordering::SeqCst) {
-                    std::hint::spin_loop();
-                }
-            })
-        };
-        assert!(eventually(10, || started.load(Ordering::SeqCst)));
+        let (release, busy) = hold_a_worker(&rt);
         let picks = |rt: &rondo::Runtime| rt.metrics().workers[0].picks;
         let charge_visits = |rt: &rondo::Runtime| rt.metrics().workers[0].charge_visits;
         let ran = Arc::new(AtomicUsize::new(0));
@@ -785,6 +774,23 @@ fn foreign_wakes_into_idle_groups_run_from_the_lane_without_picks() {
             "{picks} picks and {charges} visits to charge for 64 groups woken into the lane"
         );
     });
+}
+
+/// Spawns a task that spins on a worker until the returned flag is set, and waits until it runs.
+fn hold_a_worker(rt: &rondo::Runtime) -> (Arc<AtomicBool>, rondo::JoinHandle<()>) {
+    let started = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(AtomicBool::new(false));
+    let task = {
+        let (started, release) = (started.clone(), release.clone());
+        rt.spawn(async move {
+            started.store(true, Ordering::SeqCst);
+            while !release.load(Ordering::SeqCst) {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    assert!(eventually(10, || started.load(Ordering::SeqCst)));
+    (release, task)
 }
 
 /// A future that counts its own polls.
@@ -928,18 +934,7 @@ fn a_task_waiting_in_the_lane_is_dropped_at_shutdown() {
             })
         };
         assert!(eventually(10, || waiting.load(Ordering::SeqCst)));
-        let started = Arc::new(AtomicBool::new(false));
-        let release = Arc::new(AtomicBool::new(false));
-        let spinner = {
-            let (started, release) = (started.clone(), release.clone());
-            rt.spawn(async move {
-                started.store(true, Ordering::SeqCst);
-                while !release.load(Ordering::SeqCst) {
-                    std::hint::spin_loop();
-                }
-            })
-        };
-        assert!(eventually(10, || started.load(Ordering::SeqCst)));
+        let (release, spinner) = hold_a_worker(&rt);
         std::thread::spawn(move || tx.send(()).unwrap())
             .join()
             .unwrap();

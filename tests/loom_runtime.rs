@@ -127,6 +127,37 @@ fn listing_two_removers_with(tier: (u32, usize)) {
 
 /// One worker parks (with the re-check) while a producer publishes work and notifies: the worker
 /// must end up with the work (loom reports a deadlock if it sleeps forever).
+/// Worker 0's half of parking: registers as a sleeper, fences, re-checks for work (`has_work`),
+/// then either wakes itself or waits for a notification, consumed with a CAS as the runtime does
+/// (a failed CAS writes nothing).
+fn park_unless(idle: &Idle, notified: &AtomicBool, has_work: impl Fn() -> bool) {
+    idle.sleep(0, false);
+    fence(Ordering::SeqCst);
+    if has_work() {
+        idle.wake_self(0, || notified.store(false, Ordering::Relaxed));
+    } else {
+        while notified
+            .compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            thread::park();
+        }
+    }
+}
+
+/// A pusher's half of parking, after it made its work visible: fences, then notifies a sleeper
+/// (worker 0, whose thread is `worker`), as `Shared::notify_work` does.
+fn notify_after_fence(idle: &Idle, notified: &Arc<AtomicBool>, worker: &thread::Thread) {
+    fence(Ordering::SeqCst);
+    let n = notified.clone();
+    if idle
+        .notify_one(|_| n.store(true, Ordering::Release))
+        .is_some()
+    {
+        worker.unpark();
+    }
+}
+
 #[test]
 fn park_and_notify_lose_no_wakeup() {
     loom::model(|| {
@@ -137,33 +168,14 @@ fn park_and_notify_lose_no_wakeup() {
         let worker = {
             let (idle, work, notified) = (idle.clone(), work.clone(), notified.clone());
             thread::spawn(move || {
-                idle.sleep(0, false);
-                fence(Ordering::SeqCst);
-                if work.load(Ordering::SeqCst) == 0 {
-                    // Consumed with a CAS, as the runtime does (a failed CAS writes nothing).
-                    while notified
-                        .compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire)
-                        .is_err()
-                    {
-                        thread::park();
-                    }
-                } else {
-                    idle.wake_self(0, || notified.store(false, Ordering::Relaxed));
-                }
+                park_unless(&idle, &notified, || work.load(Ordering::SeqCst) != 0);
                 assert_eq!(work.swap(0, Ordering::SeqCst), 1, "woken without the work");
             })
         };
         let handle = worker.thread().clone();
 
         work.store(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        let n = notified.clone();
-        if idle
-            .notify_one(|_| n.store(true, Ordering::Release))
-            .is_some()
-        {
-            handle.unpark();
-        }
+        notify_after_fence(&idle, &notified, &handle);
         worker.join().unwrap();
         assert_eq!(
             idle.counts(),
@@ -636,32 +648,14 @@ fn a_push_into_the_lane_reaches_a_parking_worker() {
         let worker = {
             let (idle, lane, notified) = (idle.clone(), lane.clone(), notified.clone());
             thread::spawn(move || {
-                idle.sleep(0, false);
-                fence(Ordering::SeqCst);
-                if lane.is_empty() {
-                    while notified
-                        .compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire)
-                        .is_err()
-                    {
-                        thread::park();
-                    }
-                } else {
-                    idle.wake_self(0, || notified.store(false, Ordering::Relaxed));
-                }
+                park_unless(&idle, &notified, || !lane.is_empty());
                 take(&lane)
             })
         };
         let handle = worker.thread().clone();
         assert!(flag.enter());
         assert!(lane.push(&flag, Item(5, flag.clone()), 0).is_ok());
-        fence(Ordering::SeqCst);
-        let n = notified.clone();
-        if idle
-            .notify_one(|_| n.store(true, Ordering::Release))
-            .is_some()
-        {
-            handle.unpark();
-        }
+        notify_after_fence(&idle, &notified, &handle);
         assert_eq!(worker.join().unwrap(), Some(5), "woken without the task");
         assert!(!flag.is_set());
     });

@@ -59,6 +59,27 @@ fn set_vruntime(g: &GroupInner, gs: &mut GroupSched, vruntime: u128) {
     g.vtime_hint.store(hint, Ordering::Relaxed);
 }
 
+/// A quantum of `g`'s own service in virtual nanoseconds (`quantum_ns / weight`, from its weight
+/// hint). In u64 (this runs on every cross-group wake, and a u128 division is a library call),
+/// and no division at all for the default weight.
+fn own_quantum(g: &GroupInner, quantum_ns: u64) -> u64 {
+    match g.weight_hint.load(Ordering::Relaxed) {
+        0 | 1 => quantum_ns,
+        weight => quantum_ns / u64::from(weight),
+    }
+}
+
+/// Lifts `g`, which a hint showed behind `floor` (virtual nanoseconds), to `floor` under its
+/// lock: an idle group banks no credit. The rotation's key is the virtual runtime, so only a group
+/// out of it may move.
+fn lift_to(g: &GroupInner, floor: u64) {
+    let mut gs = lock(&g.sched);
+    if !gs.in_rotation {
+        let lifted = gs.vruntime.max(u128::from(floor) * SCALE);
+        set_vruntime(g, &mut gs, lifted);
+    }
+}
+
 /// Up to `EXTRA_GROUPS` groups, on the stack: a pick's extra candidates, or the groups it took
 /// out of the rotation.
 type FewGroups = [Option<Arc<GroupInner>>; EXTRA_GROUPS];
@@ -170,23 +191,12 @@ impl Scheduler {
         }
         let floor = self.floor_hint.load(Ordering::Relaxed);
         let vtime = g.vtime_hint.load(Ordering::Relaxed);
-        let weight = g.weight_hint.load(Ordering::Relaxed).max(1);
-        let quantum = u64::try_from(self.quantum_ns).unwrap_or(u64::MAX);
-        let slack = if weight == 1 {
-            quantum
-        } else {
-            quantum / u64::from(weight)
-        };
+        let slack = own_quantum(g, u64::try_from(self.quantum_ns).unwrap_or(u64::MAX));
         if vtime > floor.saturating_add(slack) || !g.in_lane.enter() {
             return false;
         }
         if vtime < floor {
-            let mut gs = lock(&g.sched);
-            // The rotation's key is the virtual runtime: only a group out of it may move.
-            if !gs.in_rotation {
-                let lifted = gs.vruntime.max(u128::from(floor) * SCALE);
-                set_vruntime(g, &mut gs, lifted);
-            }
+            lift_to(g, floor);
         }
         true
     }
@@ -553,26 +563,13 @@ impl Scheduler {
     ) -> bool {
         let ahead_of = serving.vtime_hint.load(Ordering::Relaxed);
         let vtime = woken.vtime_hint.load(Ordering::Relaxed);
-        let weight = woken.weight_hint.load(Ordering::Relaxed).max(1);
-        // In u64 (this runs on every cross-group wake, and a u128 division is a library call),
-        // and no division at all for the default weight.
-        let quantum = super::clock::nanos(quantum);
-        let slack = if weight == 1 {
-            quantum
-        } else {
-            quantum / u64::from(weight)
-        };
+        let slack = own_quantum(woken, super::clock::nanos(quantum));
         if vtime > ahead_of.saturating_add(slack) {
             return false;
         }
         let floor = ahead_of.saturating_sub(slack);
         if vtime < floor {
-            let mut gs = lock(&woken.sched);
-            // The rotation's key is the virtual runtime: only a group out of it may move.
-            if !gs.in_rotation {
-                let lifted = gs.vruntime.max(u128::from(floor) * SCALE);
-                set_vruntime(woken, &mut gs, lifted);
-            }
+            lift_to(woken, floor);
         }
         true
     }
