@@ -962,3 +962,78 @@ fn a_task_waiting_in_the_lane_is_dropped_at_shutdown() {
         drop((waiter, spinner));
     });
 }
+
+/// A task woken from outside takes the lane only if its group is not behind the rotation's
+/// first group: the lane never passes over a group waiting in the rotation.
+///
+/// One worker, a 100 ms quantum. Group L has had 40 ms of service and group H 20 ms; both idle.
+/// Then the worker serves a spinner (yielding every millisecond) in a group of the largest
+/// weight, whose virtual runtime barely moves, so the floor stays near 0. H gets a new task, which
+/// goes through H's queue into the rotation at the spinner's next quantum end (H at 20 ms is not
+/// behind the spinner, so the worker stays). Then L's waiting task is woken from another thread:
+/// L is within a quantum of the floor, but behind H, so it must not take the lane, and once the
+/// spinner stops a pick runs H first.
+#[test]
+fn the_lane_never_passes_a_group_waiting_in_the_rotation() {
+    watchdog(60, || {
+        let rt = common::builder(1)
+            .quantum(Duration::from_millis(100))
+            .stall_threshold(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let l = rt.group().name("L").build().unwrap();
+        let h = rt.group().name("H").build().unwrap();
+        let s = rt.group().weight(rondo::group::MAX_WEIGHT).build().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let waiting = Arc::new(AtomicBool::new(false));
+        let l_task = {
+            let (order, waiting) = (order.clone(), waiting.clone());
+            l.spawn(async move {
+                spin(Duration::from_millis(40));
+                waiting.store(true, Ordering::SeqCst);
+                rx.await.unwrap();
+                order.lock().unwrap().push("L");
+            })
+        };
+        assert!(eventually(10, || waiting.load(Ordering::SeqCst)));
+        rt.block_on(h.spawn(async { spin(Duration::from_millis(20)) }))
+            .unwrap();
+        let release = Arc::new(AtomicBool::new(false));
+        let spinner = {
+            let release = release.clone();
+            s.spawn(async move {
+                while !release.load(Ordering::SeqCst) {
+                    spin(Duration::from_millis(1));
+                    rondo::yield_now().await;
+                }
+            })
+        };
+        // S's service is flushed to its metrics after each of its quantum ends: once 150 ms more
+        // than now is, a quantum end has admitted H's new task into the rotation.
+        let before = s.metrics().busy;
+        // Three tasks: more than a pick takes along as an extra group.
+        let h_tasks: Vec<_> = (0..3)
+            .map(|_| {
+                let order = order.clone();
+                h.spawn(async move {
+                    order.lock().unwrap().push("H");
+                })
+            })
+            .collect();
+        assert!(eventually(20, || s.metrics().busy
+            >= before + Duration::from_millis(150)));
+        std::thread::spawn(move || tx.send(()).unwrap())
+            .join()
+            .unwrap();
+        release.store(true, Ordering::SeqCst);
+        rt.block_on(async {
+            spinner.await.unwrap();
+            for t in h_tasks {
+                t.await.unwrap();
+            }
+            l_task.await.unwrap();
+        });
+        assert_eq!(*order.lock().unwrap(), ["H", "H", "H", "L"]);
+    });
+}

@@ -10,15 +10,17 @@
 //! choose first: it enters the rotation at the floor, and the floor is at most every other active
 //! group's virtual runtime.
 //!
-//! So a woken task (one that returned `Pending` before) of an idle group that is within one
-//! quantum of its own (`quantum / weight`) of the floor goes to the lane instead
-//! (`Scheduler::lane_admits`), and workers take the lane's tasks before they visit the scheduler.
-//! Such a task runs in a segment charged to its own group like any other, and a group enters the
-//! lane only from the floor, so what it runs there counts against its share as if a pick had
-//! chosen it. The tolerance is that of a task run beside another group
-//! (`Scheduler::may_run_beside`): a quantum of the group's own service. A worker whose quantum
-//! ends while a task waits in the lane switches for it, as for a listed group behind the one it
-//! serves (`Core::quantum_end`).
+//! So a woken task (one that returned `Pending` before) of an idle group that a pick would choose
+//! first goes to the lane instead (`Scheduler::lane_admits`): the group is not behind the
+//! rotation's first group (no group waiting in the rotation is passed over), and it is within one
+//! quantum of its own service (`quantum / weight`) of the floor. Workers take the lane's tasks
+//! before they visit the scheduler. Such a task runs in a segment charged to its own group like
+//! any other, so what it runs there counts against its share as if a pick had chosen it. A worker
+//! whose quantum ends while a task waits in the lane switches for it, as for a listed group behind
+//! the one it serves (`Core::quantum_end`); the quantum bound caps what that switch can cost the
+//! served group, as for a task run beside another group (`Scheduler::may_run_beside`). A group
+//! listed a moment ago still waits in the inbox, where the lane does not see it, until the next
+//! scheduler visit (one per ten groups a worker serves, and one per quantum end).
 //!
 //! # Bounds
 //! - A group has at most one task in the lane (its `LaneFlag`): a group woken many times while

@@ -120,6 +120,10 @@ pub(crate) struct Scheduler {
     /// The floor in virtual nanoseconds (`floor / SCALE`), stored under the lock whenever it
     /// rises; read without it by `lane_admits`.
     floor_hint: AtomicU64,
+    /// The virtual runtime of the rotation's first group in virtual nanoseconds (`u64::MAX` for
+    /// an empty rotation), stored under the lock at the end of each visit that may change it;
+    /// read without it by `lane_admits`.
+    front_hint: AtomicU64,
     /// Tasks woken from outside the workers whose groups were idle at the floor (see `lane`).
     lane: Lane<Runnable>,
 }
@@ -160,6 +164,7 @@ impl Scheduler {
             inbox: ConcurrentQueue::unbounded(),
             quantum_ns: quantum.as_nanos(),
             floor_hint: AtomicU64::new(0),
+            front_hint: AtomicU64::new(u64::MAX),
             lane: Lane::default(),
         }
     }
@@ -177,10 +182,12 @@ impl Scheduler {
     }
 
     /// May a task of `g`, woken by a thread that holds no core of this runtime, go to the lane
-    /// (see `lane`)? Yes if `g` is not listed, has no task in the lane yet, and is at most
-    /// a quantum of its own service (`quantum / weight`) past the floor: a pick would choose it
-    /// about as soon. True means the caller holds the group's lane flag and must push the task
-    /// with [`push_lane`](Self::push_lane).
+    /// (see `lane`)? Yes if `g` is not listed, has no task in the lane yet, is not behind the
+    /// rotation's first group (a pick would choose it first: no group waiting in the rotation is
+    /// passed over), and is at most a quantum of its own service (`quantum / weight`) past the
+    /// floor (so a worker's switch for it at a quantum end costs the served group at most that).
+    /// True means the caller holds the group's lane flag and must push the task with
+    /// [`push_lane`](Self::push_lane).
     ///
     /// A group further behind than the floor (idle for a while) is first lifted to it under its
     /// own lock, as entering the rotation would lift it: an idle group banks no credit, through
@@ -190,9 +197,10 @@ impl Scheduler {
             return false;
         }
         let floor = self.floor_hint.load(Ordering::Relaxed);
+        let front = self.front_hint.load(Ordering::Relaxed);
         let vtime = g.vtime_hint.load(Ordering::Relaxed);
         let slack = own_quantum(g, u64::try_from(self.quantum_ns).unwrap_or(u64::MAX));
-        if vtime > floor.saturating_add(slack) || !g.in_lane.enter() {
+        if vtime > floor.saturating_add(slack).min(front) || !g.in_lane.enter() {
             return false;
         }
         if vtime < floor {
@@ -342,6 +350,20 @@ impl Scheduler {
                 self.floor_hint.store(hint, Ordering::Relaxed);
             }
         }
+        self.publish_front(st);
+    }
+
+    /// Stores the rotation's first virtual runtime for `lane_admits` (see `front_hint`).
+    fn publish_front(&self, st: &SchedState) {
+        let front = st
+            .rotation
+            .first_key_value()
+            .map_or(u64::MAX, |((v, _), _)| {
+                u64::try_from(*v / SCALE).unwrap_or(u64::MAX)
+            });
+        if self.front_hint.load(Ordering::Relaxed) != front {
+            self.front_hint.store(front, Ordering::Relaxed);
+        }
     }
 
     /// Applies a worker's pending charges under an already-held lock. The caller clears them
@@ -438,6 +460,7 @@ impl Scheduler {
         if first.is_some() && batch.len() < EXTRA_MAX_TASKS {
             self.take_extras(&mut st, &g, picked_vruntime, now, extras, &mut extra_groups);
         }
+        self.publish_front(&st);
         drop(st);
         if unlisted && g.listed.after_clear(|| g.queue.is_empty()) {
             self.list(&g);
@@ -582,6 +605,7 @@ impl Scheduler {
             let mut st = lock(&self.state);
             st.served.iter_mut().for_each(|s| *s = None);
             self.rotation_len.store(0, Ordering::Relaxed);
+            self.front_hint.store(u64::MAX, Ordering::Relaxed);
             std::mem::take(&mut st.rotation)
         };
         let mut inbox = Vec::new();
