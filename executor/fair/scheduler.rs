@@ -228,11 +228,7 @@ impl Scheduler {
     /// caller to drop.
     pub(crate) fn close_lane(&self) -> Vec<Runnable> {
         self.lane.close();
-        let mut out = Vec::new();
-        while let Some((r, _)) = self.lane.pop(|r| &r.metadata().group.in_lane) {
-            out.push(r);
-        }
-        out
+        std::iter::from_fn(|| self.pop_lane().map(|(r, _)| r)).collect()
     }
 
     /// True if some group has queued work (a hint; exact under the lock).

@@ -24,7 +24,6 @@ use async_task::ScheduleInfo;
 use crate::group::limiter::Admit;
 use crate::shim::Ordering;
 use crate::task::Runnable;
-use crate::task::meta::UNREGISTERED;
 
 use super::context;
 use super::shared::{push_from_outside, push_global};
@@ -85,16 +84,9 @@ fn schedule_elsewhere(r: Runnable, info: ScheduleInfo) {
             let g = r.metadata().group.clone();
             push_global(&g, r);
         }
-        // A task that has waited (it returned `Pending` before) may take the lane; a new one
-        // goes to its group's queue: spawns from outside come in batches, whose first task
-        // would otherwise take a different path from the rest.
-        Err(r) if r.metadata().slot.load(Ordering::Relaxed) != UNREGISTERED => {
-            let g = r.metadata().group.clone();
-            push_from_outside(&g, r);
-        }
         Err(r) => {
             let g = r.metadata().group.clone();
-            push_global(&g, r);
+            push_from_outside(&g, r);
         }
     }
 }

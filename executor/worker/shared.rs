@@ -12,6 +12,7 @@ use crate::group::list::GroupList;
 use crate::group::{GroupInner, Host, HostBinding, Hosts, PanicHook};
 use crate::shim::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
 use crate::task::Runnable;
+use crate::task::meta::UNREGISTERED;
 use crate::time::{Keeper, Lowered, TimerHost, Timers};
 
 use super::core::Core;
@@ -340,11 +341,15 @@ pub(crate) fn push_global(g: &Arc<GroupInner>, r: Runnable) {
     announce(g);
 }
 
-/// Queues a task woken by a thread that holds no core of `g`'s runtime: in the lane if the
-/// scheduler admits it there (`fair::lane`), else in its group's global queue.
+/// Queues a task woken or spawned by a thread that holds no core of `g`'s runtime: in the lane if
+/// it has waited before (it returned `Pending`) and the scheduler admits its group there
+/// (`fair::lane`), else in its group's global queue. A new task never takes the lane: spawns
+/// from outside come in batches, whose first task would otherwise take a different path from the
+/// rest.
 pub(crate) fn push_from_outside(g: &Arc<GroupInner>, r: Runnable) {
     let scheduler = &g.host.scheduler;
-    if !scheduler.lane_admits(g) {
+    let waited = r.metadata().slot.load(Ordering::Relaxed) != UNREGISTERED;
+    if !waited || !scheduler.lane_admits(g) {
         push_global(g, r);
         return;
     }
