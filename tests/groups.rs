@@ -718,10 +718,18 @@ fn one_scheduler_visit_takes_several_one_shot_groups() {
 /// once per ten groups. 64 groups with a task each waiting on a channel, the worker idle; a
 /// foreign thread sends to every task; every task runs once, all 64 from the lane, with few
 /// scheduler visits.
+///
+/// A group whose first poll was charged more than a quantum is past the floor by more than the
+/// lane allows and rightly takes the rotation instead. That happens when the OS preempts the
+/// worker mid-poll (seen under ThreadSanitizer on a loaded machine: one poll charged 2.8 ms
+/// against the default 500 µs quantum), so the test runs with the longest quantum and excuses
+/// each group that was still charged more than one.
 #[test]
 fn foreign_wakes_into_idle_groups_run_from_the_lane_without_picks() {
     watchdog(60, || {
+        let quantum = Duration::from_millis(100);
         let rt = common::builder(1)
+            .quantum(quantum)
             .stall_threshold(Duration::from_secs(5))
             .build()
             .unwrap();
@@ -749,6 +757,7 @@ fn foreign_wakes_into_idle_groups_run_from_the_lane_without_picks() {
             worker(&rt) == before
         }));
         let before = worker(&rt);
+        let overcharged = groups.iter().filter(|g| g.metrics().busy > quantum).count() as u64;
         std::thread::spawn(move || {
             for tx in senders {
                 tx.send(()).unwrap();
@@ -760,19 +769,21 @@ fn foreign_wakes_into_idle_groups_run_from_the_lane_without_picks() {
             rt.block_on(h).unwrap();
         }
         assert_eq!(ran.load(Ordering::SeqCst), 64);
-        assert!(eventually(10, || worker(&rt).lane_takes >= before.lane_takes + 64));
+        let all_but_overcharged = before.lane_takes + 64 - overcharged;
+        assert!(eventually(10, || worker(&rt).lane_takes >= all_but_overcharged));
         let after = worker(&rt);
         let (lane, picks, charges) = (
             after.lane_takes - before.lane_takes,
             after.picks - before.picks,
             after.charge_visits - before.charge_visits,
         );
-        assert_eq!(
-            lane, 64,
-            "every woken task of an idle group runs from the lane"
+        assert!(
+            (64 - overcharged..=64).contains(&lane),
+            "{lane} of 64 woken tasks of idle groups ran from the lane; {overcharged} groups were \
+             charged more than a quantum and may take the rotation, every other one must not"
         );
         assert!(
-            picks + charges <= 12,
+            picks + charges <= 12 + overcharged,
             "{picks} picks and {charges} visits to charge for 64 groups woken into the lane"
         );
     });
