@@ -269,6 +269,7 @@ impl Core {
         }
     }
 
+    #[inline(always)]
     pub(super) fn next_task(&mut self) -> Option<Runnable> {
         self.tick = self.tick.wrapping_add(1);
         if std::mem::take(&mut self.global_due) | (self.tick % GLOBAL_INTERVAL == 0) {
@@ -462,6 +463,7 @@ impl Core {
     }
 
     /// Runs one task. Returns the core, or `None` if the task's poll handed it to another thread.
+    #[inline(always)]
     pub(crate) fn run_task(mut self: Box<Self>, r: Runnable) -> Option<Box<Self>> {
         let meta = r.metadata();
         let group = &meta.group;
