@@ -92,6 +92,101 @@ fn a_task_in_the_lifo_slot_behind_a_blocked_poll_still_runs() {
     }
 }
 
+/// A worker that takes work for several groups in one visit keeps all but the first task where
+/// only it reaches them: tasks taken from the lane in one batch, and the extra groups of a pick.
+/// A poll that blocks in front of them must get its core rescued, as for a task in its LIFO slot.
+/// Nine idle groups get a task each from outside while the only worker is held in a poll, so that
+/// it takes all nine in one visit; the first blocks for a second.
+#[test]
+fn lane_tasks_taken_in_one_batch_behind_a_blocked_poll_still_run() {
+    behind_a_blocked_poll_with_nine_groups(true);
+}
+
+/// As above, with new tasks, which take their groups' queues and the rotation: one pick takes the
+/// first group and eight more as extras.
+#[test]
+fn extra_groups_of_a_pick_behind_a_blocked_poll_still_run() {
+    behind_a_blocked_poll_with_nine_groups(false);
+}
+
+/// See the two tests above: with `woken`, the tasks wait first and are woken from outside (the
+/// lane); otherwise they are spawned from outside (the rotation).
+fn behind_a_blocked_poll_with_nine_groups(woken: bool) {
+    watchdog(30, move || {
+        let rt = builder(1)
+            .stall_threshold(Duration::from_millis(100))
+            .build()
+            .unwrap();
+        let groups: Vec<_> = (0..9).map(|_| rt.group().build().unwrap()).collect();
+        let task = |i: usize, rx: Option<futures::channel::oneshot::Receiver<()>>| async move {
+            if let Some(rx) = rx {
+                rx.await.unwrap();
+            }
+            if i == 0 {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            Instant::now()
+        };
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        if woken {
+            let ready = Arc::new(AtomicUsize::new(0));
+            for (i, g) in groups.iter().enumerate() {
+                let (tx, rx) = futures::channel::oneshot::channel::<()>();
+                senders.push(tx);
+                let ready = ready.clone();
+                let run = task(i, Some(rx));
+                handles.push(g.spawn(async move {
+                    ready.fetch_add(1, Ordering::SeqCst);
+                    run.await
+                }));
+            }
+            assert!(eventually(10, || ready.load(Ordering::SeqCst) == 9));
+        }
+        let (started, release) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let holder = {
+            let (started, release) = (started.clone(), release.clone());
+            rt.spawn(async move {
+                started.store(true, Ordering::SeqCst);
+                while !release.load(Ordering::SeqCst) {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        assert!(eventually(10, || started.load(Ordering::SeqCst)));
+        let start = Instant::now();
+        if woken {
+            std::thread::spawn(move || {
+                for tx in senders {
+                    tx.send(()).unwrap();
+                }
+            })
+            .join()
+            .unwrap();
+        } else {
+            for (i, g) in groups.iter().enumerate() {
+                handles.push(g.spawn(task(i, None)));
+            }
+        }
+        release.store(true, Ordering::SeqCst);
+        let ran_at: Vec<Instant> = handles
+            .into_iter()
+            .map(|h| rt.block_on(h).unwrap())
+            .collect();
+        rt.block_on(holder).unwrap();
+        let last = ran_at[1..].iter().max().unwrap().duration_since(start);
+        assert!(
+            last < Duration::from_millis(700),
+            "the last of eight tasks ran {last:?} after they were queued, behind a poll blocked \
+             for 1 s"
+        );
+        assert!(rt.metrics().rescues >= 1);
+    });
+}
+
 #[test]
 fn a_stuck_poll_with_nothing_waiting_is_left_alone() {
     watchdog(30, || {

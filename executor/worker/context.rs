@@ -54,7 +54,7 @@ pub(crate) struct ThreadCtx {
 pub(crate) fn install(core: Box<Core>) {
     let slot = core.lent_slot();
     // SAFETY: the core's `Shared` (which holds the slot) lives at least as long as the core.
-    let hint = core.lifo_busy();
+    let hint = core.has_private_work();
     // SAFETY: as above.
     let lease = unsafe { &*slot }.lend(core, hint);
     if LEASE.try_with(|c| c.set((slot, lease))).is_err() {
@@ -102,7 +102,7 @@ pub(crate) fn with_core<R>(f: impl FnOnce(Option<&mut Core>) -> R) -> R {
         return f(None);
     }
     // SAFETY: a lease is held only while the runtime's `Shared` is alive (module docs).
-    let (out, still_lent) = unsafe { &*slot }.with(lease, f, Core::lifo_busy);
+    let (out, still_lent) = unsafe { &*slot }.with(lease, f, Core::has_private_work);
     if !still_lent {
         // Claimed by a rescue: forget the lease, so later wakes in this poll skip the slot.
         let _ = LEASE.try_with(|c| c.set(CLAIMED));

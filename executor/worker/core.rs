@@ -733,10 +733,11 @@ impl Core {
         self.lent_slot.0
     }
 
-    /// Whether a task waits in the LIFO slot (the stall monitor's hint, carried by the lent word).
+    /// Whether a task waits where only this core reaches it: its LIFO slot or its extras (the
+    /// stall monitor's hint, carried by the lent word; other workers see the local queue).
     #[inline]
-    pub(crate) fn lifo_busy(&self) -> bool {
-        self.lifo.is_some()
+    pub(crate) fn has_private_work(&self) -> bool {
+        self.lifo.is_some() || !self.extras.is_empty()
     }
 
     /// Takes the task `id` out of this core's LIFO slot or local queue if it sits there and has

@@ -5,8 +5,9 @@
 //! The slot holds the lent item's pointer and three words:
 //! - `word`, written by the owner: `generation << 2 | HINT | LENT`. `LENT` clear means the owner
 //!   is using the item (between polls, or inside an access during a poll). `HINT` is a bit the
-//!   owner sets from the item at each lend and after each access (the runtime: a task waits in
-//!   the core's LIFO slot), for the monitor; it changes nothing in the protocol.
+//!   owner sets from the item at each lend and after each access (the runtime: a task waits where
+//!   only the core reaches it, in its LIFO slot or its extras), for the monitor; it changes
+//!   nothing in the protocol.
 //! - `claim`, written by the claimer: `generation << 2 | state`, the state `PENDING`, `GRANTED`
 //!   or none (withdrawn). Its generation never decreases.
 //! - `next`, the owner's generation counter.
