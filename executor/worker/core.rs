@@ -20,11 +20,12 @@
 //! 3. The local queue (FIFO: the served group's tasks, and tasks of other groups pushed out of the
 //!    LIFO slot, which were due when they were woken), then the extras: tasks of further groups
 //!    that were due when the last scheduler visit took them along with the picked group
-//!    (`Scheduler::pick_and_take`).
+//!    (`Scheduler::pick_and_take`), or that the last visit to the lane took.
 //! 4. While its quantum lasts, a batch of the served group's global queue, without the scheduler
 //!    lock (`len / workers + 1`, at most half a local queue).
 //! 5. The scheduler's lane: tasks woken from outside whose groups were idle at the floor
-//!    (`fair::lane`), one at a time, without the scheduler lock.
+//!    (`fair::lane`), without the scheduler lock: the oldest, and this worker's share of the
+//!    others (`lane length / workers`, at most `LANE_BATCH`) for its extras.
 //! 6. The group scheduler: the listed group with the smallest virtual runtime; it takes a batch of
 //!    that group's global queue (a short queue whole).
 //! 7. Stealing half of another core's local queue (at most half the workers search at once).
@@ -69,6 +70,8 @@ use super::shared::{Remote, Shared, push_global, spill};
 
 /// Consecutive polls from the LIFO slot before it must yield to the local queue.
 const LIFO_CAP: u32 = 3;
+/// Most tasks a worker takes from the lane for its extras, besides the one it runs next.
+const LANE_BATCH: usize = 8;
 /// Every this many ticks, look at the served group's global queue first.
 const GLOBAL_INTERVAL: u32 = 61;
 
@@ -345,17 +348,35 @@ impl Core {
         first
     }
 
-    /// The lane's oldest task (see `fair::lane`); the time it waited counts for its group.
+    /// The lane's oldest task (see `fair::lane`), and this worker's share of the others for its
+    /// extras; the time each waited counts for its group.
     #[inline]
     fn take_from_lane(&mut self) -> Option<Runnable> {
-        let (r, since) = self.shared.scheduler.pop_lane()?;
-        let waited = crate::fair::clock::stamp().saturating_sub(since);
+        let (first, since) = self.shared.scheduler.pop_lane()?;
+        let now = crate::fair::clock::stamp();
+        self.took_from_lane(&first, now, since);
+        // This worker's share of what else waits there, for its extras, so that the next few
+        // lane tasks cost it no visit to the lane (where each pop meets the pushers) and are not
+        // passed to another worker.
+        let share = self.shared.scheduler.lane_len() / self.shared.cores.len();
+        for _ in 0..share.min(LANE_BATCH) {
+            let Some((r, since)) = self.shared.scheduler.pop_lane() else {
+                break;
+            };
+            self.took_from_lane(&r, now, since);
+            self.extras.push_back(r);
+        }
+        Some(first)
+    }
+
+    /// Counts a task taken from the lane; the time it waited there counts for its group.
+    #[inline]
+    fn took_from_lane(&mut self, r: &Runnable, now: u64, since: u64) {
         r.metadata()
             .group
             .wait_ns
-            .fetch_add(waited, Ordering::Relaxed);
+            .fetch_add(now.saturating_sub(since), Ordering::Relaxed);
         self.counts.lane_takes += 1;
-        Some(r)
     }
 
     fn take_from_rotation(&mut self) -> Option<Runnable> {
