@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{DropCount, eventually, rt, spin, watchdog};
+use common::{DropCount, eventually, hold_a_worker, rt, spin, watchdog};
 use futures::channel::oneshot;
 
 #[test]
@@ -787,23 +787,6 @@ fn foreign_wakes_into_idle_groups_run_from_the_lane_without_picks() {
             "{picks} picks and {charges} visits to charge for 64 groups woken into the lane"
         );
     });
-}
-
-/// Spawns a task that spins on a worker until the returned flag is set, and waits until it runs.
-fn hold_a_worker(rt: &rondo::Runtime) -> (Arc<AtomicBool>, rondo::JoinHandle<()>) {
-    let started = Arc::new(AtomicBool::new(false));
-    let release = Arc::new(AtomicBool::new(false));
-    let task = {
-        let (started, release) = (started.clone(), release.clone());
-        rt.spawn(async move {
-            started.store(true, Ordering::SeqCst);
-            while !release.load(Ordering::SeqCst) {
-                std::hint::spin_loop();
-            }
-        })
-    };
-    assert!(eventually(10, || started.load(Ordering::SeqCst)));
-    (release, task)
 }
 
 /// A future that counts its own polls.

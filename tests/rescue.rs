@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{builder, eventually, spin, watchdog};
+use common::{builder, eventually, hold_a_worker, spin, watchdog};
 
 const SLEEP: Duration = Duration::from_millis(300);
 
@@ -143,20 +143,7 @@ fn behind_a_blocked_poll_with_nine_groups(woken: bool) {
             }
             assert!(eventually(10, || ready.load(Ordering::SeqCst) == 9));
         }
-        let (started, release) = (
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicBool::new(false)),
-        );
-        let holder = {
-            let (started, release) = (started.clone(), release.clone());
-            rt.spawn(async move {
-                started.store(true, Ordering::SeqCst);
-                while !release.load(Ordering::SeqCst) {
-                    std::hint::spin_loop();
-                }
-            })
-        };
-        assert!(eventually(10, || started.load(Ordering::SeqCst)));
+        let (release, holder) = hold_a_worker(&rt);
         let start = Instant::now();
         if woken {
             std::thread::spawn(move || {

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
@@ -173,4 +173,21 @@ pub fn spawn_blocking_sleepers(
         std::thread::sleep(Duration::from_millis(1));
     }
     sleepers
+}
+
+/// Spawns a task that spins on a worker until the returned flag is set, and waits until it runs.
+pub fn hold_a_worker(rt: &rondo::Runtime) -> (Arc<AtomicBool>, rondo::JoinHandle<()>) {
+    let started = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(AtomicBool::new(false));
+    let task = {
+        let (started, release) = (started.clone(), release.clone());
+        rt.spawn(async move {
+            started.store(true, Ordering::SeqCst);
+            while !release.load(Ordering::SeqCst) {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    assert!(eventually(10, || started.load(Ordering::SeqCst)));
+    (release, task)
 }
