@@ -20,7 +20,7 @@ pub(crate) mod pool;
 use std::sync::Arc;
 
 use crate::group::{GroupInner, spawn_with};
-use crate::task::{BOX_FUTURES_ABOVE, JoinHandle};
+use crate::task::{BOX_FUTURES_ABOVE, JoinHandle, Runnable};
 
 pub(crate) use pool::Pool;
 
@@ -48,5 +48,5 @@ where
         pool::closure_returned();
         v
     };
-    spawn_with(group, run, move |r, _| p.schedule(r))
+    spawn_with(group, run, move |r, _| p.schedule(r), Runnable::schedule)
 }

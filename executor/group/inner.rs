@@ -36,6 +36,9 @@ pub(crate) type PanicHook = Arc<dyn Fn(&TaskPanic<'_>) + Send + Sync + 'static>;
 pub(crate) trait Host: Send + Sync + Sized + 'static {
     /// Where a task goes when it is spawned or woken (the schedule function of every task).
     fn schedule(r: Runnable, info: ScheduleInfo);
+    /// Where a new task goes: as `schedule` would send it, called directly rather than through
+    /// the task's schedule function.
+    fn schedule_new(r: Runnable);
     /// True once the runtime began shutting down.
     fn is_shutdown(&self) -> bool;
     /// The runtime's list of live groups.

@@ -29,17 +29,23 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    spawn_with(group, future, <HostOf as Host>::schedule)
+    spawn_with(
+        group,
+        future,
+        <HostOf as Host>::schedule,
+        <HostOf as Host>::schedule_new,
+    )
 }
 
 /// Creates a task in `group` whose wakes go to `schedule` (the runtime's run queues for a task, the
-/// blocking pool for a blocking closure) and schedules it, or drops it unpolled as [`spawn_in`]
-/// does.
+/// blocking pool for a blocking closure) and hands it to `first`, which schedules it the same way,
+/// or drops it unpolled as [`spawn_in`] does.
 #[inline(always)]
 pub(crate) fn spawn_with<F, S>(
     group: &Arc<GroupInner>,
     future: F,
     schedule: S,
+    first: impl FnOnce(crate::task::Runnable),
 ) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
@@ -51,7 +57,7 @@ where
     // Counted even when refused: its drop below counts it as cancelled.
     group.registry.spawned();
     if !group.cancelled.load(Ordering::Acquire) && !group.host.is_shutdown() {
-        runnable.schedule();
+        first(runnable);
     } else {
         drop(runnable);
     }

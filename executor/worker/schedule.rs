@@ -47,12 +47,18 @@ pub(crate) fn schedule(r: Runnable, info: ScheduleInfo) {
             }
         }
     }
-    schedule_elsewhere(r, info);
+    schedule_elsewhere(r, info.woken_while_running);
+}
+
+/// Where a new task goes: `schedule` for a task not woken while running, without the detour
+/// through the task's schedule function.
+pub(crate) fn schedule_new(r: Runnable) {
+    schedule_elsewhere(r, false);
 }
 
 /// Everything but a yield to the local queue (see the module docs).
 #[inline(never)]
-fn schedule_elsewhere(r: Runnable, info: ScheduleInfo) {
+fn schedule_elsewhere(r: Runnable, woken_while_running: bool) {
     if r.metadata().group.limiter.is_some() {
         let g = r.metadata().group.clone();
         let Some(limiter) = &g.limiter else { return };
@@ -70,7 +76,7 @@ fn schedule_elsewhere(r: Runnable, info: ScheduleInfo) {
     let routed = context::with_core(|core| match core {
         Some(core) if ptr::eq(Arc::as_ptr(&core.shared), host) => {
             if core.service.serves(gptr) {
-                core.schedule_local(r, info.woken_while_running);
+                core.schedule_local(r, woken_while_running);
                 Ok(None)
             } else {
                 Ok(core.schedule_beside(r))

@@ -158,6 +158,11 @@ impl Host for Shared {
     }
 
     #[inline]
+    fn schedule_new(r: Runnable) {
+        super::schedule::schedule_new(r);
+    }
+
+    #[inline]
     fn is_shutdown(&self) -> bool {
         self.shutdown.load(Ordering::Acquire)
     }
