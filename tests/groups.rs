@@ -789,6 +789,49 @@ fn foreign_wakes_into_idle_groups_run_from_the_lane_without_picks() {
     });
 }
 
+/// A poll rescued while stuck returns on its own thread, which then counts the poll for the task's
+/// group. Here the task completes in that poll and its group's handle was dropped meanwhile, so
+/// the task held the group's last `Arc` and the group is gone once the poll returns: counting must
+/// not reach the group through the thread's current-group pointer, which ThreadSanitizer reported
+/// as a use after free (CI runs this test under it).
+#[test]
+fn a_rescued_poll_that_completes_its_task_leaves_its_dropped_group_alone() {
+    watchdog(60, || {
+        let rt = common::builder(1)
+            .stall_threshold(Duration::from_millis(50))
+            .build()
+            .unwrap();
+        let g = rt.group().build().unwrap();
+        let (release, blocked) = std::sync::mpsc::channel::<()>();
+        let started = Arc::new(AtomicBool::new(false));
+        // Detached: the task is freed when its last poll returns, and with it the group's last
+        // `Arc`.
+        drop(g.spawn({
+            let started = started.clone();
+            async move {
+                // Work waits behind this poll (in the core's LIFO slot), so the core is rescued.
+                drop(rondo::spawn(async {}));
+                started.store(true, Ordering::SeqCst);
+                blocked.recv().unwrap();
+            }
+        }));
+        assert!(eventually(10, || started.load(Ordering::SeqCst)));
+        assert!(eventually(10, || rt.metrics().rescues >= 1));
+        drop(g);
+        // The rescuing thread runs the waiting task and parks, dropping what it held of the group.
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            rt.metrics().groups_alive,
+            2,
+            "the default group and the blocked task's"
+        );
+        release.send(()).unwrap();
+        assert!(eventually(10, || rt.metrics().groups_alive == 1));
+        assert_eq!(rt.block_on(rt.spawn(async { 7 })).unwrap(), 7);
+        drop(rt);
+    });
+}
+
 /// A future that counts its own polls.
 struct CountPolls<F> {
     polls: Arc<AtomicUsize>,

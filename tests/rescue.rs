@@ -457,6 +457,9 @@ fn a_group_keeps_its_accounting_through_a_rescue() {
             "{:?}",
             g.metrics()
         );
+        // And once each for the workers: the stuck poll by the core it began on.
+        let worker_polls = || rt.metrics().workers.iter().map(|w| w.polls).sum::<u64>();
+        assert!(eventually(5, || worker_polls() == 2), "{}", worker_polls());
         let m = g.metrics();
         // The stuck poll is charged until the rescue (at least the threshold), not for its 100 ms.
         assert!(m.busy >= Duration::from_millis(4), "{m:?}");

@@ -518,13 +518,14 @@ impl Core {
             match taken {
                 Ok(core) => Some(core),
                 Err(claimed) => {
-                    // A rescue took the core while the poll was stuck; the segment it ended
-                    // counted the polls before this one (a hand-off counts its own in `reclaim`).
+                    // A rescue took the core while the poll was stuck, counted the poll in the
+                    // segment it ended and kept the poll's group for this thread (a hand-off counts
+                    // its own in `reclaim`). The thread's current group is no use here: the task
+                    // may have dropped its hold on the group in the poll, the group's last.
                     if claimed {
-                        rescued_from = with_current(|g| g.cloned());
-                        if let Some(g) = &rescued_from {
-                            g.polls.fetch_add(1, Ordering::Relaxed);
-                        }
+                        rescued_from = context::with_thread(|t| {
+                            t.and_then(|t| t.shared.threads.take_stuck_group())
+                        });
                     }
                     None
                 }
@@ -752,6 +753,15 @@ impl Core {
     #[inline]
     pub(crate) fn lent_slot(&self) -> *const super::lent::LentSlot<Core> {
         self.lent_slot.0
+    }
+
+    /// A rescue claimed this core during a poll that has not returned: counts that poll, for this
+    /// core and in the segment (its group's), and returns the segment's group for the stuck
+    /// thread.
+    pub(crate) fn claimed_in_poll(&mut self) -> Option<Arc<GroupInner>> {
+        self.counts.polls += 1;
+        self.service.polled();
+        self.service.group().cloned()
     }
 
     /// Whether a task waits where only this core reaches it: its LIFO slot or its extras (the

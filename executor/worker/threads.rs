@@ -134,6 +134,10 @@ struct State<C> {
     runners: Vec<Option<ThreadId>>,
     /// Threads whose core a rescue claimed and whose poll has not returned yet.
     rescued: Vec<ThreadId>,
+    /// The group of each such thread's stuck poll, kept by the rescue until the poll returns and
+    /// the thread takes it (`take_stuck_group`): the polled task may drop its own hold on the
+    /// group during that poll, and the thread still reports to the group after it.
+    stuck_groups: Vec<(ThreadId, Arc<GroupInner>)>,
     /// Rescues since the runtime started.
     rescues: u64,
     /// The stall monitor's thread, joined at shutdown.
@@ -163,6 +167,7 @@ impl<C: HandedCore> Threads<C> {
                 starting: 0,
                 runners: Vec::new(),
                 rescued: Vec::new(),
+                stuck_groups: Vec::new(),
                 rescues: 0,
                 monitor: None,
             }),
@@ -294,7 +299,17 @@ impl<C: HandedCore> Threads<C> {
         if stay {
             st.spares_coming += 1;
         }
+        // Normally taken already, right after the poll; dropped outside the lock.
+        let kept = take_kept(&mut st.stuck_groups, me);
+        drop(st);
+        drop(kept);
         stay
+    }
+
+    /// For the calling thread, whose poll a rescue took the core from and has now returned: the
+    /// group of that poll, which the rescue kept alive for it (see `rescue`).
+    pub(crate) fn take_stuck_group(&self) -> Option<Arc<GroupInner>> {
+        take_kept(&mut lock(&self.state).stuck_groups, current_thread().id())
     }
 
     /// Records the calling thread as the one that now runs core `idx` (for a rescue to count it).
@@ -441,13 +456,19 @@ impl Threads<Core> {
             }
             // Claimed under the lock, so the stuck thread, once its poll returns and it finds
             // the core gone, sees itself counted as rescued (`core_lost` takes the lock).
-            let Some(core) = shared.cores[idx].lent.claim(observed) else {
+            let Some(mut core) = shared.cores[idx].lent.claim(observed) else {
                 return false;
             };
             // The check above passed in this same hold: reserve the thread it promised.
             st.starting += 1;
+            // Kept for the stuck thread, which takes it once its poll returns; stored in this same
+            // hold, so that thread, which learns of the claim only after it, finds it.
+            let group = core.claimed_in_poll();
             if let Some(id) = st.runners[idx].take() {
                 st.rescued.push(id);
+                if let Some(g) = group {
+                    st.stuck_groups.push((id, g));
+                }
             }
             st.rescues += 1;
             core
@@ -618,4 +639,10 @@ fn thread_main(
     }
     run_hook(shared.config.on_thread_stop.as_ref());
     lock(&shared.threads.state).running -= 1;
+}
+
+/// Takes the group kept for thread `me` out of `kept`, if any.
+fn take_kept(kept: &mut Vec<(ThreadId, Arc<GroupInner>)>, me: ThreadId) -> Option<Arc<GroupInner>> {
+    let pos = kept.iter().position(|(t, _)| *t == me)?;
+    Some(kept.swap_remove(pos).1)
 }
