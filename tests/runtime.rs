@@ -304,7 +304,13 @@ fn shutdown_drops_every_future_exactly_once_including_never_polled_ones() {
     watchdog(60, || {
         let drops = DropCount::new();
         let polled = Arc::new(AtomicUsize::new(0));
-        let rt = rt(1);
+        // No rescue: the stall monitor would give the occupied worker's core to another thread,
+        // which would run the queued tasks before the drop (it did under ThreadSanitizer on a
+        // loaded machine, where spawning them outlasted the default threshold).
+        let rt = common::builder(1)
+            .stall_threshold(Duration::from_secs(600))
+            .build()
+            .unwrap();
         // Tasks that were polled and now wait forever.
         let (started_tx, mut started_rx) = mpsc::unbounded::<()>();
         let mut handles = Vec::new();
