@@ -7,8 +7,8 @@
 //! core whose word shows the same generation, still lent, for `stall_threshold` is *stalled*: one
 //! poll has held it that long. It is rescued if work waits that only it would run: its LIFO slot
 //! or its extras (the lent word's hint, `lent::hint`) or its local queue holds a task, or groups
-//! are listed and every awake worker is stalled. A stalled core with nothing waiting is left alone (rescuing it would only add
-//! a thread); the monitor looks again at the next tick.
+//! are listed and every awake worker is stalled. A stalled core with nothing waiting is left
+//! alone (rescuing it would only add a thread); the monitor looks again at the next tick.
 //!
 //! A poll's thread may also have been preempted rather than stuck: on a machine with more busy
 //! threads than cores, the operating system lets it wait for a CPU for milliseconds. A rescue
