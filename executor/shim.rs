@@ -21,6 +21,33 @@ pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 pub(crate) use std::sync::TryLockError;
 
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// `std`'s `UnsafeCell` behind loom's interface: access goes through closures, so that under loom
+/// every access to the cell is checked for a race.
+#[cfg(not(loom))]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) const fn new(value: T) -> Self {
+        UnsafeCell(std::cell::UnsafeCell::new(value))
+    }
+
+    /// Runs `f` with a pointer for reading the value.
+    #[inline(always)]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    /// Runs `f` with a pointer for writing the value.
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
 /// Locks a mutex, ignoring poisoning: the runtime never panics while holding its own locks, and a
 /// user panic can only unwind through code that holds none.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

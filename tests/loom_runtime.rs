@@ -367,30 +367,120 @@ fn a_cancelled_wait_then_a_park_misses_no_unpark() {
 fn local_queue_steal_races_the_owner() {
     loom::model(|| {
         let victim = Arc::new(LocalQueue::<u32>::new());
-        victim.push(1).unwrap();
-        victim.push(2).unwrap();
+        // SAFETY (every push and pop on `victim` in this model): this thread is its owner.
+        unsafe {
+            victim.push(1).unwrap();
+            victim.push(2).unwrap();
+        }
         let thief = {
             let victim = victim.clone();
             thread::spawn(move || {
                 let mine = LocalQueue::<u32>::new();
-                let mut got: Vec<u32> = victim
-                    .steal_half_into(&mine, |_| panic!("an empty queue overflowed"))
-                    .into_iter()
-                    .collect();
-                while let Some(v) = mine.pop() {
+                // SAFETY: this thread owns `mine`.
+                let mut got: Vec<u32> = unsafe {
+                    victim.steal_half_into(&mine, |_| panic!("an empty queue overflowed"))
+                }
+                .into_iter()
+                .collect();
+                // SAFETY: as above.
+                while let Some(v) = unsafe { mine.pop() } {
                     got.push(v);
                 }
                 got
             })
         };
-        victim.push(3).unwrap();
-        let mut got: Vec<u32> = victim.pop().into_iter().collect();
+        unsafe { victim.push(3).unwrap() };
+        let mut got: Vec<u32> = unsafe { victim.pop() }.into_iter().collect();
         got.extend(thief.join().unwrap());
-        while let Some(v) = victim.pop() {
+        while let Some(v) = unsafe { victim.pop() } {
             got.push(v);
         }
         got.sort_unstable();
         assert_eq!(got, vec![1, 2, 3], "lost or duplicated");
+    });
+}
+
+/// A full local queue while a thief copies out of it: the owner's pushes wait for the copy (they
+/// measure free space from the oldest slot a thief may still read), so loom's cell checks see no
+/// slot written while it is read, and no item is lost or taken twice.
+#[test]
+fn local_queue_owner_refills_a_full_queue_during_a_steal() {
+    model_bounded(|| {
+        let cap = rondo::loom_support::LOCAL_CAPACITY as u32;
+        let victim = Arc::new(LocalQueue::<u32>::new());
+        // SAFETY (every push and pop on `victim` by this thread): this thread is its owner.
+        for i in 0..cap {
+            unsafe { victim.push(i).unwrap() };
+        }
+        assert!(
+            unsafe { victim.push(cap) }.is_err(),
+            "a full queue took an item"
+        );
+        let thief = {
+            let victim = victim.clone();
+            thread::spawn(move || {
+                let mine = LocalQueue::<u32>::new();
+                // SAFETY: this thread owns `mine`.
+                let mut got: Vec<u32> = unsafe {
+                    victim.steal_half_into(&mine, |_| panic!("an empty queue overflowed"))
+                }
+                .into_iter()
+                .collect();
+                while let Some(v) = unsafe { mine.pop() } {
+                    got.push(v);
+                }
+                got
+            })
+        };
+        let mut got: Vec<u32> = unsafe { victim.pop() }.into_iter().collect();
+        // Refill: each push succeeds only into a slot no thief is reading.
+        let mut next = cap;
+        for _ in 0..2 {
+            if unsafe { victim.push(next) }.is_ok() {
+                next += 1;
+            }
+        }
+        got.extend(thief.join().unwrap());
+        while let Some(v) = unsafe { victim.pop() } {
+            got.push(v);
+        }
+        got.sort_unstable();
+        assert_eq!(got, (0..next).collect::<Vec<u32>>(), "lost or duplicated");
+    });
+}
+
+/// Shutdown's drain takes from a core's queue while a thief steals from it: the drain waits for
+/// the steal under way instead of giving up while items remain, and each item is taken once.
+#[test]
+fn local_queue_drain_waits_for_a_steal() {
+    model_bounded(|| {
+        let victim = Arc::new(LocalQueue::<u32>::new());
+        // SAFETY: this thread is the queue's owner.
+        for i in 0..3 {
+            unsafe { victim.push(i).unwrap() };
+        }
+        let thief = {
+            let victim = victim.clone();
+            thread::spawn(move || {
+                let mine = LocalQueue::<u32>::new();
+                // SAFETY: this thread owns `mine`.
+                let mut got: Vec<u32> =
+                    unsafe { victim.steal_half_into(&mine, |_| panic!("overflowed")) }
+                        .into_iter()
+                        .collect();
+                while let Some(v) = unsafe { mine.pop() } {
+                    got.push(v);
+                }
+                got
+            })
+        };
+        let mut got = Vec::new();
+        while let Some(v) = victim.steal() {
+            got.push(v);
+        }
+        got.extend(thief.join().unwrap());
+        got.sort_unstable();
+        assert_eq!(got, vec![0, 1, 2], "lost or duplicated");
     });
 }
 

@@ -111,9 +111,9 @@ pub(crate) fn with_core<R>(f: impl FnOnce(Option<&mut Core>) -> R) -> R {
 }
 
 /// The `Remote` of the core this thread polls with, if it holds a lease (claimed or not: a
-/// claim this thread has not noticed yet still shows the slot). For a yield's push to the
-/// core's local queue (see `schedule`), which needs no access: the queue is shared, and a claimed
-/// core's new owner serves the queue as it finds it.
+/// claim this thread has not noticed yet still shows the slot). For what any thread may use
+/// without an access to the core: the core's timer shard (`time::Source`). Never its local queue,
+/// which only the core's holder pushes to.
 #[inline]
 pub(crate) fn lent_remote<'a>() -> Option<&'a Remote> {
     let (slot, _) = LEASE.try_with(Cell::get).unwrap_or(NOTHING);

@@ -264,12 +264,21 @@ impl Core {
     }
 
     fn push_local(&mut self, r: Runnable) {
-        if let Err(r) = self.remote().local.push(r) {
+        // SAFETY: this thread holds the core, so it owns the core's local queue.
+        if let Err(r) = unsafe { self.remote().local.push(r) } {
             // Full: move half of the queue plus this task to their groups' global queues.
-            let local = &self.shared.cores[self.idx].local;
-            let half = (0..LOCAL_CAPACITY / 2).map_while(|_| local.pop());
+            let local = &self.remote().local;
+            // SAFETY: as above.
+            let half = (0..LOCAL_CAPACITY / 2).map_while(|_| unsafe { local.pop() });
             spill(half.chain(std::iter::once(r)));
         }
+    }
+
+    /// Pops the oldest task of the core's local queue.
+    #[inline(always)]
+    fn pop_local(&self) -> Option<Runnable> {
+        // SAFETY: this thread holds the core, so it owns the core's local queue.
+        unsafe { self.remote().local.pop() }
     }
 
     #[inline(always)]
@@ -290,7 +299,7 @@ impl Core {
             self.push_local(r);
         }
         self.lifo_streak = 0;
-        if let Some(r) = self.remote().local.pop() {
+        if let Some(r) = self.pop_local() {
             return Some(r);
         }
         if let Some(r) = self.extras.pop_front() {
@@ -439,13 +448,17 @@ impl Core {
             if v == self.idx {
                 continue;
             }
-            if let Some(r) = self.shared.cores[v]
-                .local
-                .steal_half_into(&self.remote().local, |r| {
-                    let g = r.metadata().group.clone();
-                    push_global(&g, r);
-                })
-            {
+            let push_back = |r: Runnable| {
+                let g = r.metadata().group.clone();
+                push_global(&g, r);
+            };
+            // SAFETY: this thread holds the core, so it owns the core's local queue.
+            let stolen = unsafe {
+                self.shared.cores[v]
+                    .local
+                    .steal_half_into(&self.remote().local, push_back)
+            };
+            if let Some(r) = stolen {
                 self.counts.steals += 1;
                 return Some(r);
             }
@@ -600,7 +613,7 @@ impl Core {
                 // so `next_task` finds nothing local, does not take from this group's queue, and
                 // asks the scheduler, which picks the group that is behind.
                 batch.extend(self.lifo.take());
-                while let Some(r) = local.pop() {
+                while let Some(r) = self.pop_local() {
                     batch.push(r);
                 }
                 self.end_segment(now);
@@ -615,7 +628,7 @@ impl Core {
                 // quantum end meanwhile, so what waits in the global queue is reached soon.
                 self.global_due = false;
                 for _ in 0..local.len() / 2 {
-                    match local.pop() {
+                    match self.pop_local() {
                         Some(r) => batch.push(r),
                         None => break,
                     }
@@ -780,13 +793,18 @@ impl Core {
         if self.lifo.as_ref().is_some_and(unstarted) {
             return self.lifo.take();
         }
-        let local = &self.shared.cores[self.idx].local;
+        let local = &self.remote().local;
         let mut found = None;
         for _ in 0..local.len() {
-            let Some(r) = local.pop() else { break };
+            let Some(r) = self.pop_local() else {
+                break;
+            };
             if found.is_none() && unstarted(&r) {
                 found = Some(r);
-            } else if let Err(r) = local.push(r) {
+            } else if let Err(r) = {
+                // SAFETY: this thread holds the core, so it owns its local queue.
+                unsafe { local.push(r) }
+            } {
                 // Cannot happen (we popped first); never lose a task.
                 let g = r.metadata().group.clone();
                 push_global(&g, r);
@@ -837,7 +855,7 @@ impl Core {
                 drop(r);
                 dropped = true;
             }
-            while let Some(r) = self.remote().local.pop() {
+            while let Some(r) = self.pop_local() {
                 drop(r);
                 dropped = true;
             }

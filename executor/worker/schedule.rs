@@ -3,8 +3,9 @@
 //! - A task of a group with `max_concurrency` goes through the group's limiter, then its global
 //!   queue (never the LIFO slot, so a strand runs in FIFO order).
 //! - A task woken or spawned by a task this thread polls, on a core of the same runtime that
-//!   serves the same group: a yield (woken while running) to the back of the local queue (pushed
-//!   without an access to the lent core: the queue is shared), anything else to the LIFO slot.
+//!   serves the same group: a yield (woken while running) to the back of the local queue, anything
+//!   else to the LIFO slot. Both go through an access to the lent core (`context::with_core`):
+//!   only the core's holder pushes to its local queue.
 //! - A task of another group, woken or spawned the same way: to the LIFO slot as well if the
 //!   scheduler says that group may run beside the served one (it is not ahead of it by more than
 //!   a quantum: `Scheduler::may_run_beside`), so a message between groups is handled on the core
@@ -22,43 +23,25 @@ use std::sync::Arc;
 use async_task::ScheduleInfo;
 
 use crate::group::limiter::Admit;
-use crate::shim::Ordering;
 use crate::task::Runnable;
 
 use super::context;
 use super::shared::{push_from_outside, push_global};
 
-/// See the module docs. The yield's path is kept apart from the rest, so that it pays for no more
-/// than it uses (the rest needs a larger stack frame).
+/// See the module docs.
 pub(crate) fn schedule(r: Runnable, info: ScheduleInfo) {
-    if info.woken_while_running && r.metadata().group.limiter.is_none() {
-        if let Some(remote) = context::lent_remote() {
-            let g = &r.metadata().group;
-            // SAFETY: `r` holds its group, which holds its host.
-            let shared = unsafe { &*g.host_addr() };
-            // A yield needs only the core's local queue, which any thread may push to: no access
-            // to the lent core. The core serves the group (so the queue keeps only the served
-            // group's tasks) and belongs to the group's runtime.
-            if ptr::eq(remote.serving.load(Ordering::Relaxed), Arc::as_ptr(g))
-                && shared.owns(remote)
-            {
-                shared.push_local(remote, r);
-                return;
-            }
-        }
-    }
-    schedule_elsewhere(r, info.woken_while_running);
+    route(r, info.woken_while_running);
 }
 
 /// Where a new task goes: `schedule` for a task not woken while running, without the detour
 /// through the task's schedule function.
 pub(crate) fn schedule_new(r: Runnable) {
-    schedule_elsewhere(r, false);
+    route(r, false);
 }
 
-/// Everything but a yield to the local queue (see the module docs).
-#[inline(never)]
-fn schedule_elsewhere(r: Runnable, woken_while_running: bool) {
+/// See the module docs.
+#[inline(always)]
+fn route(r: Runnable, woken_while_running: bool) {
     if r.metadata().group.limiter.is_some() {
         let g = r.metadata().group.clone();
         let Some(limiter) = &g.limiter else { return };

@@ -18,7 +18,7 @@ use crate::time::{Keeper, Lowered, TimerHost, Timers};
 use super::core::Core;
 use super::idle::Idle;
 use super::lent::LentSlot;
-use super::local::{LOCAL_CAPACITY, LocalQueue};
+use super::local::LocalQueue;
 use super::metrics::Published;
 use super::monitor::Monitor;
 use super::parker::Parker;
@@ -258,30 +258,6 @@ impl Shared {
         }
     }
 
-    /// True if `remote` is one of this runtime's cores.
-    #[inline]
-    pub(crate) fn owns(&self, remote: &Remote) -> bool {
-        self.cores
-            .as_ptr_range()
-            .contains(&(remote as *const Remote))
-    }
-
-    /// Pushes a task to `remote`'s local queue (spilling half of it to the global queues when it
-    /// is full), then wakes a sleeper if nobody is searching: new stealable work. A missed wake
-    /// costs parallelism, never a task: the core is awake and will run its own queue.
-    #[inline]
-    pub(crate) fn push_local(&self, remote: &Remote, r: Runnable) {
-        if let Err(r) = remote.local.push(r) {
-            let local = &remote.local;
-            let half = (0..LOCAL_CAPACITY / 2).map_while(|_| local.pop());
-            spill(half.chain(std::iter::once(r)));
-        }
-        if self.idle.wants_notify() {
-            fence(Ordering::SeqCst);
-            self.notify_work();
-        }
-    }
-
     /// Work that core `idx` could take: a listed group, a task in the lane, or another core's
     /// local queue.
     pub(crate) fn has_visible_work(&self, idx: usize) -> bool {
@@ -326,7 +302,9 @@ impl Shared {
             }
         }
         for c in self.cores.iter() {
-            while let Some(r) = c.local.pop() {
+            // A core whose thread is stuck in a poll may still run: take from its queue as a
+            // thief does.
+            while let Some(r) = c.local.steal() {
                 drop(r);
                 dropped += 1;
             }
