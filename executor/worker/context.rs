@@ -94,8 +94,9 @@ pub(crate) fn take_after_poll() -> Result<Box<Core>, bool> {
 }
 
 /// Runs `f` with the core this thread polls with, if any (and not claimed). `f` must not re-enter
-/// `with_core` (it would see no core, which is safe but routes work the slow way).
-#[inline]
+/// `with_core` (it would see no core, which is safe but routes work the slow way). Inlined into
+/// its caller, the schedule path, so that path builds one call frame, not two.
+#[inline(always)]
 pub(crate) fn with_core<R>(f: impl FnOnce(Option<&mut Core>) -> R) -> R {
     let (slot, lease) = LEASE.try_with(Cell::get).unwrap_or(NOTHING);
     if slot.is_null() {

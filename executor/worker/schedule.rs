@@ -39,8 +39,9 @@ pub(crate) fn schedule_new(r: Runnable) {
     route(r, false);
 }
 
-/// See the module docs.
-#[inline(always)]
+/// See the module docs. One function for both entries, with the access to the lent core inlined
+/// into it: the entries above jump here without a frame of their own.
+#[inline(never)]
 fn route(r: Runnable, woken_while_running: bool) {
     if r.metadata().group.limiter.is_some() {
         let g = r.metadata().group.clone();
