@@ -67,7 +67,9 @@ pub(crate) enum Polled {
 /// See the module docs.
 pub(crate) struct Wheel {
     entries: Slab<Entry>,
-    /// The keys in each slot, level by level (`level * SLOTS + slot`).
+    /// The keys in each slot, level by level (`level * SLOTS + slot`). Empty until the first
+    /// timer is placed: most shards of a runtime (the foreign ones, and every one of a runtime
+    /// that never sleeps) never hold one.
     slots: Box<[Keys]>,
     /// Per level, a bit per non-empty slot.
     occupied: [u64; LEVELS],
@@ -90,7 +92,7 @@ impl Wheel {
     pub(crate) fn new() -> Self {
         Wheel {
             entries: Slab::new(),
-            slots: (0..LEVELS * SLOTS).map(|_| Keys::default()).collect(),
+            slots: Box::default(),
             occupied: [0; LEVELS],
             elapsed: 0,
             slack: BTreeSet::new(),
@@ -299,6 +301,9 @@ impl Wheel {
         }
         let level = level_for(elapsed, when);
         let slot = ((when >> (SLOT_BITS * level as u32)) & SLOT_MASK) as usize;
+        if self.slots.is_empty() {
+            self.slots = all_slots();
+        }
         e.place = Place::Slot {
             level: level as u8,
             slot: slot as u8,
@@ -328,6 +333,12 @@ impl Wheel {
             self.occupied[level] &= !(1 << slot);
         }
     }
+}
+
+/// Every level's slots, empty: a wheel's first placement allocates them.
+#[cold]
+fn all_slots() -> Box<[Keys]> {
+    (0..LEVELS * SLOTS).map(|_| Keys::default()).collect()
 }
 
 /// Keys per chunk of a slot's array.
