@@ -360,6 +360,25 @@ fn a_cancelled_wait_then_a_park_misses_no_unpark() {
     });
 }
 
+/// A thief: steals half of `victim` into a queue of its own on a new thread, and returns every
+/// item it took (the one `steal_half_into` returned, then its own queue's).
+fn steal_half_on_a_thread(victim: &Arc<LocalQueue<u32>>) -> thread::JoinHandle<Vec<u32>> {
+    let victim = victim.clone();
+    thread::spawn(move || {
+        let mine = LocalQueue::<u32>::new();
+        // SAFETY: this thread owns `mine` (its only pusher and popper).
+        let mut got: Vec<u32> =
+            unsafe { victim.steal_half_into(&mine, |_| panic!("an empty queue overflowed")) }
+                .into_iter()
+                .collect();
+        // SAFETY: as above.
+        while let Some(v) = unsafe { mine.pop() } {
+            got.push(v);
+        }
+        got
+    })
+}
+
 /// The runtime's own local queue: its owner pushes and pops while a thief steals half into its own
 /// queue. Every item is taken exactly once, by the owner, the thief's return value, or the thief's
 /// queue.
@@ -372,23 +391,7 @@ fn local_queue_steal_races_the_owner() {
             victim.push(1).unwrap();
             victim.push(2).unwrap();
         }
-        let thief = {
-            let victim = victim.clone();
-            thread::spawn(move || {
-                let mine = LocalQueue::<u32>::new();
-                // SAFETY: this thread owns `mine`.
-                let mut got: Vec<u32> = unsafe {
-                    victim.steal_half_into(&mine, |_| panic!("an empty queue overflowed"))
-                }
-                .into_iter()
-                .collect();
-                // SAFETY: as above.
-                while let Some(v) = unsafe { mine.pop() } {
-                    got.push(v);
-                }
-                got
-            })
-        };
+        let thief = steal_half_on_a_thread(&victim);
         unsafe { victim.push(3).unwrap() };
         let mut got: Vec<u32> = unsafe { victim.pop() }.into_iter().collect();
         got.extend(thief.join().unwrap());
@@ -416,22 +419,7 @@ fn local_queue_owner_refills_a_full_queue_during_a_steal() {
             unsafe { victim.push(cap) }.is_err(),
             "a full queue took an item"
         );
-        let thief = {
-            let victim = victim.clone();
-            thread::spawn(move || {
-                let mine = LocalQueue::<u32>::new();
-                // SAFETY: this thread owns `mine`.
-                let mut got: Vec<u32> = unsafe {
-                    victim.steal_half_into(&mine, |_| panic!("an empty queue overflowed"))
-                }
-                .into_iter()
-                .collect();
-                while let Some(v) = unsafe { mine.pop() } {
-                    got.push(v);
-                }
-                got
-            })
-        };
+        let thief = steal_half_on_a_thread(&victim);
         let mut got: Vec<u32> = unsafe { victim.pop() }.into_iter().collect();
         // Refill: each push succeeds only into a slot no thief is reading.
         let mut next = cap;
@@ -459,21 +447,7 @@ fn local_queue_drain_waits_for_a_steal() {
         for i in 0..3 {
             unsafe { victim.push(i).unwrap() };
         }
-        let thief = {
-            let victim = victim.clone();
-            thread::spawn(move || {
-                let mine = LocalQueue::<u32>::new();
-                // SAFETY: this thread owns `mine`.
-                let mut got: Vec<u32> =
-                    unsafe { victim.steal_half_into(&mine, |_| panic!("overflowed")) }
-                        .into_iter()
-                        .collect();
-                while let Some(v) = unsafe { mine.pop() } {
-                    got.push(v);
-                }
-                got
-            })
-        };
+        let thief = steal_half_on_a_thread(&victim);
         let mut got = Vec::new();
         while let Some(v) = victim.steal() {
             got.push(v);
