@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 
-use crate::group::with_current;
+use crate::group::{GroupInner, with_current};
 use crate::shim::{AtomicBool, Ordering};
 use crate::task::coop::PollBudget;
 use crate::task::{BOX_FUTURES_ABOVE, end_probe, start_probe};
@@ -141,6 +141,10 @@ pub(crate) struct HandedOff {
     idx: usize,
     shared: Arc<Shared>,
     blocked: Option<Arc<AtomicBool>>,
+    /// The polled task's group, kept from the hand-off: a reclaim deferred to the end of the poll
+    /// (`block_in_place`) runs after the task may have completed and dropped its own reference,
+    /// so the thread's current-group pointer is no longer safe to follow then.
+    group: Option<Arc<GroupInner>>,
 }
 
 impl HandedOff {
@@ -149,12 +153,15 @@ impl HandedOff {
     pub(crate) fn hand_off(core: Box<Core>) -> Result<HandedOff, Box<Core>> {
         let idx = core.idx;
         let shared = core.shared.clone();
+        // During the poll: the pointer is valid, and the clone keeps the group for the reclaim.
+        let group = with_current(|g| g.cloned());
         let blocked = set_blocked(true);
         match shared.threads.hand_off(core) {
             Ok(()) => Ok(HandedOff {
                 idx,
                 shared,
                 blocked,
+                group,
             }),
             Err(core) => {
                 set_blocked(false);
@@ -173,14 +180,14 @@ impl HandedOff {
                 if let Some(b) = &self.blocked {
                     b.store(false, Ordering::SeqCst);
                 }
-                core.resume_segment();
+                core.resume_segment(self.group);
                 context::install(core);
             }
-            None => with_current(|g| {
-                if let Some(g) = g {
+            None => {
+                if let Some(g) = &self.group {
                     g.polls.fetch_add(1, Ordering::Relaxed);
                 }
-            }),
+            }
         }
     }
 }

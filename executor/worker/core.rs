@@ -55,7 +55,7 @@ use std::time::Instant;
 
 use crate::fair::{Scheduler, Service, Verdict};
 use crate::group::Host;
-use crate::group::{GroupInner, GroupScope, with_current};
+use crate::group::{GroupInner, GroupScope};
 use crate::shim::{Ordering, fence};
 use crate::task::coop::PollBudget;
 use crate::task::future::take_deferred_panic;
@@ -831,12 +831,11 @@ impl Core {
         self.shared.notify_work();
     }
 
-    /// After a hand-off is undone in the middle of a poll (`HandedOff::reclaim`): the rest of the
-    /// poll is served to the polled task's group, if it is one of this runtime's.
-    pub(crate) fn resume_segment(&mut self) {
+    /// After a hand-off is undone (`HandedOff::reclaim`): the rest of the poll is served to the
+    /// polled task's group `group` (kept by the hand-off), if it is one of this runtime's.
+    pub(crate) fn resume_segment(&mut self, group: Option<Arc<GroupInner>>) {
         let host = Arc::as_ptr(&self.shared);
-        let g = with_current(|g| g.filter(|g| ptr::eq(g.host_addr(), host)).cloned());
-        if let Some(g) = g {
+        if let Some(g) = group.filter(|g| ptr::eq(g.host_addr(), host)) {
             self.begin_segment(Cow::Owned(g), crate::fair::clock::stamp());
         }
     }
