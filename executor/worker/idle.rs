@@ -64,6 +64,14 @@ impl Idle {
         s & SEARCH_MASK == 0 && s / AWAKE < self.workers
     }
 
+    /// True if a notification would wake nobody now (a worker searches, or none sleeps): the
+    /// first check of [`Idle::notify_preferring`], with its ordering, for a caller that has more
+    /// to compute before it. A caller that fenced after making its work visible may return on it.
+    pub fn nobody_to_wake(&self) -> bool {
+        let s = self.state.load(Ordering::SeqCst);
+        s & SEARCH_MASK != 0 || s / AWAKE >= self.workers
+    }
+
     /// Chooses a sleeper to wake (step 1). `mark(idx)` runs under the lock and must set that
     /// worker's notified flag; the caller unparks the returned worker's thread afterwards.
     // With the `io` feature the runtime states a preference (`notify_preferring`); the loom models
@@ -80,8 +88,7 @@ impl Idle {
         prefer: Option<usize>,
         mark: impl FnOnce(usize),
     ) -> Option<usize> {
-        let s = self.state.load(Ordering::SeqCst);
-        if s & SEARCH_MASK != 0 || s / AWAKE >= self.workers {
+        if self.nobody_to_wake() {
             return None;
         }
         let mut sleepers = lock(&self.sleepers);

@@ -242,6 +242,10 @@ impl Shared {
                     return;
                 }
             }
+            // Before working out whom to prefer: most notifications find a worker searching.
+            if self.idle.nobody_to_wake() {
+                return;
+            }
             // A wake from outside the runtime (async-io's thread dispatching while it holds the
             // reactor, a foreign thread) goes to the keeper, which then retries the reactor when
             // it parks again; a worker's wake leaves the keeper where it is (see `reactor`).
