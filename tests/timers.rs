@@ -46,8 +46,15 @@ fn sleeps_never_complete_early() {
 #[test]
 fn deadlines_fire_in_order() {
     watchdog(60, || {
-        // One worker: what fires together is queued and polled in the order it fired.
-        let rt = rt(1);
+        // One worker: what fires together is queued and polled in the order it fired. Rescue off:
+        // on a loaded machine the OS can preempt a task between its wake-up and its push for
+        // longer than the stall threshold, and a rescue thread then rightly runs the next task
+        // meanwhile, which pushes first.
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .stall_threshold(Duration::from_secs(600))
+            .build()
+            .unwrap();
         let order = Arc::new(Mutex::new(Vec::new()));
         rt.block_on(async {
             let start = Instant::now() + 20 * MS;
