@@ -91,6 +91,30 @@ mod imp {
         unsafe { core::arch::x86_64::_rdtsc() }
     }
 
+    /// A real reading and the counter at the same moment: the counter's reading is the midpoint
+    /// of two taken around the real one, from the tightest of up to `tries` tries (stopping at
+    /// one whose two counter readings are at most `good_gap` apart). A thread preempted between
+    /// the real reading and a single counter reading (a busy virtual machine) would otherwise pair
+    /// them wrongly by the preemption's length: a calibration skewed by it, or a base that keeps
+    /// this thread's clock that far behind until its next real reading.
+    fn paired(tries: usize, good_gap: u64) -> (Instant, u64) {
+        let mut best: Option<(u64, Instant, u64)> = None;
+        for _ in 0..tries.max(1) {
+            let before = ticks();
+            let t = Instant::now();
+            let after = ticks();
+            let gap = after.wrapping_sub(before);
+            if best.is_none_or(|(g, _, _)| gap < g) {
+                best = Some((gap, t, before.wrapping_add(gap / 2)));
+            }
+            if gap <= good_gap {
+                break;
+            }
+        }
+        let (_, t, c) = best.expect("at least one try");
+        (t, c)
+    }
+
     /// The counter's rate, if the kernel keeps time with it.
     fn calibrate() -> Option<Rate> {
         let source = std::fs::read_to_string(
@@ -100,9 +124,9 @@ mod imp {
         if source.trim() != "tsc" {
             return None;
         }
-        let (t0, c0) = (Instant::now(), ticks());
+        let (t0, c0) = paired(8, 0);
         let (elapsed, spent) = loop {
-            let (t1, c1) = (Instant::now(), ticks());
+            let (t1, c1) = paired(8, 0);
             let elapsed = t1.saturating_duration_since(t0);
             if elapsed >= CALIBRATION {
                 break (elapsed, c1.checked_sub(c0)?);
@@ -134,8 +158,10 @@ mod imp {
                 at + ((c.wrapping_sub(c0) * rate.ns_per_tick) >> 32)
             }
             _ => {
-                let at = super::stamp_of(Instant::now());
-                base.set(Some((at, ticks())));
+                // About 2 µs of ticks: a pair further apart was split by a preemption.
+                let (t, c0) = paired(4, rate.rebase_ticks >> 9);
+                let at = super::stamp_of(t);
+                base.set(Some((at, c0)));
                 at
             }
         })
