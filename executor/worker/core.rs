@@ -264,14 +264,18 @@ impl Core {
     }
 
     fn push_local(&mut self, r: Runnable) {
-        // SAFETY: this thread holds the core, so it owns the core's local queue.
-        if let Err(r) = unsafe { self.remote().local.push(r) } {
+        if let Err(r) = self.try_push_local(r) {
             // Full: move half of the queue plus this task to their groups' global queues.
-            let local = &self.remote().local;
-            // SAFETY: as above.
-            let half = (0..LOCAL_CAPACITY / 2).map_while(|_| unsafe { local.pop() });
+            let half = (0..LOCAL_CAPACITY / 2).map_while(|_| self.pop_local());
             spill(half.chain(std::iter::once(r)));
         }
+    }
+
+    /// Pushes at the back of the core's local queue; gives the task back if the queue is full.
+    #[inline(always)]
+    fn try_push_local(&self, r: Runnable) -> Result<(), Runnable> {
+        // SAFETY: this thread holds the core, so it owns the core's local queue.
+        unsafe { self.remote().local.push(r) }
     }
 
     /// Pops the oldest task of the core's local queue.
@@ -605,7 +609,6 @@ impl Core {
             }
         };
         self.begin_segment(Cow::Owned(g), now);
-        let local = &shared.cores[self.idx].local;
         let mut batch: Vec<Runnable> = Vec::new();
         match verdict {
             Verdict::Switch => {
@@ -627,7 +630,7 @@ impl Core {
                 // skips the look that follows a quantum end; the local queue halves at every
                 // quantum end meanwhile, so what waits in the global queue is reached soon.
                 self.global_due = false;
-                for _ in 0..local.len() / 2 {
+                for _ in 0..self.remote().local.len() / 2 {
                     match self.pop_local() {
                         Some(r) => batch.push(r),
                         None => break,
@@ -793,18 +796,14 @@ impl Core {
         if self.lifo.as_ref().is_some_and(unstarted) {
             return self.lifo.take();
         }
-        let local = &self.remote().local;
         let mut found = None;
-        for _ in 0..local.len() {
+        for _ in 0..self.remote().local.len() {
             let Some(r) = self.pop_local() else {
                 break;
             };
             if found.is_none() && unstarted(&r) {
                 found = Some(r);
-            } else if let Err(r) = {
-                // SAFETY: this thread holds the core, so it owns its local queue.
-                unsafe { local.push(r) }
-            } {
+            } else if let Err(r) = self.try_push_local(r) {
                 // Cannot happen (we popped first); never lose a task.
                 let g = r.metadata().group.clone();
                 push_global(&g, r);
