@@ -11,8 +11,9 @@
 use core::task::Waker;
 use core::time::Duration;
 use slab::Slab;
+
 #[cfg(not(loom))]
-use std::time::Instant;
+use crate::fair::clock;
 
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
 
@@ -52,14 +53,12 @@ pub(crate) fn update<E>(
     }
 }
 
-/// When a waiter joined the line, for the barging bound: real time, except under loom, where the
+/// When a waiter joined the line, for the barging bound: nanoseconds of the runtime's cheap clock
+/// (`fair::clock`: a counter read, where `Instant::now()` costs several times more, and a barging
+/// release reads it each time it serves the line), except under loom, where the
 /// line's own clock counts its reads instead (all of them happen under the primitive's mutex), so
 /// a model can make a bound of `n` nanoseconds expire exactly `n` reads after a waiter joined,
 /// deterministically, in every interleaving loom explores.
-#[cfg(not(loom))]
-pub(crate) type Stamp = Instant;
-/// See the non-loom version.
-#[cfg(loom)]
 pub(crate) type Stamp = u64;
 
 /// Marks "no node" in the `prev`/`next` links.
@@ -156,7 +155,7 @@ impl<R: Copy> WaitList<R> {
     /// The time, for [`waited`](Self::waited) and the `since` of a new waiter.
     #[cfg(not(loom))]
     pub(crate) fn now(&self) -> Stamp {
-        Instant::now()
+        clock::stamp()
     }
 
     /// The line's logical time: every read advances it by one (see [`Stamp`]).
@@ -229,9 +228,6 @@ impl<R: Copy> WaitList<R> {
 
     /// Whether the waiter `key` joined the line at least `bound` before `now`.
     pub(crate) fn waited(&self, key: usize, bound: Duration, now: Stamp) -> bool {
-        #[cfg(not(loom))]
-        let waited = |since: Stamp| now.saturating_duration_since(since) >= bound;
-        #[cfg(loom)]
         let waited = |since: Stamp| u128::from(now.saturating_sub(since)) >= bound.as_nanos();
         self.nodes[key].since.is_some_and(waited)
     }
