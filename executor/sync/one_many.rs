@@ -37,6 +37,10 @@ pub enum OneManyMode {
 ///   release wakes the head of the line without handing it the lock, so a running task may take the
 ///   free lock first and no context switch is needed per hand-off. Once the head has waited longer
 ///   than the bound, the lock switches to direct hand-off until the line catches up.
+/// * In a bounded-barging lock, a newcomer that finds the lock busy (and no hand-off under way)
+///   looks again a few times over a few hundred nanoseconds before it joins the line: a holder on
+///   another thread usually releases sooner than a park and a wake take. A lock held across an
+///   `.await`, or for longer than that, costs such a newcomer that short wait once per acquire.
 /// * Dropping a pending acquire future never loses a wakeup or leaks the lock.
 ///
 /// # Names in other crates
