@@ -71,6 +71,11 @@
 //!   a permit nobody is promised still wakes a waiter for it, and two releases wake two. A count
 //!   read before a woken waiter withdrew its promise can let one release too many skip; every
 //!   woken waiter's poll therefore wakes the waiters that free, unpromised permits can serve.
+//! - *A short spin* (barging lock only, as Go's running acquirers spin). Before a newcomer joins
+//!   the line it looks at the lock a few more times over a few hundred nanoseconds, giving up at
+//!   once in hand-off mode; a look is the fast path again, so a spin that acquires is a newcomer
+//!   that arrived a moment later. A per-lock credit turns the spin off (but for one contended
+//!   acquire in eight) where it keeps failing, i.e. where holds outlast it.
 //!
 //! **Phase-fair admission.** The lock serves its head like this: a writer at the head is granted (or
 //! notified) only when the lock is completely free; a reader at the head is granted whenever no writer
