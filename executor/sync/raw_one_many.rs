@@ -691,7 +691,10 @@ mod tests {
         for _ in 0..3 * SPIN_SAMPLE_EVERY {
             assert!(!raw.spin_acquire(Req::Shared));
         }
-        assert_eq!(raw.spin_skips.load(Ordering::Relaxed), 3 * SPIN_SAMPLE_EVERY);
+        assert_eq!(
+            raw.spin_skips.load(Ordering::Relaxed),
+            3 * SPIN_SAMPLE_EVERY
+        );
         assert_eq!(credit(&raw), 0);
         // A sampled spin that acquires earns credit back, up to the cap.
         raw.release_exclusive();
@@ -709,9 +712,15 @@ mod tests {
     #[test]
     fn a_fair_lock_never_spins_and_a_hand_off_stops_a_spin() {
         let fair = RawOneMany::new(Duration::ZERO);
-        assert!(!fair.spin_acquire(Req::Shared), "the lock is free, yet a fair lock spun");
+        assert!(
+            !fair.spin_acquire(Req::Shared),
+            "the lock is free, yet a fair lock spun"
+        );
         let barging = RawOneMany::new(Duration::from_secs(3600));
         barging.state.fetch_or(QUEUED | HANDOFF, Ordering::Relaxed);
-        assert!(!barging.spin_acquire(Req::Shared), "took the lock past a hand-off");
+        assert!(
+            !barging.spin_acquire(Req::Shared),
+            "took the lock past a hand-off"
+        );
     }
 }
