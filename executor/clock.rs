@@ -1,4 +1,6 @@
-//! A cheaper reading of the monotonic clock, for the service segments' boundaries.
+//! A cheaper reading of the monotonic clock, for the service segments' boundaries (and the other
+//! places that read the time often and need it only to about a microsecond: the scheduler's
+//! times, and how long a barging sync primitive's waiters have waited).
 //!
 //! A worker reads the clock at every switch between groups (to end one segment and begin the
 //! next), so a message between two groups costs a clock read on each side, and `Instant::now()`

@@ -16,6 +16,9 @@ pub mod group;
 pub mod hyper;
 pub mod runtime;
 mod shim;
+
+/// The cheap clock: segment boundaries, the scheduler's times and the sync primitives' waits.
+pub(crate) mod clock;
 pub mod sync;
 pub mod task;
 pub mod time;

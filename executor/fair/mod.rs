@@ -5,13 +5,11 @@
 //!   without the lock; the remover's half of the listing protocol (the pusher's half is the
 //!   group's `ListFlag`, `group::listed`).
 //! - `segment`: a worker's service segments (the time it spends on one group), the adaptive
-//!   clock, and the quantum.
-//! - `clock`: the cheap clock reading segment boundaries use.
+//!   clock, and the quantum. Their times come from the cheap clock (`crate::clock`).
 //!
 //! This layer knows groups and tasks; it knows nothing of workers or threads. A worker calls it
 //! with the time it measured and the group it served.
 
-pub(crate) mod clock;
 pub(crate) mod lane;
 pub(crate) mod scheduler;
 pub(crate) mod segment;

@@ -212,7 +212,7 @@ impl Scheduler {
     /// Pushes `r`, a task of `g`, to the lane, after [`lane_admits`](Self::lane_admits) said yes.
     /// Gives it back if the runtime shut the lane.
     pub(crate) fn push_lane(&self, g: &GroupInner, r: Runnable) -> Result<(), Runnable> {
-        self.lane.push(&g.in_lane, r, super::clock::stamp())
+        self.lane.push(&g.in_lane, r, crate::clock::stamp())
     }
 
     /// Takes the lane's oldest task, with the clock stamp of its push.
@@ -271,7 +271,7 @@ impl Scheduler {
     pub(crate) fn list(&self, g: &Arc<GroupInner>) {
         // Everything but the push before the count: the window in which the group is counted but
         // not in the inbox stays as short as it can be (see `may_pick`).
-        let entry = (g.clone(), super::clock::now());
+        let entry = (g.clone(), crate::clock::now());
         self.listed.fetch_add(1, Ordering::SeqCst);
         if let Err(e) = self.inbox.push(entry) {
             // The inbox is never closed; keep the count honest anyway.
@@ -383,7 +383,7 @@ impl Scheduler {
         if let Some(worker) = parking {
             st.served[worker] = None;
         }
-        self.update_floor(&mut st, super::clock::now());
+        self.update_floor(&mut st, crate::clock::now());
     }
 
     /// Applies the worker's pending charges, then takes work from the listed group with the
@@ -582,7 +582,7 @@ impl Scheduler {
     ) -> bool {
         let ahead_of = serving.vtime_hint.load(Ordering::Relaxed);
         let vtime = woken.vtime_hint.load(Ordering::Relaxed);
-        let slack = own_quantum(woken, super::clock::nanos(quantum));
+        let slack = own_quantum(woken, crate::clock::nanos(quantum));
         if vtime > ahead_of.saturating_add(slack) {
             return false;
         }

@@ -55,7 +55,7 @@ pub(crate) struct Service {
 
 impl Service {
     pub(crate) fn new() -> Self {
-        let now = super::clock::stamp();
+        let now = crate::clock::stamp();
         Service {
             charges: Vec::with_capacity(MAX_PENDING_CHARGES),
             current: NONE,
@@ -184,7 +184,7 @@ impl Service {
     /// Reads the clock, adapts the interval to the measured poll length, and returns the stamp if
     /// the quantum is over.
     pub(crate) fn read_clock(&mut self, quantum: Duration) -> Option<u64> {
-        let now = super::clock::stamp();
+        let now = crate::clock::stamp();
         let elapsed = now.saturating_sub(self.last_clock);
         self.last_clock = now;
         let per_poll = elapsed / u64::from(self.interval).max(1);
@@ -192,12 +192,12 @@ impl Service {
             .clamp(1, u64::from(MAX_CLOCK_INTERVAL)) as u32;
         self.interval = interval;
         self.countdown = interval;
-        (now.saturating_sub(self.quantum_start) >= super::clock::nanos(quantum)).then_some(now)
+        (now.saturating_sub(self.quantum_start) >= crate::clock::nanos(quantum)).then_some(now)
     }
 
     /// True while the current quantum lasts, as of the last clock read.
     pub(crate) fn in_quantum(&self, quantum: Duration) -> bool {
-        self.last_clock.saturating_sub(self.quantum_start) < super::clock::nanos(quantum)
+        self.last_clock.saturating_sub(self.quantum_start) < crate::clock::nanos(quantum)
     }
 
     /// Starts a new quantum (after a quantum end, or when the worker wakes from parking), at the

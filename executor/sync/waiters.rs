@@ -13,7 +13,7 @@ use core::time::Duration;
 use slab::Slab;
 
 #[cfg(not(loom))]
-use crate::fair::clock;
+use crate::clock;
 
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
 
@@ -54,7 +54,7 @@ pub(crate) fn update<E>(
 }
 
 /// When a waiter joined the line, for the barging bound: nanoseconds of the runtime's cheap clock
-/// (`fair::clock`: a counter read, where `Instant::now()` costs several times more, and a barging
+/// (`crate::clock`: a counter read, where `Instant::now()` costs several times more, and a barging
 /// release reads it each time it serves the line), except under loom, where the
 /// line's own clock counts its reads instead (all of them happen under the primitive's mutex), so
 /// a model can make a bound of `n` nanoseconds expire exactly `n` reads after a waiter joined,

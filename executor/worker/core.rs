@@ -366,7 +366,7 @@ impl Core {
     #[inline]
     fn take_from_lane(&mut self) -> Option<Runnable> {
         let (first, since) = self.shared.scheduler.pop_lane()?;
-        let now = crate::fair::clock::stamp();
+        let now = crate::clock::stamp();
         self.took_from_lane(&first, now, since);
         // This worker's share of what else waits there, for its extras, so that the next few
         // lane tasks cost it no visit to the lane (where each pop meets the pushers) and are not
@@ -393,8 +393,8 @@ impl Core {
     }
 
     fn take_from_rotation(&mut self) -> Option<Runnable> {
-        let stamp = crate::fair::clock::stamp();
-        let now = crate::fair::clock::instant_of(stamp);
+        let stamp = crate::clock::stamp();
+        let now = crate::clock::instant_of(stamp);
         let mut batch = std::mem::take(&mut self.batch);
         let mut extras = std::mem::take(&mut self.extras_batch);
         let shared = self.shared.clone();
@@ -506,7 +506,7 @@ impl Core {
         let meta = r.metadata();
         let group = &meta.group;
         if !self.service.serves(Arc::as_ptr(group)) {
-            let now = crate::fair::clock::stamp();
+            let now = crate::clock::stamp();
             self.end_segment(now);
             self.begin_segment(Cow::Borrowed(group), now);
         }
@@ -591,7 +591,7 @@ impl Core {
             self.service.charges(),
             self.idx,
             &g,
-            crate::fair::clock::instant_of(now),
+            crate::clock::instant_of(now),
         );
         self.service.settle();
         // A task in the lane belongs to a group that was idle at the floor, which a pick would
@@ -672,7 +672,7 @@ impl Core {
     /// re-checks for work. False if the core stays awake (work appeared, or shutdown).
     pub(super) fn park_begin(&mut self) -> bool {
         let now = Instant::now();
-        self.end_segment(crate::fair::clock::stamp_of(now));
+        self.end_segment(crate::clock::stamp_of(now));
         // Tell the scheduler this core serves nothing now (if it said otherwise), so the group it
         // served no longer holds the floor down.
         let parking = std::mem::replace(&mut self.reported_serving, false).then_some(self.idx);
@@ -747,7 +747,7 @@ impl Core {
         if keeping {
             self.shared.keeper.stop();
         }
-        self.service.restart_quantum(crate::fair::clock::stamp());
+        self.service.restart_quantum(crate::clock::stamp());
     }
 
     fn wake_self(&mut self) {
@@ -816,7 +816,7 @@ impl Core {
     /// spends waiting is nobody's service) and moves the LIFO task to the local queue, where idle
     /// workers can steal it while the core waits for its new thread.
     pub(crate) fn prepare_hand_off(&mut self) {
-        self.end_segment(crate::fair::clock::stamp());
+        self.end_segment(crate::clock::stamp());
         if let Some(r) = self.lifo.take() {
             self.push_local(r);
         }
@@ -835,7 +835,7 @@ impl Core {
     pub(crate) fn resume_segment(&mut self, group: Option<Arc<GroupInner>>) {
         let host = Arc::as_ptr(&self.shared);
         if let Some(g) = group.filter(|g| ptr::eq(g.host_addr(), host)) {
-            self.begin_segment(Cow::Owned(g), crate::fair::clock::stamp());
+            self.begin_segment(Cow::Owned(g), crate::clock::stamp());
         }
     }
 
@@ -843,7 +843,7 @@ impl Core {
     /// this core's LIFO slot or queue (this thread has no core in its cell, so such wakes go to
     /// the global queues; the loop is a safeguard), so repeat until both are empty.
     pub(crate) fn retire(mut self) {
-        self.end_segment(crate::fair::clock::stamp());
+        self.end_segment(crate::clock::stamp());
         // Nothing is charged any more; the service still goes to the groups' metrics.
         self.service.settle();
         self.publish_counts();
