@@ -427,9 +427,11 @@ impl RawOneMany {
     /// credit (up to a cap), one that gives up takes one away, and at zero credit only every
     /// eighth contended acquire spins (to notice holds that got shorter). So where holds outlast
     /// the spin, nearly every acquire joins the line at once.
+    ///
+    /// An upgrade never spins: it waits at the front of the line in hand-off mode anyway.
     #[inline(never)]
     fn spin_acquire(&self, req: Req) -> bool {
-        if SPIN_LOOKS == 0 || self.bound.is_zero() {
+        if SPIN_LOOKS == 0 || self.bound.is_zero() || req == Req::Upgrade {
             return false;
         }
         let credit = self.spin_credit.load(Ordering::Relaxed);
@@ -447,13 +449,11 @@ impl RawOneMany {
                 return false;
             }
             if self.try_fast(req, s) {
-                let credit = self.spin_credit.load(Ordering::Relaxed);
                 self.spin_credit
                     .store((credit + 2).min(SPIN_CREDIT_MAX), Ordering::Relaxed);
                 return true;
             }
         }
-        let credit = self.spin_credit.load(Ordering::Relaxed);
         self.spin_credit
             .store(credit.saturating_sub(1), Ordering::Relaxed);
         false
@@ -631,7 +631,7 @@ impl Future for Wait<'_> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         assert!(!self.done, "lock future polled after completion");
         let ready = if self.key == NOT_QUEUED {
-            if self.req != Req::Upgrade && self.raw.spin_acquire(self.req) {
+            if self.raw.spin_acquire(self.req) {
                 self.done = true;
                 return Poll::Ready(());
             }
