@@ -27,7 +27,9 @@ mod worker;
 use std::future::Future;
 
 pub use group::{Group, GroupBuilder, GroupMetrics, Scoped, current_group};
-pub use runtime::{BuildError, Builder, EnterGuard, Handle, Runtime, RuntimeMetrics};
+pub use runtime::{
+    BuildError, Builder, EnterGuard, Handle, Runtime, RuntimeMetrics, WorkerMetrics,
+};
 pub use task::{JoinError, JoinHandle, TaskPanic, yield_now};
 
 #[cfg(feature = "macros")]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{eventually, rt, spin};
 
 /// Waits until the single worker has parked and published, and returns its counters.
-fn settled(rt: &rondo::Runtime, parks_at_least: u64) -> rondo::runtime::WorkerMetrics {
+fn settled(rt: &rondo::Runtime, parks_at_least: u64) -> rondo::WorkerMetrics {
     assert!(eventually(10, || rt.metrics().workers[0].parks >= parks_at_least));
     // Parked and published: nothing moves until the next task.
     std::thread::sleep(Duration::from_millis(20));

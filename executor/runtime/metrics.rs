@@ -63,7 +63,8 @@ pub struct RuntimeMetrics {
 /// ```
 /// let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
 /// rt.block_on(rt.spawn(async {})).unwrap();
-/// let w = &rt.metrics().workers[0];
+/// // Exported at the crate root beside `RuntimeMetrics`.
+/// let w: &rondo::WorkerMetrics = &rt.metrics().workers[0];
 /// assert!(w.local_queue_depth <= 256);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
