@@ -125,6 +125,17 @@ pub(crate) struct GroupInner {
 }
 
 impl GroupInner {
+    /// Wakes the `wait_idle` callers once no task is left. Out of line: only a group with such a
+    /// caller gets here, while every task's completion runs the check in front of it
+    /// (`Owner::finished`).
+    #[cold]
+    #[inline(never)]
+    fn notify_if_idle(&self) {
+        if self.registry.is_empty() {
+            self.idle_event.notify(usize::MAX);
+        }
+    }
+
     /// Creates a group on `host` and adds it to the host's list. A group created once shutdown
     /// began has closed queues, so nothing can be stranded in it.
     pub(crate) fn new(
@@ -198,8 +209,8 @@ impl Owner for GroupInner {
 
     fn finished(&self, meta: &TaskMeta, outcome: Outcome) {
         self.registry.finished(meta, outcome);
-        if self.idle_waiters.load(Ordering::SeqCst) > 0 && self.registry.is_empty() {
-            self.idle_event.notify(usize::MAX);
+        if self.idle_waiters.load(Ordering::SeqCst) > 0 {
+            self.notify_if_idle();
         }
     }
 

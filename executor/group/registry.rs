@@ -156,12 +156,13 @@ impl Registry {
 
     /// Called once, after a task's future was dropped: counts how it ended and removes its entry.
     /// The caller then reads `idle_waiters` (the other half of the `wait_idle` pair).
+    #[inline]
     pub(crate) fn finished(&self, meta: &TaskMeta, outcome: Outcome) {
-        let slot = meta.slot.swap(UNREGISTERED, Ordering::SeqCst);
-        if slot != UNREGISTERED {
-            let (shard, key) = shard_and_key(slot);
-            let entry = lock(&self.shards()[shard].0).wakers.try_remove(key);
-            drop(entry);
+        // Only the task's own polls register it, and they happen before this (whoever holds the
+        // task holds it alone), so a plain load says whether it has an entry: a task that never
+        // waited skips the read-modify-write.
+        if meta.slot.load(Ordering::Relaxed) != UNREGISTERED {
+            self.unregister(meta);
         }
         let counter = match outcome {
             Outcome::Completed => &self.completed,
@@ -169,6 +170,18 @@ impl Registry {
             Outcome::Panicked => &self.panicked,
         };
         counter.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Removes the entry of a task that waited. Out of line: it takes a shard's lock, and the
+    /// counting around it runs for every task.
+    #[inline(never)]
+    fn unregister(&self, meta: &TaskMeta) {
+        let slot = meta.slot.swap(UNREGISTERED, Ordering::SeqCst);
+        if slot != UNREGISTERED {
+            let (shard, key) = shard_and_key(slot);
+            let entry = lock(&self.shards()[shard].0).wakers.try_remove(key);
+            drop(entry);
+        }
     }
 
     /// Wakes `meta`'s task if it is registered as idle (the entry at its slot is its own).
