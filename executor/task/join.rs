@@ -140,17 +140,23 @@ impl<T> Drop for JoinHandle<T> {
             return;
         };
         if !self.done && task.is_finished() {
-            // The output is ready and would be dropped inside `detach`, on this thread: take it
-            // and drop it here, so a panicking destructor is reported to the task's group instead
-            // of unwinding into the caller.
-            let mut cx = Context::from_waker(Waker::noop());
-            if let Poll::Ready(Some(out)) = Pin::new(&mut task).poll(&mut cx) {
-                // SAFETY: see `meta`; `task` is still alive here.
-                let group = unsafe { self.meta.as_ref() }.group.clone();
-                drop_reporting(out.into_inner(), &*group);
-            }
+            // SAFETY: see `meta`; `task` is still alive here.
+            drop_output(&mut task, unsafe { self.meta.as_ref() });
         }
         task.detach();
+    }
+}
+
+/// The output of a finished task whose handle is dropped unread would be dropped inside `detach`,
+/// on this thread: takes it and drops it here, so a panicking destructor is reported to the task's
+/// group instead of unwinding into the caller. Out of line: a handle dropped right after its spawn
+/// (a detached task) never gets here.
+#[inline(never)]
+fn drop_output<T>(task: &mut FallibleTask<TaskOutput<T>, TaskMeta>, meta: &TaskMeta) {
+    let mut cx = Context::from_waker(Waker::noop());
+    if let Poll::Ready(Some(out)) = Pin::new(task).poll(&mut cx) {
+        let group = meta.group.clone();
+        drop_reporting(out.into_inner(), &*group);
     }
 }
 
