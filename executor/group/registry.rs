@@ -161,8 +161,9 @@ impl Registry {
         // Only the task's own polls register it, and they happen before this (whoever holds the
         // task holds it alone), so a plain load says whether it has an entry: a task that never
         // waited skips the read-modify-write.
-        if meta.slot.load(Ordering::Relaxed) != UNREGISTERED {
-            self.unregister(meta);
+        let slot = meta.slot.load(Ordering::Relaxed);
+        if slot != UNREGISTERED {
+            self.unregister(meta, slot);
         }
         let counter = match outcome {
             Outcome::Completed => &self.completed,
@@ -172,16 +173,16 @@ impl Registry {
         counter.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Removes the entry of a task that waited. Out of line: it takes a shard's lock, and the
-    /// counting around it runs for every task.
+    /// Removes the entry at `slot` of a task that waited. Out of line: it takes a shard's lock,
+    /// and the counting around it runs for every task. A plain store resets the slot, for the same
+    /// reason a plain load read it; a `wake` that read the old slot finds, under the shard's lock,
+    /// no entry or another task's (its id differs) and wakes nobody.
     #[inline(never)]
-    fn unregister(&self, meta: &TaskMeta) {
-        let slot = meta.slot.swap(UNREGISTERED, Ordering::SeqCst);
-        if slot != UNREGISTERED {
-            let (shard, key) = shard_and_key(slot);
-            let entry = lock(&self.shards()[shard].0).wakers.try_remove(key);
-            drop(entry);
-        }
+    fn unregister(&self, meta: &TaskMeta, slot: usize) {
+        meta.slot.store(UNREGISTERED, Ordering::Relaxed);
+        let (shard, key) = shard_and_key(slot);
+        let entry = lock(&self.shards()[shard].0).wakers.try_remove(key);
+        drop(entry);
     }
 
     /// Wakes `meta`'s task if it is registered as idle (the entry at its slot is its own).
