@@ -146,7 +146,9 @@ impl GroupInner {
     ) -> Arc<GroupInner> {
         host.groups().insert(|id, key| {
             let name = name.map_or_else(OnceLock::new, OnceLock::from);
-            let g = GroupInner {
+            // Built inside `Arc::new`: the allocation is made first and the fields written into it,
+            // not a 512-byte value assembled on the stack and copied over.
+            let g = Arc::new(GroupInner {
                 name,
                 idle_event: Event::new(),
                 id,
@@ -170,11 +172,11 @@ impl GroupInner {
                 cancelled: AtomicBool::new(false),
                 idle_waiters: AtomicUsize::new(0),
                 limiter: max_concurrency.map(|n| Box::new(Limiter::new(n))),
-            };
+            });
             if host.is_shutdown() {
                 g.close();
             }
-            Arc::new(g)
+            g
         })
     }
 
