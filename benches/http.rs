@@ -16,8 +16,10 @@
 //!   runtime). With 1 ms polls on both workers, a request of B that arrives waits for the first of
 //!   them to end: about 0.9 ms at the 99th percentile, whatever the scheduler.
 //!
-//! rondo runs three ways for the tenant rows (a group per connection, a group per request, one
-//! group); the other rows use a group per connection. smol is `async-executor` run by N threads
+//! rondo runs four ways for the tenant rows (a group per connection, a group per request, one
+//! group, and a group per connection with each tenant's group kept off one worker by
+//! `max_concurrency(workers - 1)`, which removes that wait); the other rows use a group per
+//! connection. smol is `async-executor` run by N threads
 //! that each drive the async-io reactor while waiting (what `smol` does), with smol-hyper's timer.
 //!
 //! `cargo bench --features hyper --bench http`. Worker threads: `RONDO_BENCH_WORKERS` (default 2).
@@ -60,6 +62,7 @@ impl Kind {
             Kind::Rondo(Placement::PerConnection) => "rondo (group per connection)",
             Kind::Rondo(Placement::PerRequest) => "rondo (group per request)",
             Kind::Rondo(Placement::OneGroup) => "rondo (one group)",
+            Kind::Rondo(Placement::Reserved) => "rondo (per connection, a worker kept)",
             Kind::Tokio => "tokio",
             Kind::Smol => "smol",
         }
@@ -161,8 +164,7 @@ fn measure(kind: Kind, workers: usize, secs: f64, wrk: bool) -> io::Result<Row> 
         a_conns: 0,
         ..tenant_flood.clone()
     };
-    let full =
-        kind != Kind::Rondo(Placement::PerRequest) && kind != Kind::Rondo(Placement::OneGroup);
+    let full = kind == Kind::Rondo(Placement::PerConnection) || !matches!(kind, Kind::Rondo(_));
     if full {
         let (addr, server) = kind.start(workers)?;
         let (requests, took, usage) = if wrk {
@@ -236,7 +238,7 @@ fn num(v: Option<f64>, digits: usize) -> String {
 
 fn print_table(rows: &[(Kind, Row)]) {
     println!(
-        "{:<30} {:>9} {:>10} {:>8} {:>9} {:>19} {:>19} {:>8} {:>19}",
+        "{:<38} {:>9} {:>10} {:>8} {:>9} {:>19} {:>19} {:>8} {:>19}",
         "server",
         "req/s",
         "CPU/req",
@@ -253,7 +255,7 @@ fn print_table(rows: &[(Kind, Row)]) {
             None => "-".into(),
         };
         println!(
-            "{:<30} {:>9} {:>10} {:>8} {:>9} {:>19} {:>19} {:>8} {:>19}",
+            "{:<38} {:>9} {:>10} {:>8} {:>9} {:>19} {:>19} {:>8} {:>19}",
             kind.name(),
             num(r.req_per_sec, 0),
             us(r.cpu_per_req),
@@ -278,6 +280,7 @@ fn main() -> io::Result<()> {
         Kind::Smol,
         Kind::Rondo(Placement::PerRequest),
         Kind::Rondo(Placement::OneGroup),
+        Kind::Rondo(Placement::Reserved),
     ];
     println!(
         "HTTP/1.1 hello world and the tenant workload; {workers} worker threads per server, \

@@ -14,6 +14,11 @@
 //!   into its tenant's group and awaited (`group.spawn(handler).await`), so the CPU it burns is
 //!   charged to its tenant whatever the connection carries. It costs two more trips through the
 //!   run queues per request.
+//! - **per connection, a worker kept**: as per connection, with each tenant's group built with
+//!   `max_concurrency(workers - 1)`, so that no tenant's polls hold every worker at once. Groups
+//!   share the workers' time by weight, but a poll is never interrupted: with A's 1 ms polls on
+//!   both workers, a request of B waits for one of them to end. Keeping a worker out of any one
+//!   tenant's reach removes that wait, and costs A the kept worker's share when B is idle.
 //!
 //! The heavy handler yields once before it burns its CPU, on every server: otherwise hyper's
 //! connection task goes on to the connection's next request within the same poll, and one poll
@@ -40,7 +45,7 @@ mod tenant;
 use std::error::Error;
 use std::time::Duration;
 
-use tenant::Placement::{self, OneGroup, PerConnection, PerRequest};
+use tenant::Placement::{self, OneGroup, PerConnection, PerRequest, Reserved};
 use tenant::{RondoServer, TenantLoad, TenantReport, TokioServer, run_tenants};
 
 struct Options {
@@ -103,7 +108,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         "{:<38} {:>10} {:>10} {:>10} {:>12}",
         "server", "B p50", "B p99", "B reqs", "A req/s"
     );
-    let rows: [(&str, &TenantLoad, Server); 5] = [
+    let rows: [(&str, &TenantLoad, Server); 6] = [
         (
             "rondo, groups per connection, A idle",
             &alone,
@@ -113,6 +118,11 @@ fn main() -> Result<(), Box<dyn Error>> {
             "rondo, groups per connection",
             &flood,
             Server::Rondo(PerConnection),
+        ),
+        (
+            "rondo, per connection, a worker kept",
+            &flood,
+            Server::Rondo(Reserved),
         ),
         (
             "rondo, groups per request",

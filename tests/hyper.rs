@@ -1,7 +1,7 @@
 //! hyper 1.x on rondo (`--features hyper`): an HTTP/1.1 server and client over async-io loopback
 //! sockets with `rondo::hyper`'s executor and timer, hyper's timeouts through the timer, the
-//! executor's choice of group, a TCP round trip, and a short version of the tenant measurement of
-//! `examples/tenant_server.rs`.
+//! executor's choice of group, and a TCP round trip. The short versions of the tenant measurement
+//! of `examples/tenant_server.rs` are in `tests/tenant.rs`.
 
 mod common;
 #[path = "../examples/tenant/mod.rs"]
@@ -420,59 +420,5 @@ fn tcp_round_trips_on_loopback() {
         // A loopback round trip takes tens of microseconds; 20 ms leaves room for a loaded
         // machine but not for a wakeup that waits on a timer or a poll interval.
         assert!(p50 < Duration::from_millis(20), "p50 round trip {p50:?}");
-    });
-}
-
-/// The tenant measurement, short: under tenant A's flood of CPU-heavy requests, tenant B's
-/// occasional requests (as heavy as A's: 1 ms of CPU each) are answered much sooner with a group
-/// per tenant than with one group for everything, both with connections placed in their tenant's
-/// group and with each request's handler spawned into it.
-///
-/// With one group, B's handler, once it yields, queues behind A's (32 connections × 1 ms on 2
-/// workers: many milliseconds); with groups, B's group is behind A's, so B's work gets the next
-/// free worker. (A *light* request of B's, which never yields, runs soon in one group as well: the
-/// worker looks at the group's global queue, where the reactor's thread puts B's wake, at every
-/// quantum end.) The configurations run back to back in the same test, so load from elsewhere on
-/// the machine slows all of them; the test asks for a 2× better median per connection and 1.5× per
-/// request, well inside the difference groups make, and gives the comparison three tries before
-/// failing.
-#[test]
-fn tenant_groups_shield_one_tenant_from_anothers_flood() {
-    use tenant::Placement::{OneGroup, PerConnection, PerRequest};
-    let load = tenant::TenantLoad {
-        a_conns: 32,
-        a_path: "/a/work",
-        b_conns: 1,
-        b_pause: Duration::from_millis(5),
-        b_path: "/b/work",
-        warmup: Duration::from_millis(300),
-        measure: Duration::from_millis(1500),
-    };
-    let b_p50 = move |placement| {
-        let s = tenant::RondoServer::start(2, placement).unwrap();
-        let r = tenant::run_tenants(s.addr, &load).unwrap();
-        assert!(
-            r.b.len() >= 5,
-            "too few B samples with {placement:?}: {r:?}"
-        );
-        assert!(r.a_requests > 0, "A was not served with {placement:?}");
-        r.b_p50()
-    };
-    watchdog(180, move || {
-        let mut tries = Vec::new();
-        for _ in 0..3 {
-            let (conn, req, one) = (b_p50(PerConnection), b_p50(PerRequest), b_p50(OneGroup));
-            eprintln!(
-                "B p50: group per connection {conn:?}, per request {req:?}, one group {one:?}"
-            );
-            tries.push((conn, req, one));
-            // Per request, B's request waits for a worker up to three times (its connection, its
-            // handler, its connection again), each behind up to one 1 ms poll of A's: a smaller
-            // margin than per connection, which waits once.
-            if one >= conn * 2 && one.as_secs_f64() >= req.as_secs_f64() * 1.5 {
-                return;
-            }
-        }
-        panic!("B's p50 (group per connection, per request, one group) per try: {tries:?}");
     });
 }

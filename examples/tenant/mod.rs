@@ -123,6 +123,11 @@ pub enum Placement {
     /// `peek` before hyper sees it: later requests on the connection are charged to the same
     /// tenant. One trip through the run queues per request.
     PerConnection,
+    /// As `PerConnection`, with each tenant's group capped at one poll fewer than there are
+    /// workers (`Group::max_concurrency`, at least 1): a tenant's flood never holds every worker,
+    /// so another tenant's request finds one free however long the flood's polls are, at the
+    /// price of the flooding tenant's throughput (it gets `workers - 1` workers at most).
+    Reserved,
 }
 
 /// The server on rondo. Dropping it shuts its runtime down, which drops the listener and every
@@ -150,7 +155,15 @@ impl RondoServer {
         let tenants = if placement == Placement::OneGroup {
             None
         } else {
-            let group = |name: &str| rt.group().name(name).build().map_err(io::Error::other);
+            let cap = (placement == Placement::Reserved).then(|| workers.saturating_sub(1).max(1));
+            let group = |name: &str| {
+                let g = rt.group().name(name);
+                let g = match cap {
+                    Some(n) => g.max_concurrency(n),
+                    None => g,
+                };
+                g.build().map_err(io::Error::other)
+            };
             Some(Arc::new(Tenants {
                 a: group("tenant-a")?,
                 b: group("tenant-b")?,
@@ -206,7 +219,7 @@ async fn rondo_accept(
             // The connection's first request line picks its group; the task that waits for it is
             // light and runs in the default group, then the connection is spawned where it
             // belongs, and its handlers run inline.
-            Placement::PerConnection => {
+            Placement::PerConnection | Placement::Reserved => {
                 rondo::spawn(async move {
                     let group = first_request_tenant(&stream)
                         .await
@@ -224,19 +237,34 @@ async fn rondo_accept(
 /// The path prefix (`/a/` or `/b/`) of the connection's first request, peeked at without taking
 /// it from the socket, or `None` if it does not arrive within 10 s or does not say.
 async fn first_request_tenant(stream: &Async<TcpStream>) -> Option<&'static str> {
-    let mut buf = [0u8; 32];
-    let n = rondo::time::timeout(Duration::from_secs(10), stream.peek(&mut buf))
-        .await
-        .ok()?
-        .ok()?;
-    // "GET /a/work HTTP/1.1": the path starts after the method's space.
-    let line = &buf[..n];
-    let space = line.iter().position(|&b| b == b' ')?;
-    match line.get(space + 1..space + 4)? {
-        b"/a/" => Some("/a/"),
-        b"/b/" => Some("/b/"),
-        _ => None,
-    }
+    rondo::time::timeout(Duration::from_secs(10), async {
+        let mut buf = [0u8; 32];
+        loop {
+            let n = stream.peek(&mut buf).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            // "GET /a/work HTTP/1.1": the path starts after the method's space.
+            let line = &buf[..n];
+            let prefix = line
+                .iter()
+                .position(|&b| b == b' ')
+                .and_then(|space| line.get(space + 1..space + 4));
+            match prefix {
+                Some(b"/a/") => return Some("/a/"),
+                Some(b"/b/") => return Some("/b/"),
+                Some(_) => return None,
+                // A client may send its request line in pieces: the socket stays readable with
+                // the piece peeked, so wait a little before looking again rather than spin.
+                None if n < buf.len() && !line.contains(&b'\n') => {
+                    rondo::time::sleep(Duration::from_micros(50)).await;
+                }
+                None => return None,
+            }
+        }
+    })
+    .await
+    .ok()?
 }
 
 /// Serves one connection; with `tenants`, each request's handler runs in its tenant's group.
@@ -430,7 +458,10 @@ impl Client {
     /// Sends `GET path` and reads the whole response; returns the body's length. A status other
     /// than 200, a malformed response or a closed connection is an error.
     pub fn get(&mut self, path: &str) -> io::Result<usize> {
-        write!(self.writer, "GET {path} HTTP/1.1\r\nHost: tenant\r\n\r\n")?;
+        // One write: formatting straight into the unbuffered socket sends the request in three
+        // segments (`TCP_NODELAY`), as few real clients do.
+        let request = format!("GET {path} HTTP/1.1\r\nHost: tenant\r\n\r\n");
+        self.writer.write_all(request.as_bytes())?;
         self.line.clear();
         self.reader.read_line(&mut self.line)?;
         if !self.line.starts_with("HTTP/1.1 200") {

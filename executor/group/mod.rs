@@ -167,6 +167,12 @@ impl GroupBuilder {
     /// At most `n` of the group's tasks are polled at the same instant (`n >= 1`); `1` makes a
     /// serial group that polls its tasks one at a time in the order they became runnable.
     ///
+    /// Weights share the workers' time, but a poll is never interrupted: a tenant whose handlers
+    /// compute for a millisecond in one poll can hold every worker, and another tenant's request
+    /// waits for one of those polls to end. With `n` below the worker count the group never holds
+    /// them all, so the other groups always find a worker (at the price of this group's throughput
+    /// when it is alone).
+    ///
     /// ```
     /// let rt = rondo::Runtime::new().unwrap();
     /// let strand = rt.group().max_concurrency(1).build().unwrap();
