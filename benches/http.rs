@@ -151,15 +151,7 @@ fn flood_rust(addr: SocketAddr, secs: f64) -> io::Result<(u64, Duration, ThreadU
 
 fn measure(kind: Kind, workers: usize, secs: f64, wrk: bool) -> io::Result<Row> {
     let mut row = Row::default();
-    let tenant_flood = TenantLoad {
-        a_conns: 32,
-        a_path: "/a/work",
-        b_conns: 2,
-        b_pause: Duration::from_millis(5),
-        b_path: "/b/hello",
-        warmup: Duration::from_millis(300),
-        measure: Duration::from_secs_f64(secs),
-    };
+    let tenant_flood = TenantLoad::flood(Duration::from_secs_f64(secs));
     let tenant_alone = TenantLoad {
         a_conns: 0,
         ..tenant_flood.clone()

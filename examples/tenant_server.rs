@@ -88,12 +88,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     let flood = TenantLoad {
         a_conns: o.a_conns,
-        a_path: "/a/work",
-        b_conns: 2,
-        b_pause: Duration::from_millis(5),
-        b_path: "/b/hello",
         warmup: Duration::from_millis(500),
-        measure: Duration::from_secs_f64(o.secs),
+        ..TenantLoad::flood(Duration::from_secs_f64(o.secs))
     };
     let alone = TenantLoad {
         a_conns: 0,

@@ -37,13 +37,9 @@ fn tenant_groups_shield_one_tenant_from_anothers_flood() {
     let _serial = serial();
     use tenant::Placement::{OneGroup, PerConnection, PerRequest};
     let load = tenant::TenantLoad {
-        a_conns: 32,
-        a_path: "/a/work",
         b_conns: 1,
-        b_pause: Duration::from_millis(5),
         b_path: "/b/work",
-        warmup: Duration::from_millis(300),
-        measure: Duration::from_millis(1500),
+        ..tenant::TenantLoad::flood(Duration::from_millis(1500))
     };
     let b_p50 = move |placement| {
         let s = tenant::RondoServer::start(2, placement).unwrap();
@@ -89,15 +85,7 @@ fn tenant_groups_shield_one_tenant_from_anothers_flood() {
 #[test]
 fn a_tenant_capped_below_the_worker_count_never_holds_every_worker() {
     let _serial = serial();
-    let load = tenant::TenantLoad {
-        a_conns: 32,
-        a_path: "/a/work",
-        b_conns: 2,
-        b_pause: Duration::from_millis(5),
-        b_path: "/b/hello",
-        warmup: Duration::from_millis(300),
-        measure: Duration::from_millis(1500),
-    };
+    let load = tenant::TenantLoad::flood(Duration::from_millis(1500));
     watchdog(120, move || {
         let s = tenant::RondoServer::start(2, tenant::Placement::Reserved).unwrap();
         let r = tenant::run_tenants(s.addr, &load).unwrap();

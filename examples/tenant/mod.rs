@@ -519,6 +519,23 @@ pub struct TenantLoad {
     pub measure: Duration,
 }
 
+impl TenantLoad {
+    /// The standard flood, measured for `measure`: 32 connections of A on `/a/work`, 2 of B each
+    /// requesting `/b/hello` every 5 ms, after 300 ms of warm-up. Change a field with struct
+    /// update syntax (`TenantLoad { a_conns: 0, ..TenantLoad::flood(d) }`).
+    pub fn flood(measure: Duration) -> TenantLoad {
+        TenantLoad {
+            a_conns: 32,
+            a_path: "/a/work",
+            b_conns: 2,
+            b_pause: Duration::from_millis(5),
+            b_path: "/b/hello",
+            warmup: Duration::from_millis(300),
+            measure,
+        }
+    }
+}
+
 /// What one tenant run measured.
 #[derive(Clone, Debug)]
 pub struct TenantReport {
