@@ -51,12 +51,24 @@ pub(super) const EXTRA_GROUPS: usize = 8;
 /// operating system merely preempted for a while keeps its group's credit.
 const STALE_AFTER: Duration = Duration::from_millis(20);
 
+/// A virtual runtime in whole virtual nanoseconds (`vruntime / SCALE`), as the hints give it.
+fn virtual_ns(vruntime: u128) -> u64 {
+    u64::try_from(vruntime / SCALE).unwrap_or(u64::MAX)
+}
+
+/// A group's place in the rotation: its virtual runtime in whole virtual nanoseconds, then its id.
+/// Half the size of the exact `(u128, u64)`, which the rotation's inserts and removals move
+/// around its nodes on every listing; groups less than a virtual nanosecond apart are ordered by
+/// id, which no share can tell.
+fn rotation_key(vruntime: u128, id: u64) -> (u64, u64) {
+    (virtual_ns(vruntime), id)
+}
+
 /// Sets a group's virtual runtime and its lock-free hint (`GroupInner::vtime_hint`), under the
 /// group's lock.
 fn set_vruntime(g: &GroupInner, gs: &mut GroupSched, vruntime: u128) {
     gs.vruntime = vruntime;
-    let hint = u64::try_from(vruntime / SCALE).unwrap_or(u64::MAX);
-    g.vtime_hint.store(hint, Ordering::Relaxed);
+    g.vtime_hint.store(virtual_ns(vruntime), Ordering::Relaxed);
 }
 
 /// A quantum of `g`'s own service in virtual nanoseconds (`quantum_ns / weight`, from its weight
@@ -129,7 +141,8 @@ pub(crate) struct Scheduler {
 }
 
 struct SchedState {
-    rotation: BTreeMap<(u128, u64), Arc<GroupInner>>,
+    /// Keyed by [`rotation_key`]: virtual nanoseconds, then the group's id.
+    rotation: BTreeMap<(u64, u64), Arc<GroupInner>>,
     floor: u128,
     /// Per worker: the group it serves, or `None` while it parks. Set at each of the worker's
     /// visits here; every charge to that group updates the runtime. What it misses is service not
@@ -293,7 +306,7 @@ impl Scheduler {
             set_vruntime(&g, &mut gs, entered);
             gs.in_rotation = true;
             gs.listed_at = Some(since);
-            let key = (gs.vruntime, g.id);
+            let key = rotation_key(gs.vruntime, g.id);
             drop(gs);
             st.rotation.insert(key, g);
         }
@@ -304,14 +317,14 @@ impl Scheduler {
     fn charge_locked(st: &mut SchedState, g: &GroupInner, gs: &mut GroupSched, ns: u64) {
         let delta = u128::from(ns) * SCALE / u128::from(gs.weight.max(1));
         let entry = if gs.in_rotation {
-            st.rotation.remove(&(gs.vruntime, g.id))
+            st.rotation.remove(&rotation_key(gs.vruntime, g.id))
         } else {
             None
         };
         let charged = gs.vruntime + delta;
         set_vruntime(g, gs, charged);
         if let Some(entry) = entry {
-            st.rotation.insert((gs.vruntime, g.id), entry);
+            st.rotation.insert(rotation_key(gs.vruntime, g.id), entry);
         }
         for s in st.served.iter_mut().flatten() {
             if s.group == g.id {
@@ -331,7 +344,12 @@ impl Scheduler {
     /// a group arriving meanwhile would enter far behind the groups still being served and take
     /// the free workers for itself.
     fn update_floor(&self, st: &mut SchedState, now: Instant) {
-        let listed = st.rotation.first_key_value().map(|((v, _), _)| *v);
+        // The key's whole virtual nanoseconds, scaled back: at most the exact value, so the floor
+        // stays at or below the front group.
+        let listed = st
+            .rotation
+            .first_key_value()
+            .map(|((v, _), _)| u128::from(*v) * SCALE);
         let fresh_since = now.checked_sub(st.stale_after);
         let served = st
             .served
@@ -354,9 +372,7 @@ impl Scheduler {
         let front = st
             .rotation
             .first_key_value()
-            .map_or(u64::MAX, |((v, _), _)| {
-                u64::try_from(*v / SCALE).unwrap_or(u64::MAX)
-            });
+            .map_or(u64::MAX, |((v, _), _)| *v);
         if self.front_hint.load(Ordering::Relaxed) != front {
             self.front_hint.store(front, Ordering::Relaxed);
         }
@@ -476,7 +492,7 @@ impl Scheduler {
         if !gs.in_rotation {
             return false;
         }
-        st.rotation.remove(&(gs.vruntime, g.id));
+        st.rotation.remove(&rotation_key(gs.vruntime, g.id));
         self.rotation_len
             .store(st.rotation.len(), Ordering::Relaxed);
         gs.in_rotation = false;
@@ -504,7 +520,7 @@ impl Scheduler {
         let front = st
             .rotation
             .iter()
-            .take_while(|((v, _), _)| *v <= horizon)
+            .take_while(|((v, _), _)| u128::from(*v) * SCALE <= horizon)
             .take(4 * EXTRA_GROUPS)
             .filter(|((_, id), g)| *id != picked.id && g.queue.len_hint() <= EXTRA_MAX_TASKS)
             .map(|(_, g)| g.clone());
@@ -556,7 +572,7 @@ impl Scheduler {
         });
         self.update_floor(&mut st, now);
         match st.rotation.first_key_value() {
-            Some(((v, id), _)) if *id != g.id && *v < gs.vruntime => Verdict::Switch,
+            Some(((v, id), _)) if *id != g.id && *v < virtual_ns(gs.vruntime) => Verdict::Switch,
             _ => Verdict::Stay {
                 others_listed: st.rotation.len() > usize::from(gs.in_rotation),
             },
