@@ -19,8 +19,8 @@
 //! rondo runs four ways for the tenant rows (a group per connection, a group per request, one
 //! group, and a group per connection with each tenant's group kept off one worker by
 //! `max_concurrency(workers - 1)`, which removes that wait); the other rows use a group per
-//! connection. smol is `async-executor` run by N threads
-//! that each drive the async-io reactor while waiting (what `smol` does), with smol-hyper's timer.
+//! connection. smol is `async-executor` run by N threads that each drive the async-io reactor
+//! while waiting (what `smol` does), with smol-hyper's timer.
 //!
 //! `cargo bench --features hyper --bench http`. Worker threads: `RONDO_BENCH_WORKERS` (default 2).
 //! Rounds: `HTTP_BENCH_ROUNDS` (default 3); seconds per measurement: `HTTP_BENCH_SECS` (default 2).

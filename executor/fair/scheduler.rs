@@ -56,6 +56,12 @@ fn virtual_ns(vruntime: u128) -> u64 {
     u64::try_from(vruntime / SCALE).unwrap_or(u64::MAX)
 }
 
+/// Whole virtual nanoseconds (a hint, a rotation key) as a virtual runtime: at most the exact
+/// runtime they were taken from.
+fn from_virtual_ns(v: u64) -> u128 {
+    u128::from(v) * SCALE
+}
+
 /// A group's place in the rotation: its virtual runtime in whole virtual nanoseconds, then its id.
 /// Half the size of the exact `(u128, u64)`, which the rotation's inserts and removals move
 /// around its nodes on every listing; groups less than a virtual nanosecond apart are ordered by
@@ -87,7 +93,7 @@ fn own_quantum(g: &GroupInner, quantum_ns: u64) -> u64 {
 fn lift_to(g: &GroupInner, floor: u64) {
     let mut gs = lock(&g.sched);
     if !gs.in_rotation {
-        let lifted = gs.vruntime.max(u128::from(floor) * SCALE);
+        let lifted = gs.vruntime.max(from_virtual_ns(floor));
         set_vruntime(g, &mut gs, lifted);
     }
 }
@@ -349,7 +355,7 @@ impl Scheduler {
         let listed = st
             .rotation
             .first_key_value()
-            .map(|((v, _), _)| u128::from(*v) * SCALE);
+            .map(|((v, _), _)| from_virtual_ns(*v));
         let fresh_since = now.checked_sub(st.stale_after);
         let served = st
             .served
@@ -360,8 +366,7 @@ impl Scheduler {
         if let Some(lowest) = listed.into_iter().chain(served).min() {
             if lowest > st.floor {
                 st.floor = lowest;
-                let hint = u64::try_from(lowest / SCALE).unwrap_or(u64::MAX);
-                self.floor_hint.store(hint, Ordering::Relaxed);
+                self.floor_hint.store(virtual_ns(lowest), Ordering::Relaxed);
             }
         }
         self.publish_front(st);
@@ -513,14 +518,15 @@ impl Scheduler {
         extras: &mut Vec<Runnable>,
         unlisted: &mut FewGroups,
     ) {
-        // The furthest any group may be past the picked one: a weight-1 quantum.
-        let horizon = picked_vruntime + self.quantum_ns * SCALE;
+        // The furthest any group may be past the picked one: a weight-1 quantum, in the keys'
+        // whole virtual nanoseconds (a key at most this is at most the exact horizon).
+        let horizon = virtual_ns(picked_vruntime + self.quantum_ns * SCALE);
         // Candidates by their queues' lock-free lengths; the take below checks the length again.
         let mut candidates: FewGroups = Default::default();
         let front = st
             .rotation
             .iter()
-            .take_while(|((v, _), _)| u128::from(*v) * SCALE <= horizon)
+            .take_while(|((v, _), _)| *v <= horizon)
             .take(4 * EXTRA_GROUPS)
             .filter(|((_, id), g)| *id != picked.id && g.queue.len_hint() <= EXTRA_MAX_TASKS)
             .map(|(_, g)| g.clone());
