@@ -311,11 +311,13 @@ fn barging_semaphore_releases_past_a_woken_waiter_wake_only_for_unpromised_permi
     assert_eq!(sem.available_permits(), 2);
 }
 
-/// The semaphore's counterpart of the lock's test above: newcomers that take and return a permit
-/// again and again, while a woken waiter does not run, skip the line only a few times in a row
-/// before a release checks the head's wait and hands it the permit.
+/// Unlike the lock (test above), a barging semaphore does not hand permits to a woken waiter
+/// whose task has not run yet, even past the bound: they would sit idle until its task runs (on an
+/// oversubscribed machine, until the OS runs its worker's thread), so newcomers may still take
+/// them. Its own poll, finding them taken past the bound, switches to hand-off: the next release
+/// hands it the permit before any newcomer.
 #[test]
-fn a_woken_waiter_that_does_not_run_is_handed_permits_past_the_bound() {
+fn a_woken_waiter_past_the_bound_is_handed_permits_once_it_polls() {
     let sem = Semaphore::with_barging(1, SHORT);
     let p = sem.try_acquire().unwrap();
     let mut old = Probe::new(sem.acquire());
@@ -323,8 +325,27 @@ fn a_woken_waiter_that_does_not_run_is_handed_permits_past_the_bound() {
     drop(p);
     assert_eq!(old.wakes(), 1, "woken while young, not handed the permit");
     outwait();
-    let barges = barge_until_refused(|| sem.try_acquire().is_ok());
-    assert!(barges <= 16, "{barges} newcomers got in first");
+    for _ in 0..100 {
+        let p = sem.try_acquire();
+        assert!(
+            p.is_ok(),
+            "the permit went to a woken waiter whose task has not run"
+        );
+    }
+    assert_eq!(old.wakes(), 1, "woken again while still on its way");
+    let held = sem.try_acquire().unwrap();
+    old.pending(); // overtaken past the bound: hand-off from now on
+    drop(held);
+    assert_eq!(
+        old.wakes(),
+        2,
+        "the release after its poll did not hand it the permit"
+    );
+    assert_eq!(
+        sem.try_acquire().unwrap_err(),
+        TryAcquireError::NoPermits,
+        "a newcomer passed a waiter past the bound"
+    );
     drop(old.ready().unwrap());
     assert_eq!(sem.available_permits(), 1);
 }

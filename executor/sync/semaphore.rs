@@ -185,6 +185,13 @@ impl Semaphore {
     /// than `bound` again. Waiters are still served among themselves in FIFO order. `Duration::ZERO`
     /// gives the fair semaphore of [`new`](Self::new).
     ///
+    /// A head that was woken and whose task has not run yet is not handed permits, even past the
+    /// bound: they would sit idle until its task runs, which on a busy machine can mean until the
+    /// OS runs its worker's thread again. When that task polls and finds the permits taken past the
+    /// bound, the semaphore switches to hand-off, and the next release hands them to it before
+    /// any newcomer. (Go's `sync.Mutex` decides the same way: the woken waiter that fails to
+    /// acquire switches the mutex to starvation mode.)
+    ///
     /// Not `const` under `--cfg loom`.
     ///
     /// # Panics
@@ -634,8 +641,14 @@ impl Semaphore {
     }
 
     /// Whether permits must be handed to the head directly rather than the head woken to compete.
+    /// A barging head that was woken and has not polled yet is not handed anything: its task is
+    /// in some worker's queue, perhaps behind a thread the OS has descheduled, and permits
+    /// promised to it would sit idle until it runs. Its own poll sets `HANDOFF` if it finds the
+    /// permits taken past the bound, and the release after that hands them to it.
     fn handoff_due(&self, line: &Line, head: usize) -> bool {
-        self.fair || line.waiters.waited(head, self.bound, line.waiters.now())
+        self.fair
+            || (line.waiters.status(head) == Status::Waiting
+                && line.waiters.waited(head, self.bound, line.waiters.now()))
     }
 
     /// Serves the line after permits were returned. In hand-off mode it hands free permits to the
