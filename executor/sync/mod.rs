@@ -67,14 +67,14 @@
 //!   worker is busy with tasks that take the lock again and again (they never wait, so they never
 //!   yield) could be kept out for as long as those tasks run. The semaphore counts its skips the
 //!   same way, but the release that serves the line hands nothing to a woken head that has not
-//!   polled yet, past the bound or not: the task is in some worker's queue, perhaps behind a thread
-//!   the OS has descheduled (16 workers on 2 cores), and permits handed to it sat idle until it ran
-//!   while every newcomer queued, which kept the barging semaphore below async-lock there. Its own
-//!   poll sets `HANDOFF` if it finds the permits taken past the bound, so what it waits past the
-//!   bound is its own task's scheduling delay plus the holds under way when it polls. (The lock
-//!   keeps the stricter rule: its holds are short, handing it to a woken head did not cost its
-//!   throughput, and without it the lock's worst waits went from the bound to several times it.)
-//!   The semaphore's skip has one more condition: a release skips only if the free permits, its own included, are all promised
+//!   polled yet, past the bound or not: its task is in some worker's queue, perhaps behind a thread
+//!   the OS has descheduled (16 workers on 2 cores), and permits handed to it would sit idle until
+//!   it runs while every newcomer queues (that kept the barging semaphore below async-lock there).
+//!   Its own poll sets `HANDOFF` if it finds the permits taken past the bound, so what it waits
+//!   past the bound is its task's scheduling delay plus the holds under way when it polls. The
+//!   lock keeps the stricter rule: its holds are short, handing it to a woken head did not cost it
+//!   throughput, and without the rule its worst waits grew from the bound to several times it.
+//!   A semaphore's release also skips only if the free permits, its own included, are all promised
 //!   to woken waiters (`promised`, an atomic count changed under the mutex), so a release that frees
 //!   a permit nobody is promised still wakes a waiter for it, and two releases wake two. A count
 //!   read before a woken waiter withdrew its promise can let one release too many skip; every
