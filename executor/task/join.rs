@@ -155,8 +155,7 @@ impl<T> Drop for JoinHandle<T> {
 fn drop_output<T>(task: &mut FallibleTask<TaskOutput<T>, TaskMeta>, meta: &TaskMeta) {
     let mut cx = Context::from_waker(Waker::noop());
     if let Poll::Ready(Some(out)) = Pin::new(task).poll(&mut cx) {
-        let group = meta.group.clone();
-        drop_reporting(out.into_inner(), &*group);
+        drop_reporting(out.into_inner(), &*meta.group);
     }
 }
 
