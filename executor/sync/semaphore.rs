@@ -641,10 +641,8 @@ impl Semaphore {
     }
 
     /// Whether permits must be handed to the head directly rather than the head woken to compete.
-    /// A barging head that was woken and has not polled yet is not handed anything: its task is
-    /// in some worker's queue, perhaps behind a thread the OS has descheduled, and permits
-    /// promised to it would sit idle until it runs. Its own poll sets `HANDOFF` if it finds the
-    /// permits taken past the bound, and the release after that hands them to it.
+    /// Never to a barging head that was woken and has not polled yet: its own poll decides (see
+    /// the module docs of `sync`, "woken waiters on their way").
     fn handoff_due(&self, line: &Line, head: usize) -> bool {
         self.fair
             || (line.waiters.status(head) == Status::Waiting
