@@ -16,8 +16,8 @@
 //! cancelling is a swap-remove in O(1). Arrays rather than linked lists because of cascading: a
 //! slot of level 1 holds every timer of 64 ticks, and re-placing thousands of entries by following
 //! a list is a chain of dependent cache misses, where reading keys from an array lets the
-//! processor fetch many entries at once. The array grows in fixed chunks, never by copying, so
-//! arming into a slot of a million timers costs what arming into an empty one does. A fired entry
+//! processor fetch many entries at once. The array grows in chunks that double in size, never by
+//! copying, so arming into a slot of a million timers costs what arming into an empty one does. A fired entry
 //! leaves its slot but stays in the slab until its owner removes it.
 //!
 //! # Slack
@@ -73,6 +73,11 @@ pub(crate) struct Wheel {
     slots: Box<[Keys]>,
     /// Per level, a bit per non-empty slot.
     occupied: [u64; LEVELS],
+    /// Per slot of levels 1 and up, a lower bound of the latest ticks of its entries (`u64::MAX`
+    /// when empty): the earliest entry linked there, or one cancelled since. Spares
+    /// [`next_deadline`](Self::next_deadline) a scan of a slot that may hold thousands of entries.
+    /// Indexed like `slots`, less the level-0 ones.
+    floors: Box<[u64]>,
     /// Ticks up to and including this one have been processed.
     elapsed: u64,
     /// Placed entries with a slack window, by earliest tick.
@@ -94,6 +99,7 @@ impl Wheel {
             entries: Slab::new(),
             slots: Box::default(),
             occupied: [0; LEVELS],
+            floors: Box::default(),
             elapsed: 0,
             slack: BTreeSet::new(),
             firing: Vec::new(),
@@ -184,6 +190,9 @@ impl Wheel {
             let index = level * SLOTS + slot;
             let mut keys = std::mem::take(&mut self.slots[index]);
             self.occupied[level] &= !(1 << slot);
+            if level > 0 {
+                self.floors[index - SLOTS] = u64::MAX;
+            }
             for run in keys.slices().flat_map(|s| s.chunks(GATHER)) {
                 // Read every entry of the run before changing any: the reads do not depend on each
                 // other, so the processor overlaps their cache misses (a cascaded slot's entries
@@ -220,22 +229,18 @@ impl Wheel {
         fired
     }
 
-    /// The earliest latest tick of a placed entry, or `None` if nothing is placed: the tick at
-    /// which [`process`](Self::process) must next run. Levels below the earliest occupied slot's
-    /// are empty and every other slot starts after it ends, so the minimum is in that slot: a
-    /// level-0 slot is one tick; a higher one is scanned (that happens once per gap between
-    /// timers, since processing cascades the slot into level 0).
+    /// A lower bound of the earliest latest tick of a placed entry, or `None` if nothing is
+    /// placed: the tick at which [`process`](Self::process) must next run. Levels below the
+    /// earliest occupied slot's are empty and every other slot starts after it ends, so the
+    /// minimum is in that slot: a level-0 slot is one tick; a higher one's is its floor (exact
+    /// unless its earliest entry was cancelled, and then early, never late: processing at that
+    /// tick cascades the slot, after which the bound is exact again).
     pub(crate) fn next_deadline(&self) -> Option<u64> {
         let (level, slot, start) = self.next_slot()?;
         if level == 0 {
             return Some(start);
         }
-        let min = self.slots[level * SLOTS + slot]
-            .iter()
-            .map(|k| self.entries[k as usize].latest)
-            .min()
-            .unwrap_or(u64::MAX);
-        Some(min.max(start))
+        Some(self.floors[(level - 1) * SLOTS + slot].max(start))
     }
 
     /// The earliest `at` among placed entries with a slack window.
@@ -303,11 +308,17 @@ impl Wheel {
         let slot = ((when >> (SLOT_BITS * level as u32)) & SLOT_MASK) as usize;
         if self.slots.is_empty() {
             self.slots = all_slots();
+            self.floors = vec![u64::MAX; (LEVELS - 1) * SLOTS].into_boxed_slice();
+        }
+        let index = level * SLOTS + slot;
+        if level > 0 {
+            let floor = &mut self.floors[index - SLOTS];
+            *floor = (*floor).min(e.latest);
         }
         e.place = Place::Slot {
             level: level as u8,
             slot: slot as u8,
-            pos: self.slots[level * SLOTS + slot].push(k),
+            pos: self.slots[index].push(k),
         };
         self.occupied[level] |= 1 << slot;
     }
@@ -331,6 +342,9 @@ impl Wheel {
             }
         } else if keys.is_empty() {
             self.occupied[level] &= !(1 << slot);
+            if level > 0 {
+                self.floors[(level - 1) * SLOTS + slot] = u64::MAX;
+            }
         }
     }
 }
@@ -341,28 +355,40 @@ fn all_slots() -> Box<[Keys]> {
     (0..LEVELS * SLOTS).map(|_| Keys::default()).collect()
 }
 
-/// Keys per chunk of a slot's array.
-const CHUNK: usize = 512;
+/// Keys in the first chunk of a slot's array; each later chunk is twice the one before.
+const FIRST_CHUNK: usize = 32;
 /// Entries a cascade reads ahead before it re-places them (see `process`).
 const GATHER: usize = 16;
-/// Chunks an emptied slot keeps for its next timers; the others are freed.
-const KEPT_CHUNKS: usize = 2;
+/// Chunks an emptied slot keeps for its next timers (`FIRST_CHUNK * (2^KEPT_CHUNKS - 1)` keys);
+/// the others are freed.
+const KEPT_CHUNKS: usize = 5;
 
-/// A slot's keys: an array grown chunk by chunk (see the module docs).
+/// Chunk and index in it of position `pos`: chunk `c` holds `FIRST_CHUNK << c` keys, from position
+/// `FIRST_CHUNK * (2^c - 1)`.
+#[inline]
+fn chunk_of(pos: usize) -> (usize, usize) {
+    let p = pos + FIRST_CHUNK;
+    let top = p.ilog2();
+    ((top - FIRST_CHUNK.ilog2()) as usize, p - (1 << top))
+}
+
+/// A slot's keys: an array grown chunk by chunk (see the module docs). Chunks double in size, so a
+/// slot that holds a handful of timers (most of level 0's) costs a small allocation, not a page to
+/// fault in on a cascade's critical path, and a slot of a million needs 15 of them.
 #[derive(Default)]
 struct Keys {
     // Boxed: growing the outer vector moves pointers, never the keys.
-    #[allow(clippy::vec_box)]
-    chunks: Vec<Box<[u32; CHUNK]>>,
+    chunks: Vec<Box<[u32]>>,
     len: usize,
 }
 
 impl Keys {
     /// Appends `k`; returns its index.
     fn push(&mut self, k: u32) -> u32 {
-        let (c, i) = (self.len / CHUNK, self.len % CHUNK);
+        let (c, i) = chunk_of(self.len);
         if c == self.chunks.len() {
-            self.chunks.push(Box::new([0; CHUNK]));
+            self.chunks
+                .push(vec![0; FIRST_CHUNK << c].into_boxed_slice());
         }
         self.chunks[c][i] = k;
         self.len += 1;
@@ -375,11 +401,13 @@ impl Keys {
         let pos = pos as usize;
         debug_assert!(pos < self.len);
         self.len -= 1;
-        let last = self.chunks[self.len / CHUNK][self.len % CHUNK];
+        let (c, i) = chunk_of(self.len);
+        let last = self.chunks[c][i];
         if pos == self.len {
             return None;
         }
-        self.chunks[pos / CHUNK][pos % CHUNK] = last;
+        let (c, i) = chunk_of(pos);
+        self.chunks[c][i] = last;
         Some(last)
     }
 
@@ -390,17 +418,10 @@ impl Keys {
     /// The keys, chunk by chunk, in order.
     fn slices(&self) -> impl Iterator<Item = &[u32]> + '_ {
         let len = self.len;
-        self.chunks.iter().enumerate().map_while(move |(i, c)| {
-            let start = i * CHUNK;
-            (start < len).then(|| &c[..(len - start).min(CHUNK)])
+        self.chunks.iter().enumerate().map_while(move |(c, keys)| {
+            let start = FIRST_CHUNK * ((1 << c) - 1);
+            (start < len).then(|| &keys[..(len - start).min(keys.len())])
         })
-    }
-
-    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.chunks
-            .iter()
-            .flat_map(|c| c.iter().copied())
-            .take(self.len)
     }
 
     /// Empties the array, keeping a few chunks for reuse.
@@ -554,6 +575,53 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    /// A level-1 slot's floor outlives a cancelled earliest entry: the bound is then early, and
+    /// processing at it cascades the slot, after which the bound is exact again.
+    #[test]
+    fn cancelling_a_slots_earliest_entry_leaves_an_early_bound_that_processing_repairs() {
+        let mut wheel = Wheel::new();
+        let mut out = Vec::new();
+        // Both in the level-1 slot of ticks 64 to 127.
+        let first = wheel.insert(100, 100, waker());
+        let second = wheel.insert(120, 120, waker());
+        assert_eq!(wheel.next_deadline(), Some(100));
+        wheel.remove(first);
+        assert_eq!(wheel.next_deadline(), Some(100));
+        assert_eq!(wheel.process(100, &mut out), 0);
+        assert_eq!(wheel.next_deadline(), Some(120));
+        assert_eq!(wheel.process(120, &mut out), 1);
+        assert!(wheel.is_fired(second));
+        // An emptied slot forgets its floor.
+        let third = wheel.insert(300, 300, waker());
+        wheel.remove(third);
+        assert_eq!(wheel.next_deadline(), None);
+        let fourth = wheel.insert(310, 310, waker());
+        assert_eq!(wheel.next_deadline(), Some(310));
+        wheel.remove(fourth);
+    }
+
+    /// Positions map onto chunks that double in size, with no gap and no overlap.
+    #[test]
+    fn slot_positions_fill_doubling_chunks_in_order() {
+        let mut keys = Keys::default();
+        for k in 0..5000u32 {
+            assert_eq!(keys.push(k), k);
+        }
+        let sizes: Vec<usize> = keys.chunks.iter().map(|c| c.len()).collect();
+        assert_eq!(sizes, [32, 64, 128, 256, 512, 1024, 2048, 4096]);
+        let all: Vec<u32> = keys.slices().flatten().copied().collect();
+        assert_eq!(all, (0..5000).collect::<Vec<_>>());
+        assert_eq!(keys.swap_remove(31), Some(4999));
+        assert_eq!(keys.swap_remove(4998), None);
+        assert_eq!(chunk_of(31), (0, 31));
+        assert_eq!(chunk_of(32), (1, 0));
+        assert_eq!(chunk_of(95), (1, 63));
+        assert_eq!(chunk_of(96), (2, 0));
+        keys.clear();
+        assert_eq!(keys.chunks.len(), KEPT_CHUNKS);
+        assert!(keys.slices().next().is_none());
     }
 
     /// Cancelling swaps the slot's last key into the hole: the moved entry's index must follow,
