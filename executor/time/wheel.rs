@@ -17,8 +17,8 @@
 //! slot of level 1 holds every timer of 64 ticks, and re-placing thousands of entries by following
 //! a list is a chain of dependent cache misses, where reading keys from an array lets the
 //! processor fetch many entries at once. The array grows in chunks that double in size, never by
-//! copying, so arming into a slot of a million timers costs what arming into an empty one does. A fired entry
-//! leaves its slot but stays in the slab until its owner removes it.
+//! copying, so arming into a slot of a million timers costs what arming into an empty one does.
+//! A fired entry leaves its slot but stays in the slab until its owner removes it.
 //!
 //! # Slack
 //! An entry has an earliest tick `at` (its deadline, never fired before) and a latest tick
