@@ -531,6 +531,21 @@ mod tests {
                             .filter(|&k| !wheel.is_fired(k))
                             .collect();
                         wheel.process(now, &mut out);
+                        // The bound for the next pass: after `now`, and never past a placed
+                        // entry's latest tick (the slot floors are early, never late).
+                        let earliest = before
+                            .iter()
+                            .filter(|&&k| !wheel.is_fired(k))
+                            .map(|k| live[k].1)
+                            .min();
+                        match (wheel.next_deadline(), earliest) {
+                            (Some(n), Some(e)) => assert!(
+                                n > now && n <= e,
+                                "seed {seed}: next {n} now {now} earliest {e}"
+                            ),
+                            (None, None) => {}
+                            other => panic!("seed {seed}: {other:?}"),
+                        }
                         for k in before {
                             let (at, latest) = live[&k];
                             if wheel.is_fired(k) {
