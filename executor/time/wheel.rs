@@ -145,9 +145,28 @@ impl Wheel {
     }
 
     /// Removes timer `key`; returns its waker, for the caller to drop outside any lock.
+    ///
+    /// The slab keeps its room while any timer lives: a shard that held many timers at once is
+    /// likely to again, and reused room spares the page faults of fresh memory. Keys are stable,
+    /// so room below a live entry could not be given back anyway. The removal that empties a
+    /// large slab gives all of it back: a burst of a million timeouts, cancelled, leaves no
+    /// memory behind.
     pub(crate) fn remove(&mut self, key: usize) -> Option<Waker> {
         self.unlink(key as u32);
-        self.entries.remove(key).waker
+        let waker = self.entries.remove(key).waker;
+        if self.entries.is_empty() && self.entries.capacity() > KEPT_ENTRIES {
+            self.release_room();
+        }
+        waker
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn release_room(&mut self) {
+        self.entries = Slab::new();
+        if self.firing.capacity() > KEPT_ENTRIES {
+            self.firing = Vec::new();
+        }
     }
 
     /// Whether timer `key` fired; if not, makes `waker` the one it wakes.
@@ -362,6 +381,10 @@ const GATHER: usize = 16;
 /// Chunks an emptied slot keeps for its next timers (`FIRST_CHUNK * (2^KEPT_CHUNKS - 1)` keys);
 /// the others are freed.
 const KEPT_CHUNKS: usize = 5;
+
+/// An emptied slab with room for more entries than this gives its room back (see
+/// [`Wheel::remove`]).
+const KEPT_ENTRIES: usize = 4096;
 
 /// Chunk and index in it of position `pos`: chunk `c` holds `FIRST_CHUNK << c` keys, from position
 /// `FIRST_CHUNK * (2^c - 1)`.
@@ -615,6 +638,37 @@ mod tests {
         let fourth = wheel.insert(310, 310, waker());
         assert_eq!(wheel.next_deadline(), Some(310));
         wheel.remove(fourth);
+    }
+
+    /// A slab keeps its room while a timer lives, and the removal that empties it gives it back.
+    #[test]
+    fn an_emptied_slab_gives_its_room_back() {
+        let mut wheel = Wheel::new();
+        let n = KEPT_ENTRIES as u64 * 4;
+        let keys: Vec<usize> = (0..n)
+            .map(|i| wheel.insert(100 + i % 5000, 100 + i % 5000, waker()))
+            .collect();
+        let last = *keys.last().unwrap();
+        for &k in &keys[..keys.len() - 1] {
+            wheel.remove(k);
+        }
+        assert!(wheel.entries.capacity() >= n as usize);
+        wheel.remove(last);
+        assert_eq!(wheel.len(), 0);
+        assert_eq!(wheel.entries.capacity(), 0);
+        // A small slab keeps its room, emptied or not.
+        let keys: Vec<usize> = (0..100)
+            .map(|i| wheel.insert(100 + i, 100 + i, waker()))
+            .collect();
+        for k in keys {
+            wheel.remove(k);
+        }
+        assert!(wheel.entries.capacity() >= 100);
+        // The wheel still works.
+        let k = wheel.insert(200, 200, waker());
+        let mut out = Vec::new();
+        assert_eq!(wheel.process(200, &mut out), 1);
+        wheel.remove(k);
     }
 
     /// Positions map onto chunks that double in size, with no gap and no overlap.
