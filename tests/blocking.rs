@@ -436,6 +436,29 @@ fn block_in_place_twice_in_one_poll_and_outside_a_task() {
     });
 }
 
+/// `block_in_place` in a task of the global runtime (spawned under `rondo::block_on` outside any
+/// runtime) hands that runtime's core over like any other.
+#[test]
+fn block_in_place_works_on_the_global_runtime() {
+    watchdog(30, || {
+        let v = rondo::block_on(async {
+            let a = rondo::block_in_place(|| 10);
+            let b = rondo::spawn(async {
+                let x = rondo::block_in_place(|| {
+                    std::thread::sleep(Duration::from_millis(5));
+                    1
+                });
+                rondo::yield_now().await;
+                x + rondo::block_in_place(|| 2)
+            })
+            .await
+            .unwrap();
+            a + b
+        });
+        assert_eq!(v, 13);
+    });
+}
+
 /// The first `block_in_place` of a poll hands the core over and the thread takes it back only
 /// when the poll returns, so later calls in the same poll have nothing to hand over: one hand-off
 /// per poll, however many calls. (Taking the core back after each closure handed it over again at

@@ -496,3 +496,115 @@ fn a_batch_of_blocking_tasks_costs_one_detection() {
         assert!(m.rescues >= workers as u64, "{m}");
     });
 }
+
+/// Weighted groups keep their shares through a stall: with every worker stuck in a blocking poll,
+/// the rescue thread that takes a core over serves two spinning groups weighted 1:3 by weight, as
+/// the workers did before the stall (without rescue, neither group would run at all).
+#[test]
+fn weighted_groups_keep_their_shares_through_a_stall() {
+    use std::sync::atomic::AtomicU64;
+    const STUCK: Duration = Duration::from_millis(900);
+    watchdog(60, || {
+        let rt = builder(2).build().unwrap();
+        let workers = rt.handle().worker_count();
+        let light = rt.group().name("light").weight(1).build().unwrap();
+        let heavy = rt.group().name("heavy").weight(3).build().unwrap();
+        let stuck = rt.group().name("stuck").build().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let spinner = |total: Arc<AtomicU64>, stop: Arc<AtomicBool>| async move {
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                spin(Duration::from_micros(50));
+                total.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                rondo::yield_now().await;
+            }
+        };
+        let (lt, ht) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let mut hs = Vec::new();
+        for _ in 0..2 * workers {
+            hs.push(light.spawn(spinner(lt.clone(), stop.clone())));
+            hs.push(heavy.spawn(spinner(ht.clone(), stop.clone())));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        // One blocking poll per worker.
+        let (started_tx, started_rx) = mpsc::channel();
+        let blockers: Vec<_> = (0..workers)
+            .map(|_| {
+                let started_tx = started_tx.clone();
+                stuck.spawn(async move {
+                    started_tx.send(Instant::now()).unwrap();
+                    std::thread::sleep(STUCK);
+                })
+            })
+            .collect();
+        let first = (0..workers)
+            .map(|_| started_rx.recv().unwrap())
+            .min()
+            .unwrap();
+        // The window starts once every worker is stuck and rescued (a few thresholds), and ends
+        // well before the first stuck poll returns.
+        std::thread::sleep(Duration::from_millis(50));
+        let (l0, h0) = (lt.load(Ordering::SeqCst), ht.load(Ordering::SeqCst));
+        std::thread::sleep(Duration::from_millis(400));
+        let (l1, h1) = (lt.load(Ordering::SeqCst), ht.load(Ordering::SeqCst));
+        let in_stall = first.elapsed() < STUCK;
+        let rescues = rt.metrics().rescues;
+        stop.store(true, Ordering::SeqCst);
+        rt.block_on(async {
+            for h in hs.into_iter().chain(blockers) {
+                h.await.unwrap();
+            }
+        });
+        assert!(
+            in_stall,
+            "the window outlasted the stuck polls; the test proves nothing"
+        );
+        // Once one core is rescued its thread serves the groups; the other stuck cores have
+        // nothing of their own waiting and are left alone (see the monitor's docs).
+        assert!(rescues >= 1, "no rescue with all {workers} workers stuck");
+        let (l, h) = ((l1 - l0) as f64, (h1 - h0) as f64);
+        // The spinners kept at least one core: without rescue both would be about zero.
+        assert!(
+            l + h > 0.5 * 400e6,
+            "the spinners got {:.1} ms of the 400 ms window",
+            (l + h) / 1e6
+        );
+        // Ideal 3.0. The spinners measure wall time, as the groups are charged.
+        let ratio = h / l;
+        assert!(
+            (1.8..=5.0).contains(&ratio),
+            "heavy:light was {ratio:.2} during the stall (light {:.1} ms, heavy {:.1} ms)",
+            l / 1e6,
+            h / 1e6
+        );
+    });
+}
+
+/// A runtime built with the defaults rescues: `stall_threshold` defaults to
+/// `DEFAULT_STALL_THRESHOLD` (5 ms), so a task queued behind a poll that blocks its only worker
+/// for 300 ms runs long before the poll returns.
+#[test]
+fn a_runtime_with_the_defaults_rescues_a_stuck_worker() {
+    watchdog(30, || {
+        assert_eq!(
+            rondo::runtime::DEFAULT_STALL_THRESHOLD,
+            Duration::from_millis(5)
+        );
+        let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+        let (started_tx, started_rx) = mpsc::channel();
+        let blocker = rt.spawn(async move {
+            started_tx.send(()).unwrap();
+            std::thread::sleep(SLEEP);
+        });
+        started_rx.recv().unwrap();
+        let start = Instant::now();
+        rt.block_on(rt.spawn(async {})).unwrap();
+        let waited = start.elapsed();
+        assert!(
+            waited < SLEEP / 2,
+            "a task behind the stuck poll waited {waited:?}"
+        );
+        assert!(rt.metrics().rescues >= 1);
+        rt.block_on(blocker).unwrap();
+    });
+}

@@ -105,6 +105,32 @@ fn sleep_outside_any_runtime_uses_the_global_runtime() {
     });
 }
 
+/// `timeout` and `interval`, like `sleep`, work under `rondo::block_on` outside any runtime and in
+/// tasks spawned there: both run on the global runtime.
+#[test]
+fn timeout_and_interval_work_on_the_global_runtime() {
+    watchdog(30, || {
+        assert_eq!(
+            rondo::block_on(timeout(Duration::from_secs(5), async { 7 })),
+            Ok(7)
+        );
+        let start = Instant::now();
+        let r = rondo::block_on(timeout(2 * MS, std::future::pending::<()>()));
+        assert_eq!(r, Err(Elapsed));
+        assert!(start.elapsed() >= 2 * MS);
+        let gap = rondo::block_on(rondo::spawn(async {
+            let mut every = interval(3 * MS);
+            let first = every.tick().await;
+            let second = every.tick().await;
+            let r = timeout(MS, sleep(Duration::from_secs(3600))).await;
+            (second - first, r)
+        }))
+        .unwrap();
+        assert!(gap.0 >= 3 * MS, "{:?}", gap.0);
+        assert_eq!(gap.1, Err(Elapsed));
+    });
+}
+
 #[test]
 fn reset_moves_the_deadline_both_ways() {
     watchdog(30, || {
@@ -295,6 +321,44 @@ fn a_million_cancelled_timers_leave_nothing_behind() {
             }
             assert_eq!(rondo::Handle::current().metrics().timers, 1000);
             drop(live);
+        }))
+        .unwrap();
+        assert_eq!(rt.metrics().timers, 0);
+    });
+}
+
+/// A million timers live at once, spread over levels and slots, then all cancelled: every entry
+/// goes (the wheel gives its room back, `an_emptied_slab_gives_its_room_back`), and the wheel
+/// still fires the next timer on time.
+#[test]
+fn a_million_timers_armed_at_once_then_cancelled_leave_nothing_behind() {
+    watchdog(120, || {
+        let rt = rt(2);
+        rt.block_on(rt.spawn(async {
+            for round in 0..2u64 {
+                // Ten seconds to an hour ahead: placed on the upper levels, none due meanwhile.
+                let base = Instant::now() + Duration::from_secs(10);
+                let mut all: Vec<_> = (0..1_000_000u64)
+                    .map(|i| sleep_until(base + Duration::from_micros(i * 7_919 % 3_600_000_000)))
+                    .collect();
+                for s in &mut all {
+                    assert!(poll_once(s).is_pending());
+                }
+                assert_eq!(
+                    rondo::Handle::current().metrics().timers,
+                    1_000_000,
+                    "round {round}"
+                );
+                drop(all);
+                assert_eq!(
+                    rondo::Handle::current().metrics().timers,
+                    0,
+                    "round {round}"
+                );
+            }
+            let start = Instant::now();
+            sleep(2 * MS).await;
+            assert!(start.elapsed() >= 2 * MS);
         }))
         .unwrap();
         assert_eq!(rt.metrics().timers, 0);
