@@ -12,7 +12,7 @@ use std::sync::{Arc, mpsc};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use common::{rt, spin, watchdog};
+use common::{rt, spin, spinner, watchdog};
 
 /// Runs the test `name` of this binary in a child process with `RONDO_CHILD=1`, and fails if the
 /// child does not exit successfully within `secs` (its output is shown).
@@ -167,14 +167,6 @@ fn a_stuck_worker_does_not_freeze_the_fairness_floor() {
             std::thread::sleep(Duration::from_millis(900));
         });
         started_rx.recv().unwrap();
-        let spinner = |total: Arc<AtomicU64>, stop: Arc<AtomicBool>| async move {
-            while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                spin(Duration::from_micros(50));
-                total.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                rondo::yield_now().await;
-            }
-        };
         let (at, bt) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let mut hs: Vec<_> = (0..4)
             .map(|_| a.spawn(spinner(at.clone(), stop.clone())))

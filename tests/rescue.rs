@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{builder, eventually, hold_a_worker, spin, watchdog};
+use common::{builder, eventually, hold_a_worker, spin, spinner, watchdog};
 
 const SLEEP: Duration = Duration::from_millis(300);
 
@@ -511,14 +511,6 @@ fn weighted_groups_keep_their_shares_through_a_stall() {
         let heavy = rt.group().name("heavy").weight(3).build().unwrap();
         let stuck = rt.group().name("stuck").build().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let spinner = |total: Arc<AtomicU64>, stop: Arc<AtomicBool>| async move {
-            while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                spin(Duration::from_micros(50));
-                total.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                rondo::yield_now().await;
-            }
-        };
         let (lt, ht) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let mut hs = Vec::new();
         for _ in 0..2 * workers {

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
@@ -65,6 +65,17 @@ pub fn spin(d: Duration) {
     let end = Instant::now() + d;
     while Instant::now() < end {
         std::hint::spin_loop();
+    }
+}
+
+/// A task body that spins 50 µs at a time, yielding between, until `stop`, and adds each slice's
+/// wall time to `total` (what its group is charged for).
+pub async fn spinner(total: Arc<AtomicU64>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        let t = Instant::now();
+        spin(Duration::from_micros(50));
+        total.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        rondo::yield_now().await;
     }
 }
 
