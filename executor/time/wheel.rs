@@ -10,6 +10,16 @@
 //! Every operation is O(1) but `process`, which is O(1) per entry it fires or cascades: arming and
 //! cancelling cost the same with a thousand or a million live timers.
 //!
+//! # Cascading level 2 ahead of time
+//! A level-2 slot holds every timer of a 537 ms window, hundreds of thousands under a load of long
+//! timeouts, and cascading it at once would hold up every timer due meanwhile for milliseconds.
+//! So in the second half of each window, passes move the next level-2 slot's entries into the
+//! level-1 slots the window has passed: such a slot, behind `elapsed`'s index, stands for the
+//! level's next turn, which is the next window (`cascade_ahead`). What is left for the cascade at
+//! the boundary is about the entries of the next window's last level-1 slots. Since level 1 then
+//! holds entries of a window whose level-2 slot starts earlier, the bound for the next pass is the
+//! minimum over every level's earliest slot, not only the earliest slot's.
+//!
 //! # Entries, keys and slots
 //! Entries live in a slab; a key names one timer for the whole life of its owner, never a reused
 //! slot. A slot is an array of keys ([`Keys`]), and each entry records its index there, so
@@ -85,6 +95,8 @@ pub(crate) struct Wheel {
     /// What one `process` fires, with each entry's earliest tick, sorted before the wakers are
     /// handed out (kept to reuse its allocation).
     firing: Vec<(u64, Waker)>,
+    /// [`cascade_ahead`](Self::cascade_ahead)'s progress.
+    ahead: Ahead,
 }
 
 impl Default for Wheel {
@@ -103,6 +115,12 @@ impl Wheel {
             elapsed: 0,
             slack: BTreeSet::new(),
             firing: Vec::new(),
+            ahead: Ahead {
+                window: u64::MAX,
+                pos: 0,
+                last: 0,
+                sweep: 0,
+            },
         }
     }
 
@@ -241,6 +259,7 @@ impl Wheel {
             }
         }
         self.elapsed = self.elapsed.max(now);
+        self.cascade_ahead();
         // Stable: timers with the same earliest tick keep the order they were found in.
         firing.sort_by_key(|(at, _)| *at);
         out.extend(firing.drain(..).map(|(_, w)| w));
@@ -249,17 +268,24 @@ impl Wheel {
     }
 
     /// A lower bound of the earliest latest tick of a placed entry, or `None` if nothing is
-    /// placed: the tick at which [`process`](Self::process) must next run. Levels below the
-    /// earliest occupied slot's are empty and every other slot starts after it ends, so the
-    /// minimum is in that slot: a level-0 slot is one tick; a higher one's is its floor (exact
-    /// unless its earliest entry was cancelled, and then early, never late: processing at that
-    /// tick cascades the slot, after which the bound is exact again).
+    /// placed: the tick at which [`process`](Self::process) must next run. The minimum over the
+    /// levels of each one's earliest slot: a level-0 slot is one tick; a higher one's bound is its
+    /// floor (exact unless its earliest entry was cancelled, and then early, never late:
+    /// processing at that tick cascades the slot, after which the bound is exact again). Every
+    /// level counts, not only the one whose slot starts first: after
+    /// [`cascade_ahead`](Self::cascade_ahead), level 1 holds some of the next level-2 window's
+    /// entries while the rest wait in a level-2 slot that starts earlier.
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        let (level, slot, start) = self.next_slot()?;
-        if level == 0 {
-            return Some(start);
-        }
-        Some(self.floors[(level - 1) * SLOTS + slot].max(start))
+        (0..LEVELS)
+            .filter_map(|level| {
+                let (slot, start) = self.level_next(level)?;
+                Some(if level == 0 {
+                    start
+                } else {
+                    self.floors[(level - 1) * SLOTS + slot].max(start)
+                })
+            })
+            .min()
     }
 
     /// The earliest `at` among placed entries with a slack window.
@@ -280,29 +306,115 @@ impl Wheel {
         }
     }
 
-    /// The earliest occupied slot: (level, slot, start tick).
+    /// The earliest occupied slot: (level, slot, start tick). On a tie the lower level's.
     fn next_slot(&self) -> Option<(usize, usize, u64)> {
         let mut best: Option<(usize, usize, u64)> = None;
         for level in 0..LEVELS {
-            let occupied = self.occupied[level];
-            if occupied == 0 {
-                continue;
-            }
-            let shift = SLOT_BITS * level as u32;
-            let now_slot = ((self.elapsed >> shift) & SLOT_MASK) as u32;
-            let slot = (occupied.rotate_right(now_slot).trailing_zeros() + now_slot) % 64;
-            let width = 1u64 << shift;
-            let span = width << SLOT_BITS;
-            let mut start = (self.elapsed & !(span - 1)) + u64::from(slot) * width;
-            if slot < now_slot {
-                // The slot comes round in the level's next turn.
-                start += span;
-            }
-            if best.is_none_or(|(_, _, b)| start < b) {
-                best = Some((level, slot as usize, start));
+            if let Some((slot, start)) = self.level_next(level) {
+                if best.is_none_or(|(_, _, b)| start < b) {
+                    best = Some((level, slot, start));
+                }
             }
         }
         best
+    }
+
+    /// The earliest occupied slot of `level`: (slot, start tick). A slot whose index is below
+    /// `elapsed`'s at that level comes round in the level's next turn.
+    fn level_next(&self, level: usize) -> Option<(usize, u64)> {
+        let occupied = self.occupied[level];
+        if occupied == 0 {
+            return None;
+        }
+        let shift = SLOT_BITS * level as u32;
+        let now_slot = ((self.elapsed >> shift) & SLOT_MASK) as u32;
+        let slot = (occupied.rotate_right(now_slot).trailing_zeros() + now_slot) % 64;
+        let width = 1u64 << shift;
+        let span = width << SLOT_BITS;
+        let mut start = (self.elapsed & !(span - 1)) + u64::from(slot) * width;
+        if slot < now_slot {
+            start += span;
+        }
+        Some((slot as usize, start))
+    }
+
+    /// Moves part of the next level-2 slot into level 1 ahead of time, so that the cascade when its
+    /// window begins (which every timer due meanwhile waits for) has little left to do: a level-2
+    /// slot holds every timer of 4,096 ticks (537 ms), hundreds of thousands under a load of long
+    /// timeouts. An entry moves only into a level-1 slot the current window has passed (an index
+    /// below `elapsed`'s, which stands for the next window: `level_next`); the others stay, for a
+    /// later sweep or the cascade. From the `AHEAD_FROM`th level-1 slot of a window on, each pass
+    /// looks at keys in proportion to the ticks since the last pass, at a rate that reads the
+    /// array about twice by the window's end; a sweep that reached the end starts again once the
+    /// window has passed another level-1 slot. So by the end the slot holds about the entries of
+    /// the next window's last level-1 slots.
+    #[inline(never)]
+    fn cascade_ahead(&mut self) {
+        const SHIFT2: u32 = 2 * SLOT_BITS;
+        let p1 = (self.elapsed >> SLOT_BITS) & SLOT_MASK;
+        let window = self.elapsed >> SHIFT2;
+        // The last window of a level-3 turn: the next level-2 slot's timers are in level 3.
+        if p1 < AHEAD_FROM || window & SLOT_MASK == SLOT_MASK {
+            return;
+        }
+        let slot = ((window + 1) & SLOT_MASK) as usize;
+        if self.occupied[2] & (1 << slot) == 0 {
+            return;
+        }
+        let index = 2 * SLOTS + slot;
+        if self.ahead.window != window {
+            self.ahead = Ahead {
+                window,
+                pos: 0,
+                last: (window << SHIFT2) + (AHEAD_FROM << SLOT_BITS),
+                sweep: p1,
+            };
+        }
+        let Ahead {
+            mut pos,
+            last,
+            mut sweep,
+            ..
+        } = self.ahead;
+        let end = (window + 1) << SHIFT2;
+        let since = self.elapsed.saturating_sub(last).max(1);
+        let len = self.slots[index].len as u64;
+        let mut budget = (2 * len * since).div_ceil(end - self.elapsed) as usize;
+        while budget > 0 {
+            if pos >= self.slots[index].len {
+                if sweep == p1 {
+                    break;
+                }
+                (pos, sweep) = (0, p1);
+                continue;
+            }
+            budget -= 1;
+            let k = self.slots[index].get(pos);
+            let e = &self.entries[k as usize];
+            let to = ((e.latest >> SLOT_BITS) & SLOT_MASK) as usize;
+            if to as u64 >= p1 {
+                pos += 1;
+                continue;
+            }
+            let latest = e.latest;
+            // The key moved into `pos` by the removal is looked at next.
+            self.detach(2, slot, pos as u32);
+            let floor = &mut self.floors[to];
+            *floor = (*floor).min(latest);
+            let p = self.slots[SLOTS + to].push(k);
+            self.entries[k as usize].place = Place::Slot {
+                level: 1,
+                slot: to as u8,
+                pos: p,
+            };
+            self.occupied[1] |= 1 << to;
+        }
+        self.ahead = Ahead {
+            window,
+            pos,
+            last: self.elapsed,
+            sweep,
+        };
     }
 
     /// Places entry `k` (in no slot) by its latest tick.
@@ -353,7 +465,12 @@ impl Wheel {
             let at = e.at;
             self.slack.remove(&(at, k));
         }
-        let (level, slot) = (level as usize, slot as usize);
+        self.detach(level as usize, slot as usize, pos);
+    }
+
+    /// Removes the key at `pos` of a slot's array (its entry's `place` is the caller's), keeping
+    /// the index of the key moved into the hole, and the slot's bit and floor when it empties.
+    fn detach(&mut self, level: usize, slot: usize, pos: u32) {
         let keys = &mut self.slots[level * SLOTS + slot];
         if let Some(moved) = keys.swap_remove(pos) {
             if let Place::Slot { pos: p, .. } = &mut self.entries[moved as usize].place {
@@ -372,6 +489,23 @@ impl Wheel {
 #[cold]
 fn all_slots() -> Box<[Keys]> {
     (0..LEVELS * SLOTS).map(|_| Keys::default()).collect()
+}
+
+/// The level-1 index of `elapsed` from which a pass moves part of the next level-2 slot into level
+/// 1 ahead of time (`Wheel::cascade_ahead`): the later, the more of the slot's entries have a
+/// level-1 slot already passed to go to.
+const AHEAD_FROM: u64 = 32;
+
+/// [`Wheel::cascade_ahead`]'s progress through the next level-2 slot.
+struct Ahead {
+    /// The level-2 window (`elapsed >> 12`) it works for.
+    window: u64,
+    /// How far into the slot's array the current sweep has looked.
+    pos: usize,
+    /// The tick of its last pass.
+    last: u64,
+    /// The level-1 index of `elapsed` when the current sweep began.
+    sweep: u64,
 }
 
 /// Keys in the first chunk of a slot's array; each later chunk is twice the one before.
@@ -407,16 +541,25 @@ struct Keys {
 
 impl Keys {
     /// Appends `k`; returns its index.
+    #[inline]
     fn push(&mut self, k: u32) -> u32 {
         let (c, i) = chunk_of(self.len);
         if c == self.chunks.len() {
-            self.chunks
-                .push(vec![0; FIRST_CHUNK << c].into_boxed_slice());
+            self.grow();
         }
         self.chunks[c][i] = k;
         self.len += 1;
         // A wheel holds fewer than 2^32 entries (`insert` checks).
         (self.len - 1) as u32
+    }
+
+    /// Adds the next chunk (out of line: arming and cascading need one rarely).
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        let c = self.chunks.len();
+        self.chunks
+            .push(vec![0; FIRST_CHUNK << c].into_boxed_slice());
     }
 
     /// Removes the key at `pos` by moving the last key there; returns the moved key, if one moved.
@@ -436,6 +579,13 @@ impl Keys {
 
     fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// The key at `pos`.
+    fn get(&self, pos: usize) -> u32 {
+        debug_assert!(pos < self.len);
+        let (c, i) = chunk_of(pos);
+        self.chunks[c][i]
     }
 
     /// The keys, chunk by chunk, in order.
@@ -587,6 +737,61 @@ mod tests {
             }
             assert_eq!(wheel.len(), live.len());
         }
+    }
+
+    /// Passes in the second half of a level-2 window move the next window's entries into the
+    /// level-1 slots already passed: by the window's end its level-2 slot holds only those due in
+    /// its last level-1 slots, and every entry still fires at its tick, with the bound for the
+    /// next pass never past the earliest one.
+    #[test]
+    fn the_next_level_2_slot_is_cascaded_ahead_and_fires_on_time() {
+        let mut wheel = Wheel::new();
+        let mut rng = Rng(0x5EED);
+        let window = 1u64 << (2 * SLOT_BITS);
+        let mut live: BTreeMap<usize, u64> = (0..5000)
+            .map(|_| {
+                let t = window + rng.next() % window;
+                (wheel.insert(t, t, waker()), t)
+            })
+            .collect();
+        let mut out = Vec::new();
+        for now in 1..4 * window {
+            wheel.process(now, &mut out);
+            // Cancel and move entries while some are moved ahead and others wait in level 2.
+            if now > window / 2 && now < 2 * window && now % 97 == 0 && live.len() > 1 {
+                let keys: Vec<usize> = live.keys().copied().collect();
+                let gone = keys[rng.next() as usize % keys.len()];
+                wheel.remove(gone);
+                live.remove(&gone);
+                let moved = keys[rng.next() as usize % keys.len()];
+                if moved != gone {
+                    let t = now + 1 + rng.next() % (2 * window);
+                    wheel.reset(moved, t, t);
+                    live.insert(moved, t);
+                }
+            }
+            if now == window - 1 {
+                let left = wheel.slots[2 * SLOTS + 1].len;
+                assert!(left < 5000 / 16, "{left} entries left for the cascade");
+            }
+            live.retain(|&k, &mut t| {
+                if wheel.is_fired(k) {
+                    assert_eq!(t, now, "fired at {now}, due at {t}");
+                    wheel.remove(k);
+                    false
+                } else {
+                    assert!(t > now, "missed: due at {t}, now {now}");
+                    true
+                }
+            });
+            match (wheel.next_deadline(), live.values().min()) {
+                (Some(n), Some(&e)) => assert!(n > now && n <= e, "next {n} now {now} due {e}"),
+                (None, None) => {}
+                other => panic!("{other:?} at {now}"),
+            }
+        }
+        assert!(live.is_empty());
+        assert_eq!(wheel.len(), 0);
     }
 
     #[test]
