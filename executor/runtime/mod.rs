@@ -41,6 +41,8 @@
 mod builder;
 pub(crate) mod context;
 mod metrics;
+#[cfg(test)]
+mod tests;
 
 use std::fmt;
 use std::future::Future;

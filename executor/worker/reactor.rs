@@ -13,7 +13,9 @@
 //! this feature a parking core takes the keeper role whether or not a timer is armed (at most
 //! one core holds it, see `time::keeper`); the keeper does not block in its parker but returns
 //! `Pending` from the loop's poll, after it
-//! - armed an async-io `Timer` at the next rondo timer deadline (if any), and
+//! - armed an async-io `Timer` at the next rondo timer deadline (if any; a timer from an earlier
+//!   park that is due no later stays armed, since async-io interrupts the reactor's wait for every
+//!   timer inserted), and
 //! - registered block_on's waker in its parker ([`Parker::poll_park`](super::parker::Parker)).
 //!
 //! block_on then sleeps in the reactor, with the timer as its timeout. The other parking cores
@@ -121,6 +123,7 @@ pub(crate) fn run(core: Box<Core>) -> Option<Box<Core>> {
     async_io::block_on(RunLoop {
         core: Some(core),
         park: None,
+        timer: None,
     })
 }
 
@@ -130,6 +133,11 @@ struct RunLoop {
     core: Option<Box<Core>>,
     /// Set while the core is parked (between `park_begin` and `park_end`).
     park: Option<Parking>,
+    /// The async-io timer that ends the keeper's wait in the reactor, with its deadline. It
+    /// outlives a park: async-io interrupts the reactor's wait (an `eventfd` write, and one more
+    /// pass of `epoll_wait`) every time a timer is inserted, so a keeper that parks again before
+    /// the timer fires keeps it rather than insert a new one (see [`Parking::poll`]).
+    timer: Option<(Instant, Timer)>,
 }
 
 /// A parked core's state across polls.
@@ -138,8 +146,6 @@ struct Parking {
     keeping: bool,
     /// A waker is registered in the core's parker (`Parker::poll_park`).
     waiting: bool,
-    /// The async-io timer at the keeper's deadline.
-    timer: Option<(Instant, Timer)>,
     /// The keeper holds [`REACTOR`].
     reacting: bool,
 }
@@ -159,7 +165,7 @@ impl Future for RunLoop {
             // turn of the loop, one per task run.
             if this.park.is_some() {
                 let mut park = this.park.take().expect("checked above");
-                if park.poll(&mut core, cx).is_pending() {
+                if park.poll(&mut core, &mut this.timer, cx).is_pending() {
                     set_reacting((&*core.shared, core.idx));
                     this.park = Some(park);
                     this.core = Some(core);
@@ -183,7 +189,6 @@ impl Future for RunLoop {
                         this.park = Some(Parking {
                             keeping: false,
                             waiting: false,
-                            timer: None,
                             reacting: false,
                         });
                     }
@@ -196,7 +201,17 @@ impl Future for RunLoop {
 impl Parking {
     /// The parking loop (`Core::park`'s, with the keeper sleeping in the reactor): `Ready` once
     /// the core is awake.
-    fn poll(&mut self, core: &mut Core, cx: &mut Context<'_>) -> Poll<()> {
+    ///
+    /// `timer` is the run loop's reactor timer, kept from one park to the next: a keeper whose
+    /// deadline is later than the kept timer's (while I/O is recent, the deadline is `REACTOR_TICK`
+    /// from now at every park) keeps the timer and wakes at its deadline, early, re-checks and
+    /// parks again; one insert per tick instead of one per park.
+    fn poll(
+        &mut self,
+        core: &mut Core,
+        timer: &mut Option<(Instant, Timer)>,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
         loop {
             match core.park_step(&mut self.keeping, true) {
                 Step::Woke => {
@@ -206,6 +221,8 @@ impl Parking {
                 Step::Retry => {}
                 Step::Park => {
                     self.stop_waiting(core);
+                    // Not the keeper: nothing of this thread waits in the reactor.
+                    *timer = None;
                     core.remote().parker.park();
                 }
                 Step::Keep(deadline) => {
@@ -217,6 +234,7 @@ impl Parking {
                     if !self.reacting {
                         // Another runtime's keeper sleeps in the reactor: keep time as without
                         // the feature (see the module docs).
+                        *timer = None;
                         let parker = &core.remote().parker;
                         match deadline {
                             Some(at) => {
@@ -235,17 +253,21 @@ impl Parking {
                         deadline
                     };
                     if let Some(at) = deadline {
-                        let timer = match &mut self.timer {
-                            Some((t, timer)) if *t == at => timer,
-                            slot => &mut slot.insert((at, Timer::at(at))).1,
-                        };
-                        if Pin::new(timer).poll(cx).is_ready() {
+                        // A kept timer due no later than `at` wakes the keeper in time (a timer
+                        // already due is ready at once below).
+                        if !matches!(timer, Some((t, _)) if *t <= at) {
+                            *timer = Some((at, Timer::at(at)));
+                            #[cfg(test)]
+                            core.shared.reactor_timers.fetch_add(1, Ordering::Relaxed);
+                        }
+                        let (_, t) = timer.as_mut().expect("set above");
+                        if Pin::new(t).poll(cx).is_ready() {
                             // The deadline passed: the next step fires the timers.
-                            self.timer = None;
+                            *timer = None;
                             continue;
                         }
                     } else {
-                        self.timer = None;
+                        *timer = None;
                     }
                     match core.remote().parker.poll_park(cx) {
                         Poll::Ready(()) => self.waiting = false,
@@ -259,13 +281,12 @@ impl Parking {
         }
     }
 
-    /// Takes back a registered waker and drops the timer: the core no longer waits through
-    /// block_on.
+    /// Takes back a registered waker: the core no longer waits through block_on. The reactor
+    /// timer stays with the run loop for the next park.
     fn stop_waiting(&mut self, core: &Core) {
         if std::mem::take(&mut self.waiting) {
             core.remote().parker.cancel_wait();
         }
-        self.timer = None;
         if std::mem::take(&mut self.reacting) {
             REACTOR.store(false, Ordering::SeqCst);
         }

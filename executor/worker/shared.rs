@@ -137,6 +137,9 @@ pub(crate) struct Shared {
     /// The timer tick at which a readiness wake last claimed the keeper (see `reactor`).
     #[cfg(all(feature = "io", not(loom), not(miri)))]
     pub(crate) io_seen: AtomicU64,
+    /// The async-io timers the keepers inserted into the reactor (see `reactor`), for tests.
+    #[cfg(all(test, feature = "io", not(loom), not(miri)))]
+    pub(crate) reactor_timers: AtomicU64,
 }
 
 impl TimerHost for Shared {
@@ -198,6 +201,8 @@ impl Shared {
                 keeper: Keeper::new(),
                 #[cfg(all(feature = "io", not(loom), not(miri)))]
                 io_seen: AtomicU64::new(0),
+                #[cfg(all(test, feature = "io", not(loom), not(miri)))]
+                reactor_timers: AtomicU64::new(0),
                 cores,
                 scheduler: Scheduler::new(n, config.quantum),
                 idle: Idle::new(n),
