@@ -399,15 +399,7 @@ impl Wheel {
             let latest = e.latest;
             // The key moved into `pos` by the removal is looked at next.
             self.detach(2, slot, pos as u32);
-            let floor = &mut self.floors[to];
-            *floor = (*floor).min(latest);
-            let p = self.slots[SLOTS + to].push(k);
-            self.entries[k as usize].place = Place::Slot {
-                level: 1,
-                slot: to as u8,
-                pos: p,
-            };
-            self.occupied[1] |= 1 << to;
+            self.put(k, latest, 1, to);
         }
         self.ahead = Ahead {
             window,
@@ -437,19 +429,29 @@ impl Wheel {
         }
         let level = level_for(elapsed, when);
         let slot = ((when >> (SLOT_BITS * level as u32)) & SLOT_MASK) as usize;
+        let latest = e.latest;
         if self.slots.is_empty() {
             self.slots = all_slots();
             self.floors = vec![u64::MAX; (LEVELS - 1) * SLOTS].into_boxed_slice();
         }
+        self.put(k, latest, level, slot);
+    }
+
+    /// Puts entry `k`, whose latest tick is `latest`, into `slot` of `level` (the slots exist):
+    /// lowers that slot's floor above level 0, records the entry's place and marks the slot
+    /// occupied. Inlined: it is the end of [`link`](Self::link), on the arm path.
+    #[inline(always)]
+    fn put(&mut self, k: u32, latest: u64, level: usize, slot: usize) {
         let index = level * SLOTS + slot;
         if level > 0 {
             let floor = &mut self.floors[index - SLOTS];
-            *floor = (*floor).min(e.latest);
+            *floor = (*floor).min(latest);
         }
-        e.place = Place::Slot {
+        let pos = self.slots[index].push(k);
+        self.entries[k as usize].place = Place::Slot {
             level: level as u8,
             slot: slot as u8,
-            pos: self.slots[index].push(k),
+            pos,
         };
         self.occupied[level] |= 1 << slot;
     }
