@@ -1,5 +1,41 @@
 //! Unit tests that look inside a running runtime.
 
+mod monitor {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    use crate::Runtime;
+
+    /// Under light load every request wakes an idle runtime. The stall monitor then keeps ticking
+    /// on its own timer for a while instead of sleeping until the first worker wakes: the worker
+    /// that starts serving a request no longer unparks it (a system call, and a thread that often
+    /// took the worker's CPU before the request was read).
+    #[test]
+    fn light_load_does_not_make_the_workers_wake_the_monitor() {
+        let rt = Runtime::builder().worker_threads(2).build().unwrap();
+        let idle = &rt.handle().shared.idle;
+        const N: u64 = 50;
+        let mut transitions = 0;
+        for _ in 0..N {
+            std::thread::sleep(Duration::from_millis(3));
+            // Every worker parks between two requests: the spawn wakes one from idleness.
+            if idle.counts().0 == 0 {
+                transitions += 1;
+            }
+            rt.block_on(rt.spawn(async {})).unwrap();
+        }
+        let unparks = idle.watcher_unparks.load(Ordering::Relaxed);
+        assert!(
+            transitions >= N / 2,
+            "only {transitions} of {N} requests found every worker parked"
+        );
+        assert!(
+            unparks <= 3,
+            "{unparks} wake-ups of the monitor by a worker for {transitions} idle-to-busy transitions"
+        );
+    }
+}
+
 #[cfg(all(feature = "io", not(loom), not(miri)))]
 mod reactor {
     use std::os::unix::net::UnixDatagram;

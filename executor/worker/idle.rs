@@ -44,6 +44,9 @@ pub struct Idle {
     watcher: Parker,
     /// The monitor is (about to be) parked on `watcher` without a timeout.
     watcher_sleeping: AtomicBool,
+    /// Times a waking worker unparked the monitor, for tests.
+    #[cfg(test)]
+    pub(crate) watcher_unparks: std::sync::atomic::AtomicU64,
 }
 
 impl Idle {
@@ -55,6 +58,8 @@ impl Idle {
             workers,
             watcher: Parker::new(),
             watcher_sleeping: AtomicBool::new(false),
+            #[cfg(test)]
+            watcher_unparks: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -172,6 +177,9 @@ impl Idle {
             // which loom models exactly (it treats SeqCst accesses as acquire/release).
             fence(Ordering::SeqCst);
             if self.watcher_sleeping.load(Ordering::SeqCst) {
+                #[cfg(test)]
+                self.watcher_unparks
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 self.watcher.unpark();
             }
         }

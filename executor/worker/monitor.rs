@@ -40,9 +40,16 @@
 //!
 //! # Cost and backing off
 //! - While every worker is parked the monitor sleeps without a timeout ([`Idle::wait_for_awake`]):
-//!   an idle runtime never wakes it, and the first worker to wake unparks it (a rare transition,
-//!   one read of a flag). It then looks a minimum tick later: a poll is timed from the first tick
-//!   that sees it, so a full tick there would add a tick to the detection of the first stall.
+//!   an idle runtime never wakes it, and the first worker to wake unparks it (one read of a flag,
+//!   and a system call when the monitor sleeps). It then looks a minimum tick later: a poll is
+//!   timed from the first tick that sees it, so a full tick there would add a tick to the
+//!   detection of the first stall.
+//! - Except for [`IDLE_GRACE`] after it last saw a worker awake or a poll begin: then it keeps
+//!   ticking on its timer (doubling its interval up to the bound below), and nobody unparks it.
+//!   Under light load (a request every few milliseconds, each an idle-to-busy transition) the
+//!   unpark would be made by the worker that starts serving the request, before it reads it, and
+//!   the woken monitor would often preempt that worker on its CPU; the ticks instead land at
+//!   random, rarely during a request.
 //! - While workers are awake it ticks every `stall_threshold / 2` at most: exactly when a poll it
 //!   saw span a tick would reach the threshold, if that is sooner; while no poll spans a tick, it
 //!   doubles its interval (from `stall_threshold / 4` after a stall) up to that bound. A new poll
@@ -71,6 +78,10 @@ use super::shared::Shared;
 
 /// The shortest interval between two ticks, whatever the threshold.
 const MIN_TICK: Duration = Duration::from_micros(100);
+/// For this long after it last saw a worker awake or a poll begin, the monitor keeps ticking on its
+/// own timer while every worker is parked, instead of sleeping until the first worker wakes (see
+/// the module docs, *Cost and backing off*).
+const IDLE_GRACE: Duration = Duration::from_millis(20);
 /// The threshold of a poll on probation (see the module docs, *Probation*) is the stall threshold
 /// divided by this, and at least [`MIN_TICK`].
 const PROBATION_DIVISOR: u32 = 32;
@@ -154,8 +165,11 @@ fn run(shared: &Shared) {
     let mut files: Vec<Option<ThreadFiles>> = shared.cores.iter().map(|_| None).collect();
     let mut stalled = Vec::with_capacity(shared.cores.len());
     let mut tick = short;
+    // The last tick that saw a worker awake or a poll begin.
+    let mut active_at = now;
     while !stopped() {
-        if shared.idle.wait_for_awake(stopped) {
+        let resting = active_at.elapsed() >= IDLE_GRACE;
+        if resting && shared.idle.wait_for_awake(stopped) {
             // Slept through an idle spell: every poll seen before it is over. Look again soon:
             // a poll is timed from the first tick that sees it, and a worker just woke.
             monitor.wakeups.fetch_add(1, Ordering::Relaxed);
@@ -171,10 +185,14 @@ fn run(shared: &Shared) {
         // The earliest moment a poll seen now could count as stalled, if one spans a tick.
         let mut next_due: Option<Instant> = None;
         stalled.clear();
+        if shared.idle.counts().0 > 0 {
+            active_at = now;
+        }
         for (i, c) in shared.cores.iter().enumerate() {
             let word = c.lent.observe();
             let s = &mut seen[i];
             if generation(word) != s.generation {
+                active_at = now;
                 *s = Seen {
                     generation: generation(word),
                     since: now,
