@@ -201,3 +201,45 @@ fn a_group_reached_from_another_group_banks_no_credit() {
         );
     });
 }
+
+/// Two groups queued at once with one task each: a pick takes one and the other along as an extra
+/// group (due, one task). When the picked group's task yields again and again, its continuation
+/// goes to the local queue, which the worker serves before its extras; the extra group must still
+/// get its share, not wait until some third group happens to be listed.
+#[test]
+fn a_group_taken_along_with_a_pick_is_not_starved_by_the_picked_groups_yields() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    watchdog(120, || {
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .stall_threshold(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let gate = rt.group().name("gate").build().unwrap();
+        let a = rt.group().name("a").build().unwrap();
+        let b = rt.group().name("b").build().unwrap();
+        // Hold the only worker in one poll while both groups' tasks are queued, so one visit to
+        // the scheduler finds both.
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+        let held = gate.spawn(async move {
+            entered_tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+        });
+        entered_rx.recv().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ta, tb) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let chunk = Duration::from_micros(100);
+        let mut hs = spawn_backlogged(&a, 1, chunk, &ta, &stop);
+        hs.extend(spawn_backlogged(&b, 1, chunk, &tb, &stop));
+        rt.block_on(held).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        stop_all(&rt, &stop, hs);
+        let (sa, sb) = (ta.load(Ordering::SeqCst), tb.load(Ordering::SeqCst));
+        let share = sb as f64 / (sa + sb) as f64;
+        assert!(
+            (0.25..=0.75).contains(&share),
+            "equal groups on one worker: b got {:.1}% of the time (a {sa} ns, b {sb} ns)",
+            share * 100.0
+        );
+    });
+}

@@ -38,7 +38,10 @@
 //! See `fair::segment`. When the quantum ends and another listed group is behind the served one,
 //! or a task waits in the scheduler's lane, the worker spills its LIFO slot and local queue back
 //! to their groups' global queues and picks again: no local structure holds a worker on one group
-//! for more than a quantum while another group waits. When it stays and other groups are active,
+//! for more than a quantum while another group waits. Extras left at a quantum end go back to
+//! their groups' queues first, so the check sees those groups: a task of the served group that
+//! yields again and again keeps the local queue from ever emptying, and the extras behind it
+//! would otherwise wait for as long as it runs. When it stays and other groups are active,
 //! it moves the older half of its local queue to the group's global queue, so other workers see
 //! the group's surplus and can serve it when it is behind (fairness is global, not per worker).
 //!
@@ -586,6 +589,12 @@ impl Core {
         };
         self.end_segment(now);
         self.reported_serving = true;
+        // Extras (groups a pick took along, or lane tasks) run after the local queue, which a
+        // task that yields again and again never leaves empty: back to their groups' queues, so
+        // the check below sees those groups and switches to them when they are behind.
+        if !self.extras.is_empty() {
+            spill(self.extras.drain(..));
+        }
         let shared = self.shared.clone();
         let verdict = shared.scheduler.charge_and_check(
             self.service.charges(),
