@@ -41,7 +41,7 @@
 mod builder;
 pub(crate) mod context;
 mod metrics;
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests;
 
 use std::fmt;

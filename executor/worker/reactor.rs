@@ -255,12 +255,14 @@ impl Parking {
                     if let Some(at) = deadline {
                         // A kept timer due no later than `at` wakes the keeper in time (a timer
                         // already due is ready at once below).
-                        if !matches!(timer, Some((t, _)) if *t <= at) {
-                            *timer = Some((at, Timer::at(at)));
-                            #[cfg(test)]
-                            core.shared.reactor_timers.fetch_add(1, Ordering::Relaxed);
-                        }
-                        let (_, t) = timer.as_mut().expect("set above");
+                        let t = match timer {
+                            Some((due, t)) if *due <= at => t,
+                            _ => {
+                                #[cfg(test)]
+                                core.shared.reactor_timers.fetch_add(1, Ordering::Relaxed);
+                                &mut timer.insert((at, Timer::at(at))).1
+                            }
+                        };
                         if Pin::new(t).poll(cx).is_ready() {
                             // The deadline passed: the next step fires the timers.
                             *timer = None;
