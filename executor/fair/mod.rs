@@ -4,6 +4,9 @@
 //!   that keeps idle groups from banking credit; the inbox through which pushers list groups
 //!   without the lock; the remover's half of the listing protocol (the pusher's half is the
 //!   group's `ListFlag`, `group::listed`).
+//! - `rotation`: the ordered set behind the rotation: a FIFO for the groups that enter in order
+//!   (at the floor, which only rises), a B-tree for the others.
+//! - `lane`: tasks woken from outside into groups idle at the floor, taken without the lock.
 //! - `segment`: a worker's service segments (the time it spends on one group), the adaptive
 //!   clock, and the quantum. Their times come from the cheap clock (`crate::clock`).
 //!
@@ -11,6 +14,7 @@
 //! with the time it measured and the group it served.
 
 pub(crate) mod lane;
+mod rotation;
 pub(crate) mod scheduler;
 pub(crate) mod segment;
 

@@ -22,7 +22,6 @@
 //! clears the flag under the scheduler lock when it empties the queue, then re-checks the queue
 //! after releasing the lock and re-lists the group if a push slipped in.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +33,7 @@ use crate::shim::{AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 use crate::task::Runnable;
 
 use super::lane::Lane;
+use super::rotation::{Key, Rotation};
 
 /// Virtual time advances by `ns * SCALE / weight` per charged nanosecond.
 const SCALE: u128 = 1 << 16;
@@ -62,12 +62,12 @@ fn from_virtual_ns(v: u64) -> u128 {
     u128::from(v) * SCALE
 }
 
-/// A group's place in the rotation: its virtual runtime in whole virtual nanoseconds, then its id.
-/// Half the size of the exact `(u128, u64)`, which the rotation's inserts and removals move
-/// around its nodes on every listing; groups less than a virtual nanosecond apart are ordered by
-/// id, which no share can tell.
-fn rotation_key(vruntime: u128, id: u64) -> (u64, u64) {
-    (virtual_ns(vruntime), id)
+/// A group's place in the rotation (see `rotation::Key`), from what its lock holds: its virtual
+/// runtime in whole virtual nanoseconds (half the size of the exact `u128`; groups less than a
+/// virtual nanosecond apart are served in the order they entered, which no share can tell), then
+/// its entry count.
+fn rotation_key(gs: &GroupSched) -> Key {
+    (virtual_ns(gs.vruntime), gs.entered)
 }
 
 /// Sets a group's virtual runtime and its lock-free hint (`GroupInner::vtime_hint`), under the
@@ -147,8 +147,8 @@ pub(crate) struct Scheduler {
 }
 
 struct SchedState {
-    /// Keyed by [`rotation_key`]: virtual nanoseconds, then the group's id.
-    rotation: BTreeMap<(u64, u64), Arc<GroupInner>>,
+    /// Keyed by [`rotation_key`].
+    rotation: Rotation<GroupInner>,
     floor: u128,
     /// Per worker: the group it serves, or `None` while it parks. Set at each of the worker's
     /// visits here; every charge to that group updates the runtime. What it misses is service not
@@ -173,7 +173,7 @@ impl Scheduler {
     pub(crate) fn new(workers: usize, quantum: Duration) -> Self {
         Scheduler {
             state: Mutex::new(SchedState {
-                rotation: BTreeMap::new(),
+                rotation: Rotation::default(),
                 floor: 0,
                 served: vec![None; workers].into_boxed_slice(),
                 stale_after: (quantum * 2).max(STALE_AFTER),
@@ -281,8 +281,8 @@ impl Scheduler {
         }
         lock(&self.state)
             .rotation
-            .values()
-            .any(|g| !g.queue.is_empty())
+            .iter()
+            .any(|(_, g)| !g.queue.is_empty())
     }
 
     /// Called after a pusher flipped `g.listed` from false to true: queues `g` for the rotation.
@@ -308,13 +308,15 @@ impl Scheduler {
                 self.listed.fetch_sub(1, Ordering::SeqCst);
                 continue;
             }
+            let at_floor = gs.vruntime <= st.floor;
             let entered = gs.vruntime.max(st.floor);
             set_vruntime(&g, &mut gs, entered);
             gs.in_rotation = true;
             gs.listed_at = Some(since);
-            let key = rotation_key(gs.vruntime, g.id);
+            let key = st.rotation.key(virtual_ns(gs.vruntime));
+            gs.entered = key.1;
             drop(gs);
-            st.rotation.insert(key, g);
+            st.rotation.insert(key, g, at_floor);
         }
         self.rotation_len
             .store(st.rotation.len(), Ordering::Relaxed);
@@ -323,14 +325,16 @@ impl Scheduler {
     fn charge_locked(st: &mut SchedState, g: &GroupInner, gs: &mut GroupSched, ns: u64) {
         let delta = u128::from(ns) * SCALE / u128::from(gs.weight.max(1));
         let entry = if gs.in_rotation {
-            st.rotation.remove(&rotation_key(gs.vruntime, g.id))
+            st.rotation.remove(&rotation_key(gs))
         } else {
             None
         };
         let charged = gs.vruntime + delta;
         set_vruntime(g, gs, charged);
         if let Some(entry) = entry {
-            st.rotation.insert(rotation_key(gs.vruntime, g.id), entry);
+            let key = st.rotation.key(virtual_ns(gs.vruntime));
+            gs.entered = key.1;
+            st.rotation.insert(key, entry, false);
         }
         for s in st.served.iter_mut().flatten() {
             if s.group == g.id {
@@ -352,10 +356,7 @@ impl Scheduler {
     fn update_floor(&self, st: &mut SchedState, now: Instant) {
         // The key's whole virtual nanoseconds, scaled back: at most the exact value, so the floor
         // stays at or below the front group.
-        let listed = st
-            .rotation
-            .first_key_value()
-            .map(|((v, _), _)| from_virtual_ns(*v));
+        let listed = st.rotation.first().map(|((v, _), _)| from_virtual_ns(*v));
         let fresh_since = now.checked_sub(st.stale_after);
         let served = st
             .served
@@ -374,10 +375,7 @@ impl Scheduler {
 
     /// Stores the rotation's first virtual runtime for `lane_admits` (see `front_hint`).
     fn publish_front(&self, st: &SchedState) {
-        let front = st
-            .rotation
-            .first_key_value()
-            .map_or(u64::MAX, |((v, _), _)| *v);
+        let front = st.rotation.first().map_or(u64::MAX, |((v, _), _)| *v);
         if self.front_hint.load(Ordering::Relaxed) != front {
             self.front_hint.store(front, Ordering::Relaxed);
         }
@@ -442,7 +440,7 @@ impl Scheduler {
         Self::charge_pending(&mut st, pending);
         self.update_floor(&mut st, now);
         let workers = st.served.len();
-        let g = st.rotation.first_key_value()?.1.clone();
+        let g = st.rotation.first()?.1.clone();
         let mut gs = lock(&g.sched);
         if let Some(t) = gs.listed_at.take() {
             let waited = now.saturating_duration_since(t).as_nanos() as u64;
@@ -497,7 +495,7 @@ impl Scheduler {
         if !gs.in_rotation {
             return false;
         }
-        st.rotation.remove(&rotation_key(gs.vruntime, g.id));
+        st.rotation.remove(&rotation_key(gs));
         self.rotation_len
             .store(st.rotation.len(), Ordering::Relaxed);
         gs.in_rotation = false;
@@ -528,7 +526,7 @@ impl Scheduler {
             .iter()
             .take_while(|((v, _), _)| *v <= horizon)
             .take(4 * EXTRA_GROUPS)
-            .filter(|((_, id), g)| *id != picked.id && g.queue.len_hint() <= EXTRA_MAX_TASKS)
+            .filter(|(_, g)| g.id != picked.id && g.queue.len_hint() <= EXTRA_MAX_TASKS)
             .map(|(_, g)| g.clone());
         for (slot, g) in candidates.iter_mut().zip(front) {
             *slot = Some(g);
@@ -577,8 +575,10 @@ impl Scheduler {
             at: now,
         });
         self.update_floor(&mut st, now);
-        match st.rotation.first_key_value() {
-            Some(((v, id), _)) if *id != g.id && *v < virtual_ns(gs.vruntime) => Verdict::Switch,
+        match st.rotation.first() {
+            Some(((v, _), first)) if first.id != g.id && *v < virtual_ns(gs.vruntime) => {
+                Verdict::Switch
+            }
             _ => Verdict::Stay {
                 others_listed: st.rotation.len() > usize::from(gs.in_rotation),
             },

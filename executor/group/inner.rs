@@ -72,6 +72,9 @@ pub(crate) struct GroupSched {
     pub(crate) in_rotation: bool,
     /// When the group last entered the rotation without a worker picking it yet.
     pub(crate) listed_at: Option<Instant>,
+    /// The rotation's entry count when the group last entered it (the second half of its key
+    /// there, see `fair::rotation`).
+    pub(crate) entered: u64,
 }
 
 /// A group's shared state, in one allocation of a few hundred bytes (one per connection must be
@@ -159,6 +162,7 @@ impl GroupInner {
                     vruntime: 0,
                     in_rotation: false,
                     listed_at: None,
+                    entered: 0,
                 }),
                 vtime_hint: AtomicU64::new(0),
                 weight_hint: AtomicU32::new(weight),
