@@ -243,3 +243,59 @@ fn a_group_taken_along_with_a_pick_is_not_starved_by_the_picked_groups_yields() 
         );
     });
 }
+
+/// The same for the lane: tasks woken from outside into idle groups wait there, and a worker takes
+/// the oldest with its share of the rest for its extras. When the oldest yields again and again,
+/// the others must still get their share.
+#[test]
+fn lane_tasks_taken_along_are_not_starved_by_the_first_ones_yields() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    watchdog(120, || {
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .stall_threshold(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let gate = rt.group().name("gate").build().unwrap();
+        let a = rt.group().name("a").build().unwrap();
+        let b = rt.group().name("b").build().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ta, tb) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        // Each task first waits for a message (so its wake from this thread takes the lane),
+        // then spins and yields until stopped.
+        let waiting = |g: &rondo::Group, total: &Arc<AtomicU64>| {
+            let (tx, rx) = futures::channel::oneshot::channel::<()>();
+            let (total, stop) = (total.clone(), stop.clone());
+            let h = g.spawn(async move {
+                rx.await.unwrap();
+                backlogged(Duration::from_micros(100), total, stop).await;
+            });
+            (tx, h)
+        };
+        let (go_a, ha) = waiting(&a, &ta);
+        let (go_b, hb) = waiting(&b, &tb);
+        // Let both reach their first `Pending`.
+        std::thread::sleep(Duration::from_millis(50));
+        // Hold the only worker in one poll while both are woken, so both wait in the lane when it
+        // looks there next.
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+        let held = gate.spawn(async move {
+            entered_tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+        });
+        entered_rx.recv().unwrap();
+        go_a.send(()).unwrap();
+        go_b.send(()).unwrap();
+        rt.block_on(held).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        stop_all(&rt, &stop, vec![ha, hb]);
+        let (sa, sb) = (ta.load(Ordering::SeqCst), tb.load(Ordering::SeqCst));
+        let share = sb as f64 / (sa + sb) as f64;
+        assert!(
+            (0.25..=0.75).contains(&share),
+            "equal groups woken from outside on one worker: b got {:.1}% of the time (a {sa} ns, \
+             b {sb} ns)",
+            share * 100.0
+        );
+    });
+}
