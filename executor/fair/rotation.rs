@@ -5,9 +5,10 @@
 //! that enter at the floor (every group that was idle, which is most listings) arrive with keys in
 //! order. Those go to the back of a FIFO, the *run*, in O(1); the others (a group entering ahead
 //! of the floor, or re-keyed by a charge while listed) go into a B-tree, in O(log n): at the
-//! run's back they would make every later group at the floor a key out of order. The first group is the smaller of the two fronts. With one ordered structure alone,
-//! each listing of 10,000 one-shot groups entered a tree of thousands at the same virtual runtime:
-//! about 500 instructions of search per listing (BENCHMARKS.md).
+//! run's back they would put every later group at the floor out of order. The first group is the
+//! smaller of the two fronts. With one ordered structure alone, each listing of 10,000 groups
+//! listed in a burst entered a tree of thousands at the same virtual runtime: about 470
+//! instructions of search per listing (BENCHMARKS.md).
 //!
 //! A group that leaves from inside the run (a charge re-keys it, or a pick took it as an extra)
 //! leaves an empty slot, found by binary search (the run is sorted); empty slots at the front are
