@@ -202,6 +202,66 @@ fn a_group_reached_from_another_group_banks_no_credit() {
     });
 }
 
+/// One worker, two equal groups `a` and `b` whose tasks add the time they spin to `ta` and `tb`,
+/// and a `gate` group for a task that holds the worker in one poll (for the two tests below).
+struct OneWorker {
+    rt: rondo::Runtime,
+    gate: rondo::Group,
+    a: rondo::Group,
+    b: rondo::Group,
+    stop: Arc<AtomicBool>,
+    ta: Arc<AtomicU64>,
+    tb: Arc<AtomicU64>,
+}
+
+impl OneWorker {
+    fn new() -> Self {
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .stall_threshold(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        OneWorker {
+            gate: rt.group().name("gate").build().unwrap(),
+            a: rt.group().name("a").build().unwrap(),
+            b: rt.group().name("b").build().unwrap(),
+            rt,
+            stop: Arc::new(AtomicBool::new(false)),
+            ta: Arc::new(AtomicU64::new(0)),
+            tb: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Holds the only worker in one poll for 30 ms; returns once that poll has begun.
+    fn hold_worker(&self) -> rondo::JoinHandle<()> {
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+        let held = self.gate.spawn(async move {
+            entered_tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+        });
+        entered_rx.recv().unwrap();
+        held
+    }
+
+    /// Lets `held` end, runs 300 ms more, stops `hs` and checks that `b` got a fair part of the
+    /// time.
+    fn assert_b_shares(self, held: rondo::JoinHandle<()>, hs: Vec<rondo::JoinHandle<()>>) {
+        self.rt.block_on(held).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        stop_all(&self.rt, &self.stop, hs);
+        let (sa, sb) = (
+            self.ta.load(Ordering::SeqCst),
+            self.tb.load(Ordering::SeqCst),
+        );
+        let share = sb as f64 / (sa + sb) as f64;
+        assert!(
+            (0.25..=0.75).contains(&share),
+            "equal groups on one worker: b got {:.1}% of the time (a {sa} ns, b {sb} ns)",
+            share * 100.0
+        );
+    }
+}
+
 /// Two groups queued at once with one task each: a pick takes one and the other along as an extra
 /// group (due, one task). When the picked group's task yields again and again, its continuation
 /// goes to the local queue, which the worker serves before its extras; the extra group must still
@@ -210,37 +270,14 @@ fn a_group_reached_from_another_group_banks_no_credit() {
 fn a_group_taken_along_with_a_pick_is_not_starved_by_the_picked_groups_yields() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     watchdog(120, || {
-        let rt = rondo::Runtime::builder()
-            .worker_threads(1)
-            .stall_threshold(Duration::from_secs(5))
-            .build()
-            .unwrap();
-        let gate = rt.group().name("gate").build().unwrap();
-        let a = rt.group().name("a").build().unwrap();
-        let b = rt.group().name("b").build().unwrap();
-        // Hold the only worker in one poll while both groups' tasks are queued, so one visit to
-        // the scheduler finds both.
-        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
-        let held = gate.spawn(async move {
-            entered_tx.send(()).unwrap();
-            std::thread::sleep(Duration::from_millis(30));
-        });
-        entered_rx.recv().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ta, tb) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let w = OneWorker::new();
+        // Both groups' tasks are queued while the worker is held, so one visit to the scheduler
+        // finds both.
+        let held = w.hold_worker();
         let chunk = Duration::from_micros(100);
-        let mut hs = spawn_backlogged(&a, 1, chunk, &ta, &stop);
-        hs.extend(spawn_backlogged(&b, 1, chunk, &tb, &stop));
-        rt.block_on(held).unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        stop_all(&rt, &stop, hs);
-        let (sa, sb) = (ta.load(Ordering::SeqCst), tb.load(Ordering::SeqCst));
-        let share = sb as f64 / (sa + sb) as f64;
-        assert!(
-            (0.25..=0.75).contains(&share),
-            "equal groups on one worker: b got {:.1}% of the time (a {sa} ns, b {sb} ns)",
-            share * 100.0
-        );
+        let mut hs = spawn_backlogged(&w.a, 1, chunk, &w.ta, &w.stop);
+        hs.extend(spawn_backlogged(&w.b, 1, chunk, &w.tb, &w.stop));
+        w.assert_b_shares(held, hs);
     });
 }
 
@@ -251,51 +288,27 @@ fn a_group_taken_along_with_a_pick_is_not_starved_by_the_picked_groups_yields() 
 fn lane_tasks_taken_along_are_not_starved_by_the_first_ones_yields() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     watchdog(120, || {
-        let rt = rondo::Runtime::builder()
-            .worker_threads(1)
-            .stall_threshold(Duration::from_secs(5))
-            .build()
-            .unwrap();
-        let gate = rt.group().name("gate").build().unwrap();
-        let a = rt.group().name("a").build().unwrap();
-        let b = rt.group().name("b").build().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ta, tb) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let w = OneWorker::new();
         // Each task first waits for a message (so its wake from this thread takes the lane),
         // then spins and yields until stopped.
         let waiting = |g: &rondo::Group, total: &Arc<AtomicU64>| {
             let (tx, rx) = futures::channel::oneshot::channel::<()>();
-            let (total, stop) = (total.clone(), stop.clone());
+            let (total, stop) = (total.clone(), w.stop.clone());
             let h = g.spawn(async move {
                 rx.await.unwrap();
                 backlogged(Duration::from_micros(100), total, stop).await;
             });
             (tx, h)
         };
-        let (go_a, ha) = waiting(&a, &ta);
-        let (go_b, hb) = waiting(&b, &tb);
+        let (go_a, ha) = waiting(&w.a, &w.ta);
+        let (go_b, hb) = waiting(&w.b, &w.tb);
         // Let both reach their first `Pending`.
         std::thread::sleep(Duration::from_millis(50));
-        // Hold the only worker in one poll while both are woken, so both wait in the lane when it
-        // looks there next.
-        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
-        let held = gate.spawn(async move {
-            entered_tx.send(()).unwrap();
-            std::thread::sleep(Duration::from_millis(30));
-        });
-        entered_rx.recv().unwrap();
+        // Both are woken while the worker is held, so both wait in the lane when it looks there
+        // next.
+        let held = w.hold_worker();
         go_a.send(()).unwrap();
         go_b.send(()).unwrap();
-        rt.block_on(held).unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        stop_all(&rt, &stop, vec![ha, hb]);
-        let (sa, sb) = (ta.load(Ordering::SeqCst), tb.load(Ordering::SeqCst));
-        let share = sb as f64 / (sa + sb) as f64;
-        assert!(
-            (0.25..=0.75).contains(&share),
-            "equal groups woken from outside on one worker: b got {:.1}% of the time (a {sa} ns, \
-             b {sb} ns)",
-            share * 100.0
-        );
+        w.assert_b_shares(held, vec![ha, hb]);
     });
 }
