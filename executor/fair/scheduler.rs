@@ -70,6 +70,14 @@ fn rotation_key(gs: &GroupSched) -> Key {
     (virtual_ns(gs.vruntime), gs.entered)
 }
 
+/// A fresh rotation key for a group about to be inserted at its current virtual runtime; stores
+/// its entry count so that [`rotation_key`] finds it again.
+fn enter_key(st: &mut SchedState, gs: &mut GroupSched) -> Key {
+    let key = st.rotation.key(virtual_ns(gs.vruntime));
+    gs.entered = key.1;
+    key
+}
+
 /// Sets a group's virtual runtime and its lock-free hint (`GroupInner::vtime_hint`), under the
 /// group's lock.
 fn set_vruntime(g: &GroupInner, gs: &mut GroupSched, vruntime: u128) {
@@ -313,8 +321,7 @@ impl Scheduler {
             set_vruntime(&g, &mut gs, entered);
             gs.in_rotation = true;
             gs.listed_at = Some(since);
-            let key = st.rotation.key(virtual_ns(gs.vruntime));
-            gs.entered = key.1;
+            let key = enter_key(st, &mut gs);
             drop(gs);
             st.rotation.insert(key, g, at_floor);
         }
@@ -332,8 +339,7 @@ impl Scheduler {
         let charged = gs.vruntime + delta;
         set_vruntime(g, gs, charged);
         if let Some(entry) = entry {
-            let key = st.rotation.key(virtual_ns(gs.vruntime));
-            gs.entered = key.1;
+            let key = enter_key(st, gs);
             st.rotation.insert(key, entry, false);
         }
         for s in st.served.iter_mut().flatten() {

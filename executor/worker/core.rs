@@ -592,9 +592,7 @@ impl Core {
         // Extras (groups a pick took along, or lane tasks) run after the local queue, which a
         // task that yields again and again never leaves empty: back to their groups' queues, so
         // the check below sees those groups and switches to them when they are behind.
-        if !self.extras.is_empty() {
-            spill(self.extras.drain(..));
-        }
+        self.return_extras();
         let shared = self.shared.clone();
         let verdict = shared.scheduler.charge_and_check(
             self.service.charges(),
@@ -789,6 +787,13 @@ impl Core {
         self.service.group().cloned()
     }
 
+    /// Sends the extras back to their groups' queues.
+    fn return_extras(&mut self) {
+        if !self.extras.is_empty() {
+            spill(self.extras.drain(..));
+        }
+    }
+
     /// Whether a task waits where only this core reaches it: its LIFO slot or its extras (the
     /// stall monitor's hint, carried by the lent word; other workers see the local queue).
     #[inline]
@@ -832,9 +837,7 @@ impl Core {
         self.lifo_streak = 0;
         // Extras are reachable only through the core: back to their groups, where any worker can
         // take them while the core waits for its thread.
-        if !self.extras.is_empty() {
-            spill(self.extras.drain(..));
-        }
+        self.return_extras();
         fence(Ordering::SeqCst);
         self.shared.notify_work();
     }
