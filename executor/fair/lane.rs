@@ -20,7 +20,8 @@
 //! the one it serves (`Core::quantum_end`); the quantum bound caps what that switch can cost the
 //! served group, as for a task run beside another group (`Scheduler::may_run_beside`). A group
 //! listed a moment ago still waits in the inbox, where the lane does not see it, until the next
-//! scheduler visit (one per ten groups a worker serves, and one per quantum end). A worker takes
+//! scheduler visit (a pick, a quantum end, or a worker charging a full list of charges while the
+//! inbox is not empty). A worker takes
 //! its share of the lane at once (the oldest task, and up to `LANE_BATCH` more if that many per
 //! worker wait), keeping the rest in its extras: each pop meets the pushers at the lane's ends,
 //! and a batch makes fewer of those meetings.

@@ -85,6 +85,14 @@ fn set_vruntime(g: &GroupInner, gs: &mut GroupSched, vruntime: u128) {
     g.vtime_hint.store(virtual_ns(vruntime), Ordering::Relaxed);
 }
 
+/// Charges `ns` of service to a group, under its lock: its virtual runtime rises by
+/// `ns / weight`. The caller moves its rotation entry if it has one.
+fn add_service(g: &GroupInner, gs: &mut GroupSched, ns: u64) {
+    let delta = u128::from(ns) * SCALE / u128::from(gs.weight.max(1));
+    let charged = gs.vruntime + delta;
+    set_vruntime(g, gs, charged);
+}
+
 /// A quantum of `g`'s own service in virtual nanoseconds (`quantum_ns / weight`, from its weight
 /// hint). In u64 (this runs on every cross-group wake, and a u128 division is a library call),
 /// and no division at all for the default weight.
@@ -116,6 +124,9 @@ pub(crate) struct Charge {
     pub(crate) group: Arc<GroupInner>,
     pub(crate) ns: u64,
     pub(crate) polls: u64,
+    /// `ns` is in the group's virtual runtime already (see [`Scheduler::charge_off_rotation`]);
+    /// it stays in `ns` for the metrics.
+    pub(crate) charged: bool,
 }
 
 /// What a worker does when its quantum ends.
@@ -330,14 +341,12 @@ impl Scheduler {
     }
 
     fn charge_locked(st: &mut SchedState, g: &GroupInner, gs: &mut GroupSched, ns: u64) {
-        let delta = u128::from(ns) * SCALE / u128::from(gs.weight.max(1));
         let entry = if gs.in_rotation {
             st.rotation.remove(&rotation_key(gs))
         } else {
             None
         };
-        let charged = gs.vruntime + delta;
-        set_vruntime(g, gs, charged);
+        add_service(g, gs, ns);
         if let Some(entry) = entry {
             let key = enter_key(st, gs);
             st.rotation.insert(key, entry, false);
@@ -390,10 +399,37 @@ impl Scheduler {
     /// Applies a worker's pending charges under an already-held lock. The caller clears them
     /// after the visit (outside the lock: a charge may hold a group's last `Arc`).
     fn charge_pending(st: &mut SchedState, pending: &[Charge]) {
-        for c in pending.iter().filter(|c| c.ns > 0) {
+        for c in pending.iter().filter(|c| c.ns > 0 && !c.charged) {
             let mut gs = lock(&c.group.sched);
             Self::charge_locked(st, &c.group, &mut gs, c.ns);
         }
+    }
+
+    /// Charges what needs no scheduler lock: a group out of the rotation has no key there to move,
+    /// so its own lock is enough to raise its virtual runtime. True if every charge is applied;
+    /// otherwise the caller charges the rest with [`charge_all`](Self::charge_all), which skips
+    /// the ones marked done here.
+    ///
+    /// A worker that serves one group after another (tasks woken from outside, each in its own
+    /// group, through the lane) then lists their charges without a scheduler visit per handful of
+    /// groups. Two things a visit also does are left to the next one (a pick or a quantum end, at
+    /// most a quantum away): updating the served entries' virtual runtimes, which only keeps the
+    /// floor lower (conservative, as the module docs say of charges not applied yet), and raising
+    /// the floor. Groups listed meanwhile wait in the inbox for a visit to admit them, so with the
+    /// inbox not empty this does nothing and the caller visits, as before.
+    pub(crate) fn charge_off_rotation(&self, pending: &mut [Charge]) -> bool {
+        if !self.inbox.is_empty() {
+            return false;
+        }
+        for c in pending.iter_mut().filter(|c| c.ns > 0 && !c.charged) {
+            let mut gs = lock(&c.group.sched);
+            if gs.in_rotation {
+                return false;
+            }
+            add_service(&c.group, &mut gs, c.ns);
+            c.charged = true;
+        }
+        true
     }
 
     /// Applies `pending` (segments a worker finished since its last visit) under one lock. With

@@ -4,12 +4,18 @@
 //! group, parks, hands its core to another thread, or its quantum ends. Its measured duration and
 //! polls are added to the group's entry in the worker's list of *charges*, one entry per group
 //! served since the worker's last visit to the scheduler. At the next visit (a pick, a quantum
-//! end, parking, or a segment for a new group once [`MAX_PENDING_CHARGES`] groups are listed) the
-//! scheduler charges them to the groups' virtual runtimes; then the durations and polls are flushed
-//! to the groups' metrics and the list is emptied. So a charge is never more than a quantum late
-//! and costs no extra lock, and a worker alternating between groups (a message and its reply)
-//! touches no group's shared counters and no reference count per segment: the entry holds the
-//! group's `Arc` for the whole stretch between two visits.
+//! end, parking) the scheduler charges them to the groups' virtual runtimes; then the durations
+//! and polls are flushed to the groups' metrics and the list is emptied. So a charge is never more
+//! than a quantum late and costs no extra lock, and a worker alternating between groups (a message
+//! and its reply) touches no group's shared counters and no reference count per segment: the entry
+//! holds the group's `Arc` for the whole stretch between two visits.
+//!
+//! When a segment for a new group finds [`MAX_PENDING_CHARGES`] groups listed, the list is charged
+//! early: under each group's own lock where the group is out of the rotation (its virtual runtime
+//! is no rotation key then), with a scheduler visit only if some group is in the rotation or newly
+//! listed groups wait to be admitted (`Scheduler::charge_off_rotation`). A worker serving one
+//! group after another outside the rotation (tasks woken from outside into groups of their own,
+//! through the lane) so takes the scheduler lock at its picks and quantum ends only.
 //!
 //! The clock is read at segment boundaries and every `interval` polls, an interval adapted so that
 //! reading it costs about one read per [`CLOCK_EVERY`] of work.
@@ -23,7 +29,7 @@ use crate::shim::Ordering;
 
 use super::scheduler::{Charge, Scheduler};
 
-/// Groups whose service a worker may list before it takes the scheduler lock just to charge it:
+/// Groups whose service a worker may list before it charges them early (see the module docs):
 /// the groups one pick hands it (the picked group and its extras) and one more, so the groups of a
 /// pick are charged at the next pick, under the lock it takes anyway.
 const MAX_PENDING_CHARGES: usize = super::scheduler::EXTRA_GROUPS + 2;
@@ -106,14 +112,17 @@ impl Service {
                     self.forget_dropped();
                 }
                 if self.charges.len() >= MAX_PENDING_CHARGES {
-                    scheduler.charge_all(&self.charges, None);
+                    if !scheduler.charge_off_rotation(&mut self.charges) {
+                        scheduler.charge_all(&self.charges, None);
+                        visited = true;
+                    }
                     self.settle();
-                    visited = true;
                 }
                 self.charges.push(Charge {
                     group: g.into_owned(),
                     ns: 0,
                     polls: 0,
+                    charged: false,
                 });
                 self.charges.len() - 1
             }

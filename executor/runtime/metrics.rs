@@ -88,7 +88,8 @@ pub struct WorkerMetrics {
     /// Visits to the group scheduler only to apply the service charges of the groups the worker
     /// ran since its last visit (each takes the scheduler's lock). Charges normally wait for the
     /// next pick, which takes the lock anyway; these visits happen when a worker serves more groups
-    /// in a row than a pick hands it.
+    /// in a row than a pick hands it and one of them is in the rotation or newly listed groups
+    /// wait to enter it (groups out of the rotation are charged under their own locks).
     pub charge_visits: u64,
     /// Tasks taken from the scheduler's lane: tasks woken from outside the workers whose groups
     /// were idle and at the scheduler's floor, which run without a scheduler visit (see

@@ -79,3 +79,91 @@ mod reactor {
         );
     }
 }
+
+mod charges {
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+
+    use futures::channel::mpsc;
+    use futures::{SinkExt, StreamExt};
+
+    use crate::Runtime;
+
+    /// Tasks woken from outside into groups of their own run from the lane, one group after
+    /// another, none of them in the rotation: a worker charges such groups under their own locks
+    /// when its list of charges fills, not in a scheduler visit per ten groups (about 0.1 visit a
+    /// wake before), and every nanosecond of their service still reaches their virtual runtimes.
+    #[test]
+    fn groups_out_of_the_rotation_are_charged_without_a_scheduler_visit() {
+        const GROUPS: usize = 64;
+        const ROUNDS: usize = 20;
+        let rt = Runtime::builder()
+            .worker_threads(1)
+            .quantum(Duration::from_millis(100))
+            .build()
+            .unwrap();
+        let groups: Vec<_> = (0..GROUPS).map(|_| rt.group().build().unwrap()).collect();
+        let mut senders = Vec::new();
+        let mut tasks = Vec::new();
+        for g in &groups {
+            let (tx, mut rx) = mpsc::channel::<usize>(1);
+            senders.push(tx);
+            tasks.push(g.spawn(async move {
+                let mut got = 0;
+                while rx.next().await.is_some() {
+                    got += 1;
+                }
+                got
+            }));
+        }
+        let worker = |rt: &Runtime| rt.metrics().workers[0];
+        // Counters are published when the worker parks: wait until they stop moving.
+        let settled = |rt: &Runtime| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let before = worker(rt);
+                std::thread::sleep(Duration::from_millis(30));
+                if worker(rt) == before || Instant::now() > deadline {
+                    return before;
+                }
+            }
+        };
+        let before = settled(&rt);
+        std::thread::spawn(move || {
+            futures::executor::block_on(async move {
+                for r in 0..ROUNDS {
+                    for tx in &mut senders {
+                        tx.send(r).await.unwrap();
+                    }
+                }
+            })
+        })
+        .join()
+        .unwrap();
+        for t in tasks {
+            assert_eq!(rt.block_on(t).unwrap(), ROUNDS);
+        }
+        let after = settled(&rt);
+        let wakes = (GROUPS * ROUNDS) as u64;
+        let (lane, visits) = (
+            after.lane_takes - before.lane_takes,
+            after.charge_visits - before.charge_visits,
+        );
+        assert!(
+            lane >= wakes / 2,
+            "only {lane} of {wakes} wakes ran from the lane: the workload did not happen"
+        );
+        assert!(
+            visits <= wakes / 50,
+            "{visits} scheduler visits only to charge {lane} lane tasks of groups out of the rotation"
+        );
+        for g in &groups {
+            let charged = g.inner.vtime_hint.load(Ordering::Relaxed);
+            let served = g.inner.busy_ns.load(Ordering::Relaxed);
+            assert!(
+                charged + 1 >= served,
+                "a group served {served} ns has a virtual runtime of {charged} ns (weight 1)"
+            );
+        }
+    }
+}
