@@ -124,9 +124,6 @@ pub(crate) struct Charge {
     pub(crate) group: Arc<GroupInner>,
     pub(crate) ns: u64,
     pub(crate) polls: u64,
-    /// `ns` is in the group's virtual runtime already (see [`Scheduler::charge_off_rotation`]);
-    /// it stays in `ns` for the metrics.
-    pub(crate) charged: bool,
 }
 
 /// What a worker does when its quantum ends.
@@ -399,16 +396,16 @@ impl Scheduler {
     /// Applies a worker's pending charges under an already-held lock. The caller clears them
     /// after the visit (outside the lock: a charge may hold a group's last `Arc`).
     fn charge_pending(st: &mut SchedState, pending: &[Charge]) {
-        for c in pending.iter().filter(|c| c.ns > 0 && !c.charged) {
+        for c in pending.iter().filter(|c| c.ns > 0) {
             let mut gs = lock(&c.group.sched);
             Self::charge_locked(st, &c.group, &mut gs, c.ns);
         }
     }
 
-    /// Charges what needs no scheduler lock: a group out of the rotation has no key there to move,
-    /// so its own lock is enough to raise its virtual runtime. True if every charge is applied;
-    /// otherwise the caller charges the rest with [`charge_all`](Self::charge_all), which skips
-    /// the ones marked done here.
+    /// Applies `c` if that needs no scheduler lock: a group out of the rotation has no key there
+    /// to move, so its own lock is enough to raise its virtual runtime. True if `c` is applied
+    /// (or has nothing to apply); otherwise the caller charges it with
+    /// [`charge_all`](Self::charge_all).
     ///
     /// A worker that serves one group after another (tasks woken from outside, each in its own
     /// group, through the lane) then lists their charges without a scheduler visit per handful of
@@ -416,19 +413,19 @@ impl Scheduler {
     /// most a quantum away): updating the served entries' virtual runtimes, which only keeps the
     /// floor lower (conservative, as the module docs say of charges not applied yet), and raising
     /// the floor. Groups listed meanwhile wait in the inbox for a visit to admit them, so with the
-    /// inbox not empty this does nothing and the caller visits, as before.
-    pub(crate) fn charge_off_rotation(&self, pending: &mut [Charge]) -> bool {
+    /// inbox not empty it applies nothing and the caller visits, as before.
+    pub(crate) fn charge_off_rotation(&self, c: &Charge) -> bool {
+        if c.ns == 0 {
+            return true;
+        }
         if !self.inbox.is_empty() {
             return false;
         }
-        for c in pending.iter_mut().filter(|c| c.ns > 0 && !c.charged) {
-            let mut gs = lock(&c.group.sched);
-            if gs.in_rotation {
-                return false;
-            }
-            add_service(&c.group, &mut gs, c.ns);
-            c.charged = true;
+        let mut gs = lock(&c.group.sched);
+        if gs.in_rotation {
+            return false;
         }
+        add_service(&c.group, &mut gs, c.ns);
         true
     }
 

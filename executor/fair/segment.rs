@@ -109,20 +109,25 @@ impl Service {
             Some(i) => i,
             None => {
                 if self.charges.len() >= MAX_PENDING_CHARGES {
-                    self.forget_dropped();
+                    // Groups nothing else holds (no handle, no task, not in the rotation) can
+                    // never be scheduled again: their virtual runtimes no longer matter, and
+                    // nothing can make them reachable again but shutdown's snapshot of the live
+                    // groups. A task in a group of its own (a group per request) then costs no
+                    // scheduler visit to charge it.
+                    self.settle_where(|c| Arc::strong_count(&c.group) == 1);
                 }
                 if self.charges.len() >= MAX_PENDING_CHARGES {
-                    if !scheduler.charge_off_rotation(&mut self.charges) {
+                    self.settle_where(|c| scheduler.charge_off_rotation(c));
+                    if !self.charges.is_empty() {
                         scheduler.charge_all(&self.charges, None);
+                        self.settle();
                         visited = true;
                     }
-                    self.settle();
                 }
                 self.charges.push(Charge {
                     group: g.into_owned(),
                     ns: 0,
                     polls: 0,
-                    charged: false,
                 });
                 self.charges.len() - 1
             }
@@ -162,14 +167,12 @@ impl Service {
         self.charges.drain(..).for_each(flush);
     }
 
-    /// Drops the charges of groups nothing else holds (no handle, no task, not in the rotation):
-    /// such a group can never be scheduled again, so its virtual runtime no longer matters, and
-    /// nothing can make it reachable again but shutdown's snapshot of the live groups. A task in a
-    /// group of its own (a group per request) then costs no scheduler visit to charge it.
-    fn forget_dropped(&mut self) {
+    /// Flushes and removes the charges for which `done` is true (it has dealt with their service,
+    /// or the service no longer matters), keeping the others for the next visit.
+    fn settle_where(&mut self, mut done: impl FnMut(&Charge) -> bool) {
         let mut i = 0;
         while i < self.charges.len() {
-            if Arc::strong_count(&self.charges[i].group) == 1 {
+            if done(&self.charges[i]) {
                 flush(self.charges.swap_remove(i));
             } else {
                 i += 1;
