@@ -3,7 +3,7 @@
 //! Use them through the `rondo` crate (its default `macros` feature re-exports them); this crate
 //! only holds the code generation, because a proc-macro must live in a crate of its own.
 //!
-//! Both attributes turn an `async fn` into a plain one that builds a [`rondo::Runtime`], runs
+//! Both attributes turn an `async fn` into a plain one that builds a `rondo::Runtime`, runs
 //! the body to completion with `block_on` and returns what the body returned. The options:
 //!
 //! | option | values | default |
@@ -19,8 +19,6 @@
 //! rondo has no runtime that runs tasks on the calling thread, so `"current_thread"` means one
 //! worker thread beside the thread blocked in `block_on`; it cannot be combined with
 //! `worker_threads`.
-//!
-//! [`rondo::Runtime`]: https://docs.rs/rondo/latest/rondo/struct.Runtime.html
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
