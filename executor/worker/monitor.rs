@@ -16,7 +16,9 @@
 //! first seen spanning a tick the monitor samples its thread (`os_thread`), and at the threshold
 //! it rescues only if the thread is blocked now or ran on a CPU for at least half the time since;
 //! otherwise it looks again a short tick later (a CPU-bound poll is rescued once the kernel's
-//! accounting, which lags by up to one of its clock ticks, shows it running).
+//! accounting, which lags by up to one of its clock ticks, shows it running). The monitor's own
+//! thread may wait for a CPU past a poll's threshold; a first look that finds the poll due
+//! already has no window to measure, so it rescues only a blocked thread at once (`stall_due`).
 //!
 //! # Probation
 //! A rescued core goes to a thread that runs what waited behind the stuck poll, often more tasks
@@ -201,23 +203,8 @@ fn run(shared: &Shared) {
                 };
             } else if is_lent(word) {
                 let limit = if s.probation { probation } else { threshold };
-                let due = s.since.checked_add(limit).unwrap_or(now);
                 let thread = thread_files(&mut files[i], c.tid.load(Ordering::Relaxed));
-                let due = match s.thread {
-                    // The first tick this poll spans: the baseline.
-                    None => {
-                        s.thread = thread.and_then(ThreadFiles::cpu_time);
-                        due
-                    }
-                    // Preempted, not stuck: look again a short tick later.
-                    Some(earlier)
-                        if due <= now
-                            && thread.and_then(|t| t.preempted_since(&earlier)) == Some(true) =>
-                    {
-                        now + short
-                    }
-                    Some(_) => due,
-                };
+                let due = stall_due(s, thread, limit, short, now);
                 if due <= now {
                     stalled.push((i, word));
                 } else {
@@ -244,6 +231,66 @@ fn run(shared: &Shared) {
     }
 }
 
+/// What the monitor can learn about a poll's thread: [`ThreadFiles`] (tests use a fake).
+trait ThreadLook {
+    /// The thread's CPU time now; `None` if unknown.
+    fn cpu_time(&self) -> Option<CpuTime>;
+    /// True if the thread sleeps or waits now; `None` if unknown.
+    fn blocked(&self) -> Option<bool>;
+    /// True if the thread is runnable and ran less than half the time since `earlier`.
+    fn preempted_since(&self, earlier: &CpuTime) -> Option<bool>;
+}
+
+impl ThreadLook for ThreadFiles {
+    fn cpu_time(&self) -> Option<CpuTime> {
+        ThreadFiles::cpu_time(self)
+    }
+    fn blocked(&self) -> Option<bool> {
+        ThreadFiles::blocked(self)
+    }
+    fn preempted_since(&self, earlier: &CpuTime) -> Option<bool> {
+        ThreadFiles::preempted_since(self, earlier)
+    }
+}
+
+/// When the poll `s` (lent since `s.since`, on the same core) counts as stalled: at or before
+/// `now` means stalled now. `limit` is its threshold; `recheck`, how much later a poll whose
+/// thread was only preempted is looked at again.
+///
+/// The first tick that sees a poll span it takes its thread's CPU time as the baseline for the
+/// preemption check of later ticks. If that tick finds the poll due already (the monitor's own
+/// thread waited for a CPU past the poll's threshold, which happens whenever busy threads
+/// outnumber cores), there is no window yet to tell a preempted thread from a running one: only
+/// a blocked thread is judged stalled at once, and any other is looked at again `recheck` later,
+/// against the baseline. Without a way to look at the thread, every due poll is stalled.
+fn stall_due(
+    s: &mut Seen,
+    thread: Option<&impl ThreadLook>,
+    limit: Duration,
+    recheck: Duration,
+    now: Instant,
+) -> Instant {
+    let due = s.since.checked_add(limit).unwrap_or(now);
+    match s.thread {
+        None => {
+            s.thread = thread.and_then(ThreadLook::cpu_time);
+            let measurable = s.thread.is_some();
+            if due <= now && measurable && thread.and_then(ThreadLook::blocked) != Some(true) {
+                now + recheck
+            } else {
+                due
+            }
+        }
+        // Preempted, not stuck: look again a short tick later.
+        Some(earlier)
+            if due <= now && thread.and_then(|t| t.preempted_since(&earlier)) == Some(true) =>
+        {
+            now + recheck
+        }
+        Some(_) => due,
+    }
+}
+
 /// The open `/proc` files of thread `tid`, opened again when the core moved to another thread.
 fn thread_files(slot: &mut Option<ThreadFiles>, tid: u32) -> Option<&ThreadFiles> {
     if slot.as_ref().is_none_or(|f| f.tid() != tid) {
@@ -261,4 +308,122 @@ fn rescue<'a>(shared: &'a Shared, stalled: &'a [(usize, u64)]) -> impl Iterator<
         let waits = nobody_free || hint(word) || !c.local.is_empty();
         (waits && shared.threads.rescue(shared, i, word)).then_some(i)
     })
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A thread as the monitor would see it: blocked or not, and its CPU time at each look.
+    struct Fake {
+        blocked: bool,
+        on_cpu_ns: u64,
+        at: Instant,
+    }
+
+    impl ThreadLook for Fake {
+        fn cpu_time(&self) -> Option<CpuTime> {
+            Some(CpuTime {
+                on_cpu_ns: self.on_cpu_ns,
+                at: self.at,
+            })
+        }
+        fn blocked(&self) -> Option<bool> {
+            Some(self.blocked)
+        }
+        fn preempted_since(&self, earlier: &CpuTime) -> Option<bool> {
+            let now = self.cpu_time()?;
+            Some(super::super::os_thread::preempted(
+                self.blocked,
+                earlier,
+                &now,
+            ))
+        }
+    }
+
+    const LIMIT: Duration = Duration::from_millis(5);
+    const RECHECK: Duration = Duration::from_micros(1250);
+
+    fn seen(since: Instant) -> Seen {
+        Seen {
+            generation: 1,
+            since,
+            thread: None,
+            probation: false,
+        }
+    }
+
+    /// The monitor's tick came late: the first look at a poll finds it past its threshold.
+    #[test]
+    fn a_poll_first_measured_past_its_threshold_is_stalled_only_if_its_thread_is_blocked() {
+        let t0 = Instant::now();
+        let late = t0 + 3 * LIMIT;
+        let runnable = Fake {
+            blocked: false,
+            on_cpu_ns: 1_000_000,
+            at: late,
+        };
+        let mut s = seen(t0);
+        let due = stall_due(&mut s, Some(&runnable), LIMIT, RECHECK, late);
+        assert!(
+            due > late,
+            "a runnable thread was judged without a window to measure"
+        );
+        assert_eq!(due, late + RECHECK);
+
+        let blocked = Fake {
+            blocked: true,
+            ..runnable
+        };
+        let mut s = seen(t0);
+        assert!(stall_due(&mut s, Some(&blocked), LIMIT, RECHECK, late) <= late);
+
+        // No way to look at the thread: every due poll is stalled, as before.
+        let mut s = seen(t0);
+        assert!(stall_due(&mut s, None::<&Fake>, LIMIT, RECHECK, late) <= late);
+    }
+
+    #[test]
+    fn a_postponed_poll_is_stalled_once_its_thread_ran_and_looked_at_again_if_it_did_not() {
+        let t0 = Instant::now();
+        let late = t0 + 3 * LIMIT;
+        let first = Fake {
+            blocked: false,
+            on_cpu_ns: 1_000_000,
+            at: late,
+        };
+        let mut s = seen(t0);
+        let again = stall_due(&mut s, Some(&first), LIMIT, RECHECK, late);
+        // Waited for a CPU the whole window: preempted, looked at again later.
+        let waited = Fake { at: again, ..first };
+        let mut s2 = s;
+        assert_eq!(
+            stall_due(&mut s2, Some(&waited), LIMIT, RECHECK, again),
+            again + RECHECK
+        );
+        // Ran the whole window: stuck in its poll.
+        let ran = Fake {
+            on_cpu_ns: first.on_cpu_ns + RECHECK.as_nanos() as u64,
+            at: again,
+            blocked: false,
+        };
+        assert!(stall_due(&mut s, Some(&ran), LIMIT, RECHECK, again) <= again);
+    }
+
+    #[test]
+    fn a_poll_first_measured_before_its_threshold_is_due_at_the_threshold() {
+        let t0 = Instant::now();
+        let early = t0 + LIMIT / 2;
+        let look = Fake {
+            blocked: false,
+            on_cpu_ns: 0,
+            at: early,
+        };
+        let mut s = seen(t0);
+        assert_eq!(
+            stall_due(&mut s, Some(&look), LIMIT, RECHECK, early),
+            t0 + LIMIT
+        );
+        assert!(s.thread.is_some(), "the first look takes the baseline");
+    }
 }
