@@ -228,6 +228,52 @@ fn a_poll_preempted_by_the_operating_system_is_not_rescued() {
     });
 }
 
+/// The monitor's own thread waits for CPUs too. Here short polls (20 µs spins, with tasks waiting
+/// behind them) run among four busy threads per core, so the monitor's first look at a poll that
+/// its worker's preemption stretched often comes after the poll's threshold. With no window to
+/// measure, it used to rescue such a poll without asking the operating system (dozens of rescues
+/// here, none of them of a poll that blocks or even runs long); it now rescues only a thread that
+/// is blocked, and looks again at the others.
+#[cfg(target_os = "linux")]
+#[test]
+fn short_polls_stretched_by_preemption_are_not_rescued_when_the_monitor_looks_late() {
+    watchdog(60, || {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let stop = Arc::new(AtomicBool::new(false));
+        let hogs: Vec<_> = (0..4 * cores)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        let rt = rondo::Runtime::builder()
+            .worker_threads(2)
+            .stall_threshold(Duration::from_millis(1))
+            .build()
+            .unwrap();
+        for _ in 0..3 {
+            let tasks: Vec<_> = (0..2_000)
+                .map(|_| rt.spawn(async { spin(Duration::from_micros(20)) }))
+                .collect();
+            rt.block_on(async {
+                for t in tasks {
+                    t.await.unwrap();
+                }
+            });
+        }
+        stop.store(true, Ordering::Relaxed);
+        for h in hogs {
+            h.join().unwrap();
+        }
+        let m = rt.metrics();
+        assert_eq!(m.rescues, 0, "{m}");
+    });
+}
+
 /// A group stays listed after a worker took its last task, until the worker's next pick: a long
 /// poll of that task, with nothing else queued, is no stall behind which work waits.
 ///
