@@ -33,6 +33,43 @@ fn sum_of_small_tasks(rt: &rondo::Runtime, n: usize) -> usize {
     })
 }
 
+/// Four busy threads per core, so that every other thread (workers, the monitor) waits for a CPU
+/// for milliseconds at a time; stopped and joined when dropped.
+#[cfg(target_os = "linux")]
+struct Hogs {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+#[cfg(target_os = "linux")]
+impl Hogs {
+    fn start() -> Hogs {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..4 * cores)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        Hogs { stop, threads }
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for h in self.threads.drain(..) {
+            h.join().unwrap();
+        }
+    }
+}
+
 /// Spawns `n` tasks that each block their worker for `d`.
 fn spawn_sleepers(rt: &rondo::Runtime, n: usize, d: Duration) -> Vec<rondo::JoinHandle<()>> {
     (0..n)
@@ -199,18 +236,7 @@ fn a_stuck_poll_with_nothing_waiting_is_left_alone() {
 #[test]
 fn a_poll_preempted_by_the_operating_system_is_not_rescued() {
     watchdog(60, || {
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let stop = Arc::new(AtomicBool::new(false));
-        let hogs: Vec<_> = (0..4 * cores)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                    }
-                })
-            })
-            .collect();
+        let hogs = Hogs::start();
         let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
         rt.block_on(rt.spawn(async {
             spin(Duration::from_millis(100));
@@ -219,10 +245,7 @@ fn a_poll_preempted_by_the_operating_system_is_not_rescued() {
             waiting.await.unwrap();
         }))
         .unwrap();
-        stop.store(true, Ordering::Relaxed);
-        for h in hogs {
-            h.join().unwrap();
-        }
+        drop(hogs);
         let m = rt.metrics();
         assert_eq!(m.rescues, 0, "{m}");
     });
@@ -238,18 +261,7 @@ fn a_poll_preempted_by_the_operating_system_is_not_rescued() {
 #[test]
 fn short_polls_stretched_by_preemption_are_not_rescued_when_the_monitor_looks_late() {
     watchdog(60, || {
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let stop = Arc::new(AtomicBool::new(false));
-        let hogs: Vec<_> = (0..4 * cores)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                    }
-                })
-            })
-            .collect();
+        let hogs = Hogs::start();
         let rt = rondo::Runtime::builder()
             .worker_threads(2)
             .stall_threshold(Duration::from_millis(1))
@@ -265,10 +277,7 @@ fn short_polls_stretched_by_preemption_are_not_rescued_when_the_monitor_looks_la
                 }
             });
         }
-        stop.store(true, Ordering::Relaxed);
-        for h in hogs {
-            h.join().unwrap();
-        }
+        drop(hogs);
         let m = rt.metrics();
         assert_eq!(m.rescues, 0, "{m}");
     });
