@@ -74,7 +74,7 @@ use std::time::{Duration, Instant};
 use crate::shim::{AtomicBool, AtomicU64, Ordering};
 
 use super::lent::{generation, hint, is_lent};
-use super::os_thread::{CpuTime, ThreadFiles};
+use super::os_thread::{CpuTime, ThreadFiles, preempted};
 use super::parker::Parker;
 use super::shared::Shared;
 
@@ -238,7 +238,10 @@ trait ThreadLook {
     /// True if the thread sleeps or waits now; `None` if unknown.
     fn blocked(&self) -> Option<bool>;
     /// True if the thread is runnable and ran less than half the time since `earlier`.
-    fn preempted_since(&self, earlier: &CpuTime) -> Option<bool>;
+    fn preempted_since(&self, earlier: &CpuTime) -> Option<bool> {
+        let blocked = self.blocked()?;
+        Some(preempted(blocked, earlier, &self.cpu_time()?))
+    }
 }
 
 impl ThreadLook for ThreadFiles {
@@ -247,9 +250,6 @@ impl ThreadLook for ThreadFiles {
     }
     fn blocked(&self) -> Option<bool> {
         ThreadFiles::blocked(self)
-    }
-    fn preempted_since(&self, earlier: &CpuTime) -> Option<bool> {
-        ThreadFiles::preempted_since(self, earlier)
     }
 }
 
@@ -330,14 +330,6 @@ mod tests {
         }
         fn blocked(&self) -> Option<bool> {
             Some(self.blocked)
-        }
-        fn preempted_since(&self, earlier: &CpuTime) -> Option<bool> {
-            let now = self.cpu_time()?;
-            Some(super::super::os_thread::preempted(
-                self.blocked,
-                earlier,
-                &now,
-            ))
         }
     }
 

@@ -103,13 +103,6 @@ impl ThreadFiles {
         #[allow(unreachable_code)]
         None
     }
-
-    /// Whether the thread was mostly preempted since `earlier` (see [`preempted`]); `None` if its
-    /// files cannot be read any more.
-    pub(crate) fn preempted_since(&self, earlier: &CpuTime) -> Option<bool> {
-        let blocked = self.blocked()?;
-        Some(preempted(blocked, earlier, &self.cpu_time()?))
-    }
 }
 
 /// Reads a `/proc` file from its start again (the kernel regenerates it for a read at offset 0).
