@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use common::{rt, watchdog};
+use common::{rt, rt_at_least, watchdog};
 use rondo::sync::{AsyncOneManyLock, Semaphore};
 use rondo::time::{Elapsed, MissedTickBehavior, interval, sleep, sleep_until, timeout, timeout_at};
 
@@ -613,5 +613,179 @@ fn a_worker_waits_for_a_long_timer_pass_instead_of_spinning() {
             parked < 2_000,
             "workers parked {parked} times around one processing pass: they spin while it runs"
         );
+    });
+}
+
+/// CPU clock ticks (10 ms each) used so far by this process's threads whose names start with
+/// `prefix`.
+fn thread_cpu_ticks(prefix: &str) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir("/proc/self/task").unwrap() {
+        let p = e.unwrap().path();
+        let Ok(comm) = std::fs::read_to_string(p.join("comm")) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(p.join("stat")) else {
+            continue;
+        };
+        if comm.starts_with(prefix) {
+            // utime and stime: fields 14 and 15, so 11 and 12 after the name's parenthesis.
+            let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
+                .split_whitespace()
+                .collect();
+            total += f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+        }
+    }
+    total
+}
+
+/// A deadline further off than the driver's ticks reach in nanoseconds (`u64::MAX` ns, a common
+/// "forever") once made the instant the keeper parks until wrap to about now: it parked for
+/// nothing, over and over, on a whole CPU, for as long as the timer lived.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_sleep_of_u64_max_nanoseconds_leaves_its_worker_idle() {
+    watchdog(30, || {
+        let rt = common::builder(1).thread_name("forever").build().unwrap();
+        // Alone: a nearer deadline would be the one the keeper parks until.
+        rt.spawn(sleep(Duration::from_nanos(u64::MAX)));
+        std::thread::sleep(20 * MS);
+        let before = thread_cpu_ticks("forever");
+        std::thread::sleep(300 * MS);
+        let used = thread_cpu_ticks("forever") - before;
+        // An idle worker uses none; allow a few ticks of noise. Spinning took all 30.
+        assert!(
+            used <= 5,
+            "the idle runtime's threads used {used} ticks of CPU in 300 ms"
+        );
+        assert_eq!(rt.metrics().timers, 1);
+    });
+}
+
+/// Periods too long for an `Instant` to add: the first tick completes, the next never comes,
+/// under every missed-tick behaviour and after `reset` (each once overflowed inside `tick`).
+#[test]
+fn an_interval_of_duration_max_ticks_once() {
+    watchdog(30, || {
+        let rt = rt(1);
+        rt.block_on(async {
+            for behavior in [
+                MissedTickBehavior::Burst,
+                MissedTickBehavior::Delay,
+                MissedTickBehavior::Skip,
+            ] {
+                let mut iv = interval(Duration::MAX);
+                iv.set_missed_tick_behavior(behavior);
+                iv.tick().await;
+                assert!(timeout(2 * MS, iv.tick()).await.is_err(), "{behavior:?}");
+                iv.reset();
+                assert!(timeout(2 * MS, iv.tick()).await.is_err(), "{behavior:?}");
+            }
+            // A stall past a first tick in the past: the late paths (`Delay`, `Skip`) too.
+            for behavior in [MissedTickBehavior::Delay, MissedTickBehavior::Skip] {
+                let start = Instant::now() - Duration::from_secs(1);
+                let mut iv = rondo::time::interval_at(start, Duration::MAX);
+                iv.set_missed_tick_behavior(behavior);
+                assert_eq!(iv.tick().await, start);
+                assert!(timeout(2 * MS, iv.tick()).await.is_err(), "{behavior:?}");
+            }
+        });
+    });
+}
+
+/// A thread outside the runtime waiting on one of its timers (`Handle::block_on`) is woken when
+/// the runtime is dropped, and its next poll panics with the timer's message; so is a task of
+/// another runtime awaiting such a timer. Shutdown once dropped those wakers without waking
+/// them, and both waited for good.
+#[test]
+fn waiters_outside_a_runtime_are_woken_when_it_drops_their_timers() {
+    watchdog(30, || {
+        let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+        let h = rt.handle().clone();
+        let (armed_tx, armed_rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                h.block_on(async {
+                    let mut s = pin!(sleep(Duration::from_secs(3600)));
+                    assert!(futures::poll!(s.as_mut()).is_pending());
+                    armed_tx.send(()).unwrap();
+                    s.await;
+                })
+            }))
+        });
+        armed_rx.recv().unwrap();
+        drop(rt);
+        let msg = panic_message(waiter.join().unwrap());
+        assert!(msg.contains("after its runtime shut down"), "{msg}");
+
+        let a = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+        let b = rt_at_least(2, 1);
+        let mut s = Box::pin(sleep(Duration::from_secs(3600)));
+        a.block_on(async { assert!(futures::poll!(s.as_mut()).is_pending()) });
+        let (polled_tx, polled_rx) = std::sync::mpsc::channel();
+        let task = b.spawn(async move {
+            let mut first = true;
+            std::future::poll_fn(|cx| {
+                if first {
+                    first = false;
+                    polled_tx.send(()).unwrap();
+                }
+                let r =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.as_mut().poll(cx)));
+                match r {
+                    Ok(Poll::Pending) => Poll::Pending,
+                    Ok(Poll::Ready(())) => Poll::Ready(String::from("fired")),
+                    Err(p) => Poll::Ready(panic_message(Err(p))),
+                }
+            })
+            .await
+        });
+        polled_rx.recv().unwrap();
+        drop(a);
+        let msg = b.block_on(task).unwrap();
+        assert!(msg.contains("after its runtime shut down"), "{msg}");
+    });
+}
+
+/// A waker's `clone` is its owner's code and may use the timers of the same runtime: reading
+/// the runtime's metrics (which counts every shard's timers) from a waker cloned by a `Sleep`'s
+/// first poll, and by a poll with a new waker, once deadlocked on the shard's lock.
+#[test]
+fn a_waker_whose_clone_reads_the_timers_does_not_deadlock_a_sleep() {
+    use std::sync::OnceLock;
+    use std::task::{RawWaker, RawWakerVTable, Waker};
+
+    static HANDLE: OnceLock<rondo::Handle> = OnceLock::new();
+    static CLONES: AtomicUsize = AtomicUsize::new(0);
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    fn clone(p: *const ()) -> RawWaker {
+        if let Some(h) = HANDLE.get() {
+            let _ = h.metrics().timers;
+            CLONES.fetch_add(1, Ordering::SeqCst);
+        }
+        RawWaker::new(p, &VTABLE)
+    }
+    fn noop(_: *const ()) {}
+
+    watchdog(30, || {
+        let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+        HANDLE.set(rt.handle().clone()).unwrap();
+        let _g = rt.enter();
+        // SAFETY: the vtable's functions ignore the data pointer, so any pointer is valid.
+        let waker = unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) };
+        let mut cx = Context::from_waker(&waker);
+        // Arming.
+        let mut s = Box::pin(sleep(Duration::from_secs(10)));
+        assert!(s.as_mut().poll(&mut cx).is_pending());
+        // A poll with another waker replaces the stored one.
+        let mut t = Box::pin(sleep(Duration::from_secs(10)));
+        assert!(
+            t.as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_pending()
+        );
+        assert!(t.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(CLONES.load(Ordering::SeqCst), 2);
+        assert_eq!(rt.metrics().timers, 2);
     });
 }

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use crate::shim::{AtomicBool, AtomicU64, Mutex, Ordering, TryLockError, fence, lock};
 
+use super::later;
 use super::wheel::{Polled, Wheel};
 
 /// The driver's tick is 2^17 ns (about 131 µs): a timer fires at most one tick after its deadline
@@ -147,9 +148,11 @@ impl Timers {
         (now.saturating_duration_since(self.common.start).as_nanos() >> TICK_SHIFT) as u64
     }
 
-    /// The instant tick `tick` begins.
+    /// The instant tick `tick` begins; for a tick too far off for an `Instant` (or a `u64` of
+    /// nanoseconds), about 30 years from the start, which no wait reaches.
     pub(crate) fn instant_of(&self, tick: u64) -> Instant {
-        self.common.start + Duration::from_nanos(tick << TICK_SHIFT)
+        let ns = tick.saturating_mul(1 << TICK_SHIFT);
+        later(self.common.start, Duration::from_nanos(ns))
     }
 
     /// A lower bound of the next tick at which a timer is due (`NEVER`: none).
@@ -306,6 +309,9 @@ impl Registration {
     pub fn arm(shard: &Arc<Shard>, deadline: Instant, slack: Duration, waker: &Waker) -> Armed {
         let common = &shard.common;
         let (at, latest) = ticks(common, deadline, slack);
+        // Cloned before the lock: a waker's clone is its owner's code, which may arm or cancel a
+        // timer of this shard. Declared first, so an unused clone is dropped after the unlock.
+        let waker = waker.clone();
         let mut w = lock(&shard.wheel);
         if common.closed.load(Ordering::SeqCst) {
             return Armed::Closed;
@@ -313,7 +319,7 @@ impl Registration {
         if at <= w.elapsed() {
             return Armed::Due;
         }
-        let key = w.insert(at, latest, waker.clone());
+        let key = w.insert(at, latest, waker);
         let lowered = shard.lower(at, latest);
         drop(w);
         if lowered {
@@ -328,17 +334,34 @@ impl Registration {
     /// `Some(true)` if the timer fired; `Some(false)` if not, and `waker` is the one it will wake;
     /// `None` if the runtime has shut down (it will never fire).
     pub(crate) fn poll(&self, waker: &Waker) -> Option<bool> {
-        let mut w = lock(&self.shard.wheel);
-        if self.shard.common.closed.load(Ordering::SeqCst) {
+        let closed = || self.shard.common.closed.load(Ordering::SeqCst);
+        let w = lock(&self.shard.wheel);
+        if closed() {
             return w.is_fired(self.key).then_some(true);
         }
-        let polled = w.poll(self.key, waker);
+        match w.poll(self.key, waker) {
+            Polled::Fired => return Some(true),
+            Polled::Waiting => return Some(false),
+            Polled::Stale => {}
+        }
         drop(w);
-        match polled {
-            Polled::Fired => Some(true),
-            Polled::Waiting(old) => {
+        // A new waker: cloned outside the lock, as in `arm`, and dropped (with the one it
+        // replaces) after the unlock.
+        let new = waker.clone();
+        let mut w = lock(&self.shard.wheel);
+        if closed() {
+            return w.is_fired(self.key).then_some(true);
+        }
+        let set = w.set_waker(self.key, new);
+        drop(w);
+        match set {
+            Ok(old) => {
                 drop(old);
                 Some(false)
+            }
+            Err(unused) => {
+                drop(unused);
+                Some(true)
             }
         }
     }

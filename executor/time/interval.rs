@@ -5,6 +5,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use super::later;
 use super::sleep::{Sleep, sleep_until};
 
 /// Ticks every `period`, the first tick at once; see [`Interval`].
@@ -76,19 +77,19 @@ pub enum MissedTickBehavior {
 impl MissedTickBehavior {
     /// The tick after `tick`, observed at `now`.
     fn next(self, tick: Instant, now: Instant, period: Duration) -> Instant {
-        let on_time = tick + period;
+        let on_time = later(tick, period);
         if now < on_time {
             return on_time;
         }
         match self {
             MissedTickBehavior::Burst => on_time,
-            MissedTickBehavior::Delay => now + period,
+            MissedTickBehavior::Delay => later(now, period),
             MissedTickBehavior::Skip => {
                 let behind = now.duration_since(tick).as_nanos();
                 let p = period.as_nanos();
                 let periods = behind / p + 1;
                 let skip = Duration::from_nanos(u64::try_from(periods * p).unwrap_or(u64::MAX));
-                tick.checked_add(skip).unwrap_or(now + period)
+                tick.checked_add(skip).unwrap_or_else(|| later(now, period))
             }
         }
     }
@@ -157,7 +158,7 @@ impl Interval {
     /// });
     /// ```
     pub fn reset(&mut self) {
-        self.reset_at(Instant::now() + self.period);
+        self.reset_at(later(Instant::now(), self.period));
     }
 
     /// Restarts the schedule: the next tick is at once.

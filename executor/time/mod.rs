@@ -37,6 +37,7 @@ mod timeout;
 mod wheel;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub use interval::{Interval, MissedTickBehavior, interval, interval_at};
 pub use sleep::{Sleep, sleep, sleep_until};
@@ -44,6 +45,16 @@ pub use timeout::{Elapsed, Timeout, timeout, timeout_at};
 
 pub(crate) use driver::{IfBusy, NEVER, Shard, TimerHost, Timers};
 pub(crate) use keeper::{Keeper, Lowered};
+
+/// `t + d`, or, where an `Instant` cannot hold that, about 30 years from `t`: a deadline no
+/// wait reaches. Every deadline the timers compute goes through it, so no length of sleep,
+/// timeout or period overflows.
+pub(crate) fn later(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d).unwrap_or_else(|| {
+        let far = Duration::from_secs(86_400 * 365 * 30);
+        t.checked_add(far).unwrap_or(t)
+    })
+}
 
 /// How a timer finds the shard to arm in: the runtime layer implements it for [`Current`] (it
 /// knows which runtime and worker are current), so this layer needs nothing above it.

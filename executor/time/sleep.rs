@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::driver::{Armed, Registration, Shard};
-use super::{Current, Source};
+use super::{Current, Source, later};
 
 /// Waits until `duration` has passed; see [`Sleep`].
 ///
@@ -25,7 +25,7 @@ use super::{Current, Source};
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
     let now = Instant::now();
-    sleep_until(now.checked_add(duration).unwrap_or_else(|| far_future(now)))
+    sleep_until(later(now, duration))
 }
 
 /// Waits until `deadline`; see [`Sleep`]. A deadline in the past completes at the next poll that
@@ -46,11 +46,6 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
         entry: None,
         done: false,
     }
-}
-
-/// About 30 years from `now`: the deadline of a sleep too long for `Instant` to represent.
-pub(crate) fn far_future(now: Instant) -> Instant {
-    now + Duration::from_secs(86_400 * 365 * 30)
 }
 
 /// A future that completes at its deadline, never before. Made by [`sleep`] and [`sleep_until`].

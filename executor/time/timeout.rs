@@ -6,7 +6,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::sleep::{Sleep, far_future, sleep_until};
+use super::later;
+use super::sleep::{Sleep, sleep_until};
 
 /// Runs `future` for at most `duration`: its output in `Ok`, or `Err(Elapsed)` if the time ran
 /// out first, in which case the future is dropped when the `Timeout` is. Cancel-safe exactly when
@@ -24,10 +25,7 @@ use super::sleep::{Sleep, far_future, sleep_until};
 /// ```
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
     let now = Instant::now();
-    timeout_at(
-        now.checked_add(duration).unwrap_or_else(|| far_future(now)),
-        future,
-    )
+    timeout_at(later(now, duration), future)
 }
 
 /// Runs `future` until `deadline` at most; see [`timeout`].

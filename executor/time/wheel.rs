@@ -70,8 +70,11 @@ struct Entry {
 pub(crate) enum Polled {
     /// The entry fired.
     Fired,
-    /// Still waiting; the waker to drop (outside any lock) if it was replaced.
-    Waiting(Option<Waker>),
+    /// Still waiting, and it will wake the waker it was polled with.
+    Waiting,
+    /// Still waiting, with another waker: the caller clones the new one outside the lock (a
+    /// waker's clone is its owner's code) and hands it over with [`Wheel::set_waker`].
+    Stale,
 }
 
 /// See the module docs.
@@ -188,15 +191,26 @@ impl Wheel {
     }
 
     /// Whether timer `key` fired; if not, makes `waker` the one it wakes.
-    pub(crate) fn poll(&mut self, key: usize, waker: &Waker) -> Polled {
-        let e = &mut self.entries[key];
+    pub(crate) fn poll(&self, key: usize, waker: &Waker) -> Polled {
+        let e = &self.entries[key];
         if e.place == Place::Fired {
             return Polled::Fired;
         }
         match &e.waker {
-            Some(w) if w.will_wake(waker) => Polled::Waiting(None),
-            _ => Polled::Waiting(e.waker.replace(waker.clone())),
+            Some(w) if w.will_wake(waker) => Polled::Waiting,
+            _ => Polled::Stale,
         }
+    }
+
+    /// Gives timer `key` the waker to wake, after [`poll`](Self::poll) found its own stale:
+    /// `Ok` with the replaced one, for the caller to drop outside any lock, or `Err` with
+    /// `waker` back if the timer fired meanwhile.
+    pub(crate) fn set_waker(&mut self, key: usize, waker: Waker) -> Result<Option<Waker>, Waker> {
+        let e = &mut self.entries[key];
+        if e.place == Place::Fired {
+            return Err(waker);
+        }
+        Ok(e.waker.replace(waker))
     }
 
     /// Whether timer `key` fired.

@@ -288,12 +288,13 @@ impl Shared {
         })
     }
 
-    /// One pass of shutdown's drain: closes the lane and every group (a later push is dropped by
-    /// its pusher), wakes every task still registered, then drops every runnable in the lane, the
-    /// group queues, limiter lines and local queues, on this thread. Returns how many it dropped.
+    /// One pass of shutdown's drain: closes the timers, the lane and every group (a later push is
+    /// dropped by its pusher), wakes every task still registered and every waker a timer held,
+    /// then drops every runnable in the lane, the group queues, limiter lines and local queues, on
+    /// this thread. Returns how many it dropped.
     pub(crate) fn drain_once(&self) -> usize {
-        // Timers hold their tasks' wakers; after this, arming fails and nothing holds a task.
-        drop(self.timers.close());
+        // Timers hold their tasks' wakers; after this, arming fails and no timer holds a task.
+        let timer_wakers = self.timers.close();
         let lane = self.scheduler.close_lane();
         let mut dropped = lane.len();
         drop(lane);
@@ -309,6 +310,13 @@ impl Shared {
                 dropped += line.len();
                 drop(line);
             }
+        }
+        // Woken, not just dropped: a waiter outside this runtime (a `block_on` on another thread,
+        // a task of another runtime) would otherwise wait for good; polled again, its timer says
+        // the runtime shut down. This runtime's own tasks find their groups closed, and their
+        // pushes drop them here, as any push after the close.
+        for w in timer_wakers {
+            w.wake();
         }
         for c in self.cores.iter() {
             // A core whose thread is stuck in a poll may still run: take from its queue as a
