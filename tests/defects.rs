@@ -535,3 +535,83 @@ fn enter_selects_the_runtime_for_plain_spawns() {
     }
     assert!(rondo::Handle::try_current().is_none());
 }
+
+/// A value whose destructor runs `f`: the cleanup a cancelled task's future does when dropped.
+struct OnDrop<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
+/// An aborted task's future is dropped by a worker as a poll would end it: with the core lent and
+/// the task's group current. Its destructor once ran with neither, so a `block_on` there parked
+/// the worker while it kept its core (the runtime froze, and so did dropping it), and a spawn
+/// there went to the default group.
+#[test]
+fn a_cancelled_tasks_destructor_may_block_on_and_spawns_into_its_group() {
+    watchdog(30, || {
+        let rt = common::rt(1);
+        let group = rt.group().name("tenant").build().unwrap();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let guard = OnDrop(move || {
+            let name = rondo::block_on(rondo::spawn(async {
+                rondo::current_group().unwrap().name().to_string()
+            }));
+            s.lock().unwrap().push(name.unwrap());
+        });
+        let (_keep, never) = futures::channel::oneshot::channel::<()>();
+        let h = group.spawn(async move {
+            let _guard = guard;
+            let _ = never.await;
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        h.abort();
+        assert!(rt.block_on(h).unwrap_err().is_cancelled());
+        assert_eq!(*seen.lock().unwrap(), vec![String::from("tenant")]);
+        // The runtime still runs tasks, and drops.
+        assert_eq!(rt.block_on(rt.spawn(async { 7 })).unwrap(), 7);
+        drop(rt);
+    });
+}
+
+/// A cancelled task's destructor that blocks is watched like a poll that blocks: the stall
+/// monitor hands the core's queues to another thread, which runs the other tasks meanwhile.
+#[test]
+fn a_cancelled_tasks_blocking_destructor_is_rescued() {
+    watchdog(30, || {
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .stall_threshold(Duration::from_millis(5))
+            .build()
+            .unwrap();
+        let other_ran = Arc::new(AtomicBool::new(false));
+        let seen_by_destructor = Arc::new(AtomicBool::new(false));
+        let (o, s) = (other_ran.clone(), seen_by_destructor.clone());
+        let guard = OnDrop(move || {
+            // Blocks its thread until the other task ran (at most 5 s).
+            let end = Instant::now() + Duration::from_secs(5);
+            while !o.load(Ordering::SeqCst) && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            s.store(o.load(Ordering::SeqCst), Ordering::SeqCst);
+        });
+        let (_keep, never) = futures::channel::oneshot::channel::<()>();
+        let h = rt.spawn(async move {
+            let _guard = guard;
+            let _ = never.await;
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        h.abort();
+        let o = other_ran.clone();
+        let other = rt.spawn(async move { o.store(true, Ordering::SeqCst) });
+        rt.block_on(other).unwrap();
+        assert!(rt.block_on(h).unwrap_err().is_cancelled());
+        assert!(
+            seen_by_destructor.load(Ordering::SeqCst),
+            "the other task waited for the blocking destructor"
+        );
+    });
+}

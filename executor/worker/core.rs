@@ -517,16 +517,21 @@ impl Core {
         // The polled task's group when a rescue took the core during the poll (the segment that
         // would name it went with the core).
         let mut rescued_from: Option<Arc<GroupInner>> = None;
-        let core = if meta.is_cancelled() {
-            // Cancelled by marking: the future is dropped here, on a worker.
-            drop(r);
-            Some(self)
-        } else {
+        let core = {
             // Restored when they drop, even if the poll unwinds.
             let _group = GroupScope::enter(group);
             let _budget = PollBudget::start();
+            let cancelled = meta.is_cancelled();
             context::install(self);
-            r.run();
+            if cancelled {
+                // Cancelled by marking (`abort`, `Group::cancel`): the future is dropped here, on
+                // a worker, as a poll would end it. Its destructor is the task's own code and may
+                // do what a poll does (`block_on`, `block_in_place`, spawn into its group, block
+                // until rescued), so it runs with the core lent and the group current, as a poll.
+                drop(r);
+            } else {
+                r.run();
+            }
             // A `block_in_place` in this poll handed the core over (so the lease is gone) and left
             // its reclaim for now: take the core back if no thread took it. Off the hot path.
             let taken = match context::take_after_poll() {
