@@ -330,13 +330,17 @@ fn a_join_handle_polled_after_ready_panics_clearly() {
     };
     assert_eq!(first.unwrap(), 3);
     let again = catch_unwind(AssertUnwindSafe(|| Pin::new(&mut h).poll(&mut cx)));
-    let payload = again.expect_err("a second poll must panic");
-    let msg = payload
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| payload.downcast_ref::<&str>().copied())
-        .unwrap_or("");
+    let msg = panic_text(again.expect_err("a second poll must panic"));
     assert!(msg.contains("polled after it returned Ready"), "{msg}");
+}
+
+/// The text of a panic's payload ("" if it is not text).
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
 }
 
 /// Counts its polls and stays pending.
@@ -613,5 +617,55 @@ fn a_cancelled_tasks_blocking_destructor_is_rescued() {
             seen_by_destructor.load(Ordering::SeqCst),
             "the other task waited for the blocking destructor"
         );
+    });
+}
+
+/// Cancelling the default group (what `current_group` returns in a plain spawn) once cancelled
+/// every later plain spawn on the runtime for good; it is refused with a message that says what
+/// to do instead, and the runtime keeps spawning.
+#[test]
+fn the_default_group_cannot_be_cancelled() {
+    watchdog(30, || {
+        let rt = rt(1);
+        let g = rt
+            .block_on(rt.spawn(async { rondo::current_group().unwrap() }))
+            .unwrap();
+        assert_eq!(g.name(), "default");
+        let msg = panic_text(catch_unwind(AssertUnwindSafe(|| g.cancel())).unwrap_err());
+        assert!(msg.contains("default group cannot be cancelled"), "{msg}");
+        assert!(!g.is_cancelled());
+        assert_eq!(rt.block_on(rt.spawn(async { 1 })).unwrap(), 1);
+        // A group of one's own still cancels.
+        let own = rt.group().build().unwrap();
+        let h = own.spawn(std::future::pending::<()>());
+        own.cancel();
+        assert!(rt.block_on(h).unwrap_err().is_cancelled());
+    });
+}
+
+/// Enter guards dropped out of order once left the first runtime current after both guards were
+/// gone (a plain spawn then went to a dropped runtime and came back cancelled); the misuse now
+/// panics, and guards dropped in order leave no runtime current.
+#[test]
+fn enter_guards_dropped_out_of_order_panic() {
+    watchdog(30, || {
+        let a = rt(1);
+        let b = rt(1);
+        // On a thread of its own: what is current after the misuse is not specified.
+        let (ha, hb) = (a.handle().clone(), b.handle().clone());
+        let misuse = std::thread::spawn(move || {
+            let ga = ha.enter();
+            let gb = hb.enter();
+            let msg = panic_text(catch_unwind(AssertUnwindSafe(move || drop(ga))).unwrap_err());
+            std::mem::forget(gb);
+            msg
+        });
+        let msg = misuse.join().unwrap();
+        assert!(msg.contains("reverse order"), "{msg}");
+        let ga = a.enter();
+        let gb = b.enter();
+        drop(gb);
+        drop(ga);
+        assert!(rondo::Handle::try_current().is_none());
     });
 }

@@ -98,6 +98,8 @@ pub(crate) struct GroupInner {
     pub(crate) id: u64,
     /// This group's key in the host's `GroupList`.
     key: usize,
+    /// The runtime's default group (plain spawns go there): it cannot be cancelled.
+    pub(crate) is_default: bool,
     // Region 1 (and, after its last gap, the start of region 2).
     pub(crate) registry: Registry,
     // Region 2.
@@ -146,6 +148,7 @@ impl GroupInner {
         name: Option<String>,
         weight: u32,
         max_concurrency: Option<usize>,
+        is_default: bool,
     ) -> Arc<GroupInner> {
         host.groups().insert(|id, key| {
             let name = name.map_or_else(OnceLock::new, OnceLock::from);
@@ -156,6 +159,7 @@ impl GroupInner {
                 idle_event: Event::new(),
                 id,
                 key,
+                is_default,
                 registry: Registry::new(),
                 sched: Mutex::new(GroupSched {
                     weight,

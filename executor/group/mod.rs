@@ -213,7 +213,13 @@ impl GroupBuilder {
             });
         }
         Ok(Group {
-            inner: GroupInner::new(&self.host, self.name, self.weight, self.max_concurrency),
+            inner: GroupInner::new(
+                &self.host,
+                self.name,
+                self.weight,
+                self.max_concurrency,
+                false,
+            ),
         })
     }
 }
@@ -334,6 +340,13 @@ impl Group {
     /// running ones at their next suspension point, and their handles resolve cancelled. Tasks
     /// spawned into the group afterwards are cancelled at once. Cancellation is permanent.
     ///
+    /// # Panics
+    ///
+    /// On the runtime's default group (the one [`current_group`](crate::current_group) returns
+    /// in a task spawned with `rondo::spawn` or `Runtime::spawn`): every plain spawn on the
+    /// runtime goes there, and would be cancelled for good. Give the tasks you may cancel a group
+    /// of their own ([`Runtime::group`](crate::Runtime::group)).
+    ///
     /// ```
     /// let rt = rondo::Runtime::new().unwrap();
     /// let g = rt.group().build().unwrap();
@@ -341,7 +354,13 @@ impl Group {
     /// g.cancel();
     /// assert!(rt.block_on(h).unwrap_err().is_cancelled());
     /// ```
+    #[track_caller]
     pub fn cancel(&self) {
+        assert!(
+            !self.inner.is_default,
+            "rondo: the default group cannot be cancelled: every plain spawn on its runtime goes \
+             there. Spawn the tasks you may cancel into a group of their own (`Runtime::group`)"
+        );
         self.inner.cancelled.store(true, Ordering::SeqCst);
         self.inner.registry.wake_all(false);
     }

@@ -5,7 +5,7 @@
 //! runtime. Every access uses `try_with`, so code running in a thread-local destructor sees no
 //! runtime instead of aborting the process.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -17,6 +17,9 @@ use super::Handle;
 thread_local! {
     /// The runtime of the innermost `block_on` or `enter` on this thread.
     static ENTERED: RefCell<Option<Handle>> = const { RefCell::new(None) };
+    /// How many `EnterGuard`s of this thread are alive: each guard knows its own depth, so one
+    /// dropped out of order is caught.
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
 }
 
 /// The current runtime's handle (see the module docs), or `None`.
@@ -46,6 +49,12 @@ pub(crate) fn current_handle() -> Option<Handle> {
 /// and [`Handle::enter`]. Guards must be dropped in the reverse order of their creation, on the
 /// thread that created them (the type is `!Send`).
 ///
+/// # Panics
+///
+/// Dropping a guard while a guard created after it on the same thread is still alive (or was
+/// leaked with `mem::forget`) panics: the runtime it restored would not be the one that was
+/// current before it.
+///
 /// ```
 /// let rt = rondo::Runtime::new().unwrap();
 /// assert!(rondo::Handle::try_current().is_none());
@@ -57,6 +66,9 @@ pub(crate) fn current_handle() -> Option<Handle> {
 #[must_use = "the runtime stays current only while the guard lives"]
 pub struct EnterGuard<'a> {
     prev: Option<Handle>,
+    /// The guards alive on this thread once this one was made (0: made in a thread-local
+    /// destructor, where nothing is checked).
+    depth: usize,
     _not_send: PhantomData<(&'a Handle, *const ())>,
 }
 
@@ -78,14 +90,37 @@ pub(crate) fn enter<'a>(handle: Handle) -> EnterGuard<'a> {
         .ok()
         .flatten()
         .flatten();
+    let depth = DEPTH
+        .try_with(|d| {
+            d.set(d.get() + 1);
+            d.get()
+        })
+        .unwrap_or(0);
     EnterGuard {
         prev,
+        depth,
         _not_send: PhantomData,
     }
 }
 
 impl Drop for EnterGuard<'_> {
     fn drop(&mut self) {
+        let in_order = DEPTH
+            .try_with(|d| {
+                let innermost = d.get() == self.depth;
+                if innermost {
+                    d.set(self.depth - 1);
+                }
+                innermost
+            })
+            .unwrap_or(true);
+        if !in_order && self.depth != 0 && !std::thread::panicking() {
+            panic!(
+                "rondo: an `EnterGuard` was dropped while a guard entered after it on this thread \
+                 is still alive (or was forgotten); drop enter guards in the reverse order of \
+                 their creation"
+            );
+        }
         let prev = self.prev.take();
         // The replaced handle is dropped after the borrow ends: its drop may run arbitrary code.
         let replaced = ENTERED

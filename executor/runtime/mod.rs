@@ -336,7 +336,7 @@ impl Runtime {
 
     pub(crate) fn start(config: Config, pool: Pool) -> Result<Runtime, BuildError> {
         let shared = Shared::new(config, Arc::new(pool));
-        let default_group = GroupInner::new(&shared, Some("default".to_string()), 1, None);
+        let default_group = GroupInner::new(&shared, Some("default".to_string()), 1, None, true);
         let rt = Runtime {
             handle: Handle {
                 shared: shared.clone(),
