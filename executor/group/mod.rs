@@ -342,7 +342,7 @@ impl Group {
     ///
     /// # Panics
     ///
-    /// On the runtime's default group (the one [`current_group`](crate::current_group) returns
+    /// On the runtime's default group (the one [`current_group`] returns
     /// in a task spawned with `rondo::spawn` or `Runtime::spawn`): every plain spawn on the
     /// runtime goes there, and would be cancelled for good. Give the tasks you may cancel a group
     /// of their own ([`Runtime::group`](crate::Runtime::group)).
