@@ -1074,3 +1074,45 @@ fn the_lane_never_passes_a_group_waiting_in_the_rotation() {
         assert_eq!(*order.lock().unwrap(), ["H", "H", "H", "L"]);
     });
 }
+
+/// A nested `block_on` that runs the awaited task inline (a task of another group, let beside
+/// the caller's) gives the core back to the caller's group afterwards: the rest of the caller's
+/// poll is charged to the caller. It once stayed charged to the inlined task's group, polls and
+/// time alike.
+#[test]
+fn a_nested_block_on_charges_the_rest_of_the_callers_poll_to_the_caller() {
+    watchdog(60, || {
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .stall_threshold(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        let scoped = rt.group().name("scoped").build().unwrap();
+        let outer = rt.group().name("outer").build().unwrap();
+        for _ in 0..20 {
+            let g = scoped.clone();
+            rt.block_on(outer.spawn(async move {
+                // Ahead of `scoped` in virtual time, so its task may run beside and be inlined.
+                spin(Duration::from_millis(2));
+                rondo::block_on(g.scope(async { 1 })).unwrap();
+                spin(Duration::from_millis(1));
+            }))
+            .unwrap();
+        }
+        // A worker flushes its groups' counters at its next scheduler visit (parking, here).
+        assert!(eventually(10, || scoped.metrics().polls
+            + outer.metrics().polls
+            >= 40));
+        let (s, o) = (scoped.metrics(), outer.metrics());
+        assert_eq!(s.polls, 20, "the scoped group ran 20 one-poll tasks");
+        assert_eq!(o.polls, 20, "the outer group ran 20 one-poll tasks");
+        // 20 × 3 ms of the caller's own spinning, generously bounded.
+        assert!(o.busy >= Duration::from_millis(40), "outer: {:?}", o.busy);
+        assert!(
+            s.busy < o.busy / 2,
+            "scoped {:?}, outer {:?}",
+            s.busy,
+            o.busy
+        );
+    });
+}

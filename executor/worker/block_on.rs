@@ -116,6 +116,12 @@ fn block_on_pinned<F: Future + ?Sized>(mut future: Pin<&mut F>) -> F::Output {
             // finished): wait without one.
             None => return park_loop(future, &state, &mut cx),
         };
+        // The rest of this poll is the caller's: charged to its group, not the inlined task's.
+        with_current(|g| {
+            if let Some(g) = g {
+                core.serve(g);
+            }
+        });
         state.woken.store(true, Ordering::Release);
     }
     let handed = match HandedOff::hand_off(core) {

@@ -503,16 +503,22 @@ impl Core {
         }
     }
 
-    /// Runs one task. Returns the core, or `None` if the task's poll handed it to another thread.
+    /// Makes the current segment serve `group`: what follows on this core is charged to it.
     #[inline(always)]
-    pub(crate) fn run_task(mut self: Box<Self>, r: Runnable) -> Option<Box<Self>> {
-        let meta = r.metadata();
-        let group = &meta.group;
+    pub(crate) fn serve(&mut self, group: &Arc<GroupInner>) {
         if !self.service.serves(Arc::as_ptr(group)) {
             let now = crate::clock::stamp();
             self.end_segment(now);
             self.begin_segment(Cow::Borrowed(group), now);
         }
+    }
+
+    /// Runs one task. Returns the core, or `None` if the task's poll handed it to another thread.
+    #[inline(always)]
+    pub(crate) fn run_task(mut self: Box<Self>, r: Runnable) -> Option<Box<Self>> {
+        let meta = r.metadata();
+        let group = &meta.group;
+        self.serve(group);
         let limited = group.limiter.is_some().then(|| group.clone());
         // The polled task's group when a rescue took the core during the poll (the segment that
         // would name it went with the core).
