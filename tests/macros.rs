@@ -162,3 +162,31 @@ fn each_call_builds_and_shuts_down_its_own_runtime() {
         assert!(rondo::Handle::try_current().is_none());
     }
 }
+
+// An inner attribute at the top of the body applies to the body. The macros once put it on the
+// generated function, where it is not allowed: the test failed to compile.
+#[rondo::test(worker_threads = 1)]
+async fn an_inner_attribute_in_the_body_applies_to_the_body() {
+    #![allow(unused_variables)]
+    let unused = 1;
+}
+
+// The body may use `Self` in an associated function. The macros once moved it into a nested
+// function, which cannot: this failed to compile.
+struct App;
+
+impl App {
+    fn helper() -> u32 {
+        3
+    }
+
+    #[rondo::main(worker_threads = 1)]
+    async fn run() -> u32 {
+        Self::helper()
+    }
+}
+
+#[test]
+fn main_on_an_associated_function_may_use_self() {
+    assert_eq!(App::run(), 3);
+}

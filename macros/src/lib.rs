@@ -345,23 +345,34 @@ fn generate(entry: Entry, options: &Options, item: ItemFn) -> TokenStream2 {
     let krate = &options.krate;
     let name = &sig.ident;
     let output = &sig.output;
-    let async_token = sig.asyncness;
-    let fn_token = sig.fn_token;
     let workers = options.workers.map(|n| quote!(.worker_threads(#n)));
     let failed = format!("{} could not start its runtime: {{}}", entry.attr());
     let test_attr = (entry == Entry::Test).then(|| quote!(#[::core::prelude::v1::test]));
-    // The body stays an `async fn` of the same signature, nested in the wrapper, so that type
-    // errors, `return` and `?` in it behave exactly as the user wrote them.
+    // Inner attributes (`#![allow(..)]` at the top of the body) stay inner: on the wrapper's body,
+    // which holds the user's.
+    let (inner, outer): (Vec<_>, Vec<_>) = attrs
+        .into_iter()
+        .partition(|a| matches!(a.style, syn::AttrStyle::Inner(_)));
+    // The body becomes an async block in the wrapper, not a nested function, so that it sees what
+    // the function saw (`Self` and the generics of an `impl` it is in); the block's output is
+    // pinned to the declared return type, so `?` in it converts errors as in the function.
+    let ret = match output {
+        syn::ReturnType::Default => quote!(()),
+        syn::ReturnType::Type(_, ty) => quote!(#ty),
+    };
     quote! {
-        #(#attrs)*
+        #(#outer)*
         #test_attr
         #vis fn #name() #output {
-            #async_token #fn_token #name() #output #block
+            #(#inner)*
+            let body = async move #block;
+            let body: ::core::pin::Pin<&mut dyn ::core::future::Future<Output = #ret>> =
+                ::core::pin::pin!(body);
             #krate::Runtime::builder()
                 #workers
                 .build()
                 .unwrap_or_else(|e| ::core::panic!(#failed, e))
-                .block_on(#name())
+                .block_on(body)
         }
     }
 }
