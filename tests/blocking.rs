@@ -197,6 +197,74 @@ fn a_thread_reused_within_the_keep_alive_stays() {
 }
 
 #[test]
+fn a_keep_alive_longer_than_an_instant_reaches_keeps_the_thread_for_good() {
+    for keep_alive in [Duration::MAX, Duration::from_secs(u64::MAX)] {
+        watchdog(20, move || {
+            let rt = rondo::Runtime::builder()
+                .worker_threads(1)
+                .blocking_keep_alive(keep_alive)
+                .build()
+                .unwrap();
+            assert_eq!(rt.block_on(rt.spawn_blocking(|| 1)).unwrap(), 1);
+            // The thread is back waiting (it would have panicked computing its deadline by now).
+            std::thread::sleep(Duration::from_millis(100));
+            assert_eq!(rt.handle().blocking_threads(), 1);
+            assert_eq!(rt.block_on(rt.spawn_blocking(|| 2)).unwrap(), 2);
+            assert_eq!(rt.handle().blocking_threads(), 1, "{keep_alive:?}");
+            // Shutdown still wakes the waiting thread, which exits.
+            drop(rt);
+        });
+    }
+}
+
+#[test]
+fn pool_threads_run_the_thread_hooks() {
+    watchdog(30, || {
+        let names = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let stopped = Arc::new(AtomicUsize::new(0));
+        let (n, s) = (names.clone(), stopped.clone());
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .thread_name("hooked")
+            .on_thread_start(move || {
+                let name = std::thread::current().name().unwrap_or("").to_string();
+                assert!(rondo::Handle::try_current().is_some(), "{name}: no runtime");
+                n.lock().unwrap().push(name);
+            })
+            .on_thread_stop(move || {
+                s.fetch_add(1, Ordering::SeqCst);
+            })
+            .build()
+            .unwrap();
+        assert_eq!(rt.block_on(rt.spawn_blocking(|| 3)).unwrap(), 3);
+        drop(rt);
+        let mut names = names.lock().unwrap().clone();
+        names.sort();
+        assert_eq!(names, ["hooked-0", "hooked-blocking"]);
+        assert_eq!(stopped.load(Ordering::SeqCst), 2);
+    });
+}
+
+#[test]
+fn a_panicking_thread_hook_does_not_take_a_pool_thread() {
+    watchdog(30, || {
+        let rt = builder(1)
+            .max_blocking_threads(1)
+            .blocking_keep_alive(Duration::from_millis(20))
+            .on_thread_start(|| panic!("start hook"))
+            .on_thread_stop(|| panic!("stop hook"))
+            .build()
+            .unwrap();
+        for i in 0..3 {
+            assert_eq!(rt.block_on(rt.spawn_blocking(move || i)).unwrap(), i);
+            // The thread leaves after its keep-alive, running the stop hook, and the next closure
+            // starts another.
+            assert!(eventually(10, || rt.handle().blocking_threads() == 0));
+        }
+    });
+}
+
+#[test]
 fn sixteen_threads_spawn_blocking_concurrently() {
     watchdog(120, || {
         let rt = builder(2).max_blocking_threads(8).build().unwrap();

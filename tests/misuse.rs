@@ -253,6 +253,23 @@ misuse_case! {
 }
 
 misuse_case! {
+    fn a_detached_blocking_closures_output_whose_drop_panics() {
+        let (rt, reported) = counting_runtime(1);
+        drop(rt.spawn_blocking(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            PanicsOnDrop
+        }));
+        assert!(
+            eventually(5, || reported.load(Ordering::SeqCst) == 1),
+            "the destructor's panic should be reported to on_task_panic"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(reported.load(Ordering::SeqCst), 1, "reported once");
+        assert_eq!(rt.block_on(rt.spawn_blocking(|| 5)).unwrap(), 5, "the pool must survive");
+    }
+}
+
+misuse_case! {
     // Today: aborts.
     fn a_panic_payload_whose_drop_panics() {
         let (rt, reported) = counting_runtime(1);
@@ -432,5 +449,28 @@ misuse_case! {
         assert_eq!(rt.block_on(finished).unwrap(), 2, "the output is kept");
         idle.abort();
         assert!(rt.block_on(idle).unwrap_err().is_cancelled());
+    }
+}
+
+/// Recursion that keeps 1 KiB of stack per level.
+fn deep(n: u32) -> u32 {
+    let buf = [n as u8; 1024];
+    let r = if n == 0 { 0 } else { deep(n - 1) };
+    std::hint::black_box(&buf);
+    r + buf[0] as u32
+}
+
+misuse_case! {
+    // In a child: a stack overflow aborts the process.
+    fn deep_recursion_in_a_blocking_closure_gets_the_thread_stack_size() {
+        // About 9 MiB of stack: more than a default thread has, well within 64 MiB.
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .thread_stack_size(64 << 20)
+            .build()
+            .unwrap();
+        let expected: u32 = (0..=8 * 1024u32).map(|k| k % 256).sum();
+        assert_eq!(rt.block_on(rt.spawn(async { deep(8 * 1024) })).unwrap(), expected);
+        assert_eq!(rt.block_on(rt.spawn_blocking(|| deep(8 * 1024))).unwrap(), expected);
     }
 }

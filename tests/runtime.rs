@@ -679,6 +679,59 @@ fn handle_current_outside_and_inside() {
 }
 
 #[test]
+fn shutdown_timeout_of_duration_max_waits_as_long_as_it_takes() {
+    for timeout in [Duration::MAX, Duration::from_secs(u64::MAX)] {
+        watchdog(30, move || {
+            let drops = DropCount::new();
+            let rt = rt(1);
+            let g = drops.guard();
+            rt.spawn(async move {
+                let _g = g;
+                std::future::pending::<()>().await;
+            });
+            // A running blocking closure is waited for, however long it takes.
+            let finished = Arc::new(AtomicBool::new(false));
+            let f = finished.clone();
+            let (started_tx, started) = std::sync::mpsc::channel();
+            rt.spawn_blocking(move || {
+                started_tx.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(200));
+                f.store(true, Ordering::SeqCst);
+            });
+            started.recv().unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                rt.shutdown_timeout(timeout)
+            }));
+            assert!(r.is_ok(), "shutdown_timeout({timeout:?}) panicked");
+            assert_eq!(drops.get(), 1, "the pending task's future must be dropped");
+            assert!(
+                finished.load(Ordering::SeqCst),
+                "the blocking closure was not waited for"
+            );
+        });
+    }
+}
+
+#[test]
+fn a_thread_stack_size_too_large_is_rejected_with_a_clear_error() {
+    for size in [usize::MAX, usize::MAX / 4096] {
+        let err = rondo::Runtime::builder()
+            .worker_threads(1)
+            .thread_stack_size(size)
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("thread_stack_size")
+                && err.contains("between")
+                && err.contains(&size.to_string()),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn builder_rejects_invalid_settings_with_clear_errors() {
     let cases: Vec<(rondo::Builder, &str)> = vec![
         (

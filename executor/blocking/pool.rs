@@ -33,7 +33,14 @@
 //!   compare-exchange `WAITING → GONE` (its stale entry in `idle` is skipped by whoever pops it).
 //!   It then gives back its place in `threads`, fences, and looks at `jobs` once more: a spawner
 //!   that found the pool full just before it left relied on it, so it takes its place back and
-//!   searches if a job waits.
+//!   searches if a job waits. A keep-alive too long for an `Instant` to express never ends: the
+//!   thread waits until it is claimed.
+//! - **Unwinding.** A thread whose loop unwinds (a job that panics out of `run`; the runtime's
+//!   own jobs do not, as their tasks catch the closures' panics) leaves like a thread whose
+//!   keep-alive ended, whatever step it was at: its state becomes `GONE` so nobody claims it, it
+//!   gives back its place in `threads`, and if it counted as searching it stops, then wakes
+//!   another thread if a job waits. Otherwise a dead thread would stay claimable, or hold a place
+//!   or a search that no thread fulfils, and the next spawn would wait for it for good.
 //! - **Shutdown** closes both queues (a later spawn's job is dropped by its spawner, so its handle
 //!   resolves cancelled), drops the queued jobs on the shutting-down thread, and claims every
 //!   waiting thread; threads then find both queues closed and exit. Running closures are waited
@@ -53,6 +60,8 @@ use concurrent_queue::ConcurrentQueue;
 use crate::group::GroupScope;
 use crate::shim::{AtomicBool, AtomicUsize, Mutex, Ordering, fence, lock};
 use crate::task::Runnable;
+use crate::task::future::{drop_payload, take_deferred_panic};
+use crate::task::meta::Owner;
 
 #[cfg(loom)]
 use loom::thread::{self, Thread};
@@ -65,7 +74,8 @@ pub(crate) type Enter = Arc<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
 
 /// What the pool runs. Dropping a job unrun cancels it.
 pub trait Job: Send + 'static {
-    /// Runs the job on a pool thread.
+    /// Runs the job on a pool thread. A job that unwinds ends its thread (see the module docs,
+    /// *Unwinding*); the pool goes on with its other threads.
     fn run(self);
 }
 
@@ -81,6 +91,13 @@ impl Job for Runnable {
         let group = self.metadata().group.clone();
         let _scope = GroupScope::enter(&group);
         Runnable::run(self);
+        // A detached task drops its own output as it completes; a panic of the output's destructor
+        // was caught and left on this thread for whoever knows the task's group, as a worker does
+        // after a poll.
+        if let Some(p) = take_deferred_panic() {
+            group.report_panic(&*p);
+            drop_payload(p);
+        }
     }
 }
 
@@ -118,6 +135,8 @@ pub struct Pool<J: Job = Runnable> {
     max_threads: usize,
     keep_alive: Duration,
     name: String,
+    /// The stack size of the pool's threads; the standard library's default if `None`.
+    stack_size: Option<usize>,
     shutdown: AtomicBool,
     /// Every thread started and not yet joined (finished ones are joined when a thread starts).
     handles: Mutex<Vec<thread::JoinHandle<()>>>,
@@ -135,10 +154,17 @@ impl<J: Job> Pool<J> {
             max_threads,
             keep_alive,
             name,
+            stack_size: None,
             shutdown: AtomicBool::new(false),
             handles: Mutex::new(Vec::new()),
             enter: Mutex::new(None),
         }
+    }
+
+    /// Gives the pool's threads a stack of `bytes` (the standard library's default if `None`).
+    pub(crate) fn with_stack_size(mut self, bytes: Option<usize>) -> Self {
+        self.stack_size = bytes;
+        self
     }
 
     /// Sets what every pool thread runs its body inside (the runtime's context).
@@ -206,9 +232,11 @@ impl<J: Job> Pool<J> {
         let mut handles = lock(&self.handles);
         // Threads that left after their keep-alive are joined here, so the list stays short.
         handles.retain(|h| !finished(h));
-        let spawned = thread::Builder::new()
-            .name(format!("{}-blocking", self.name))
-            .spawn(move || pool.thread_main());
+        let mut builder = thread::Builder::new().name(format!("{}-blocking", self.name));
+        if let Some(n) = self.stack_size {
+            builder = builder.stack_size(n);
+        }
+        let spawned = builder.spawn(move || pool.thread_main());
         match spawned {
             Ok(h) => {
                 handles.push(h);
@@ -242,8 +270,15 @@ impl<J: Job> Pool<J> {
         });
         // At the top of the loop this thread counts in `searching` (a new thread was counted by
         // its starter, a woken one by its claimer).
+        let mut reg = Registration {
+            pool: self,
+            me: &me,
+            placed: true,
+            searching: true,
+        };
         loop {
             if let Ok(job) = self.jobs.pop() {
+                reg.searching = false;
                 if self.searching.fetch_sub(1, Ordering::SeqCst) == 1 {
                     // The last searcher took a job: if more wait, one more thread must search.
                     fence(Ordering::SeqCst);
@@ -260,9 +295,10 @@ impl<J: Job> Pool<J> {
                 if !counted_early {
                     self.searching.fetch_add(1, Ordering::SeqCst);
                 }
+                reg.searching = true;
                 continue;
             }
-            match self.wait(&me) {
+            match self.wait(&me, &mut reg) {
                 Woken::Claimed => continue,
                 Woken::Shutdown => {
                     self.searching.fetch_sub(1, Ordering::SeqCst);
@@ -273,20 +309,24 @@ impl<J: Job> Pool<J> {
             }
             // Left: give the place back, then look once more (see the module docs).
             self.threads.fetch_sub(1, Ordering::SeqCst);
+            reg.placed = false;
             fence(Ordering::SeqCst);
             if self.jobs.is_empty() || self.shutdown.load(Ordering::SeqCst) || !self.reserve() {
                 return;
             }
+            reg.placed = true;
             me.state.store(RUNNING, Ordering::Relaxed);
             self.searching.fetch_add(1, Ordering::SeqCst);
+            reg.searching = true;
         }
     }
 
     /// Waits to be claimed, after ending this thread's search (see the module docs).
-    fn wait(self: &Arc<Self>, me: &Arc<Sleeper>) -> Woken {
+    fn wait(self: &Arc<Self>, me: &Arc<Sleeper>, reg: &mut Registration<'_, J>) -> Woken {
         me.state.store(WAITING, Ordering::Relaxed);
         let pushed = self.idle.push(me.clone()).is_ok();
         self.searching.fetch_sub(1, Ordering::SeqCst);
+        reg.searching = false;
         if !pushed {
             // Closed: shutdown.
             return Woken::Left;
@@ -296,18 +336,25 @@ impl<J: Job> Pool<J> {
             // A spawner that saw this thread searching woke nobody for its job.
             self.wake_one();
         }
-        let deadline = Instant::now() + self.keep_alive;
+        // `None`: a keep-alive no `Instant` can express, which never ends.
+        let deadline = Instant::now().checked_add(self.keep_alive);
         loop {
             if me
                 .state
                 .compare_exchange(NOTIFIED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
+                // Counted by its claimer.
+                reg.searching = true;
                 if self.shutdown.load(Ordering::SeqCst) && self.jobs.is_empty() {
                     return Woken::Shutdown;
                 }
                 return Woken::Claimed;
             }
+            let Some(deadline) = deadline else {
+                thread::park();
+                continue;
+            };
             let now = Instant::now();
             if now >= deadline
                 && me
@@ -386,6 +433,47 @@ impl<J: Job> Pool<J> {
     }
 }
 
+/// What a pool thread holds of the pool while its loop runs, kept up to date at each step so
+/// that a loop that unwinds gives it all back (see the module docs, *Unwinding*).
+struct Registration<'a, J: Job> {
+    pool: &'a Arc<Pool<J>>,
+    me: &'a Sleeper,
+    /// The thread holds a place in `threads`.
+    placed: bool,
+    /// The thread counts in `searching` on its own account (a claim not yet seen, or a count made
+    /// by `closure_returned`, are found at unwinding time).
+    searching: bool,
+}
+
+impl<J: Job> Drop for Registration<'_, J> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            // The loop returned, and gave back what it held on the way out.
+            return;
+        }
+        let pool = self.pool;
+        // Nobody claims this thread from now on. A claim that came first counted it searching.
+        let claimed = self.me.state.swap(GONE, Ordering::AcqRel) == NOTIFIED;
+        let counted_early = SEARCH
+            .try_with(|c| c.replace(Search::Off))
+            .is_ok_and(|s| matches!(s, Search::Counted));
+        let searches =
+            usize::from(self.searching) + usize::from(claimed) + usize::from(counted_early);
+        if searches > 0 {
+            pool.searching.fetch_sub(searches, Ordering::SeqCst);
+        }
+        if self.placed {
+            pool.threads.fetch_sub(1, Ordering::SeqCst);
+        }
+        // A spawner may have left its job to this thread (it searched, or it held the last place):
+        // the other half of the spawner's Dekker pair, as a thread that leaves after its keep-alive.
+        fence(Ordering::SeqCst);
+        if !pool.jobs.is_empty() && pool.searching.load(Ordering::SeqCst) == 0 {
+            pool.wake_one();
+        }
+    }
+}
+
 /// Whether a thread has ended (loom's handles cannot tell; the models never join with a deadline).
 fn finished(h: &thread::JoinHandle<()>) -> bool {
     #[cfg(loom)]
@@ -443,4 +531,65 @@ pub fn closure_returned() {
             c.set(Search::Counted);
         }
     });
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::*;
+
+    /// A job that unwinds out of `run` (after counting its thread searching again, as a returned
+    /// closure does, if `early`), or one that sends `1` on its channel.
+    enum TestJob {
+        Unwind { early: bool },
+        Send(mpsc::Sender<u32>),
+    }
+
+    impl Job for TestJob {
+        fn run(self) {
+            match self {
+                TestJob::Unwind { early } => {
+                    if early {
+                        closure_returned();
+                    }
+                    panic!("a job unwound out of its pool thread");
+                }
+                TestJob::Send(tx) => {
+                    let _ = tx.send(1);
+                }
+            }
+        }
+    }
+
+    fn all_finished(pool: &Pool<TestJob>) -> bool {
+        lock(&pool.handles).iter().all(finished)
+    }
+
+    #[test]
+    fn a_thread_whose_loop_unwinds_leaves_the_pool_serving() {
+        for early in [false, true] {
+            let pool = Arc::new(Pool::new(1, Duration::from_secs(60), "unwind".into()));
+            pool.schedule(TestJob::Unwind { early });
+            let start = Instant::now();
+            while !all_finished(&pool) && start.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert!(all_finished(&pool), "the thread did not end");
+            assert_eq!(
+                pool.threads(),
+                0,
+                "the dead thread kept its place (early: {early})"
+            );
+            let (tx, rx) = mpsc::channel();
+            pool.schedule(TestJob::Send(tx));
+            assert_eq!(
+                rx.recv_timeout(Duration::from_secs(10)),
+                Ok(1),
+                "no thread ran the next job (early: {early})"
+            );
+            pool.close();
+            pool.join(None);
+        }
+    }
 }

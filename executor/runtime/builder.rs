@@ -64,6 +64,11 @@ pub struct Builder {
 /// The smallest stack [`Builder::thread_stack_size`] accepts: less cannot run the worker loop and
 /// a task's poll safely.
 pub const MIN_THREAD_STACK: usize = 64 * 1024;
+/// The largest stack [`Builder::thread_stack_size`] accepts, 1 GiB: far more than any recursion
+/// needs, while every worker and every blocking-pool thread (up to
+/// [`Builder::max_blocking_threads`]) reserves that much address space. Larger sizes soon exceed
+/// what the system can map, or what `pthread` accepts at all.
+pub const MAX_THREAD_STACK: usize = 1 << 30;
 
 impl Default for Builder {
     fn default() -> Self {
@@ -180,9 +185,13 @@ impl Builder {
         self
     }
 
-    /// A hook every runtime thread runs when it starts, before it runs any task: worker threads,
-    /// and the threads started to take over a worker's queues while a nested `block_on` waits.
-    /// A panic inside the hook is caught and ignored.
+    /// A hook every runtime thread runs when it starts, before it runs any task or blocking
+    /// closure, with the runtime current ([`Handle::current`](crate::Handle::current) works):
+    /// worker threads, the threads started to take over a worker's queues (while a nested
+    /// `block_on` waits, or a poll stalls), and blocking-pool threads (see
+    /// [`Handle::spawn_blocking`](crate::Handle::spawn_blocking)). The runtime's internal stall
+    /// monitor thread, which runs no user code, does not run it. A panic inside the hook is caught
+    /// and ignored.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -203,8 +212,9 @@ impl Builder {
         self
     }
 
-    /// A hook every runtime thread runs just before it exits (after the runtime shut down, or a
-    /// spare thread's keep-alive ran out). A panic inside the hook is caught and ignored.
+    /// A hook every runtime thread that ran [`on_thread_start`](Self::on_thread_start) runs just
+    /// before it exits: after the runtime shut down, or when a spare thread's or a blocking-pool
+    /// thread's keep-alive ran out. A panic inside the hook is caught and ignored.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -224,14 +234,19 @@ impl Builder {
         self
     }
 
-    /// The stack size of every runtime thread, in bytes, at least [`MIN_THREAD_STACK`]. Default:
-    /// the standard library's (2 MiB, or `RUST_MIN_STACK`). Futures above 16 KiB are boxed when
-    /// spawned, so only deep synchronous recursion inside a poll needs more.
+    /// The stack size of every runtime thread, in bytes: worker threads, the threads that take
+    /// over a worker's queues, and blocking-pool threads. Allowed: [`MIN_THREAD_STACK`] (64 KiB)
+    /// to [`MAX_THREAD_STACK`] (1 GiB). Default: the standard library's (2 MiB, or
+    /// `RUST_MIN_STACK`). Futures above 16 KiB are boxed when spawned, so only deep synchronous
+    /// recursion inside a poll or a blocking closure needs more.
     ///
     /// ```
     /// let rt = rondo::Runtime::builder().thread_stack_size(8 << 20).build().unwrap();
     /// assert_eq!(rt.block_on(rt.spawn(async { 1 })).unwrap(), 1);
+    /// assert_eq!(rt.block_on(rt.spawn_blocking(|| 2)).unwrap(), 2);
     /// let err = rondo::Runtime::builder().thread_stack_size(1024).build().unwrap_err();
+    /// assert!(err.to_string().contains("thread_stack_size"));
+    /// let err = rondo::Runtime::builder().thread_stack_size(usize::MAX).build().unwrap_err();
     /// assert!(err.to_string().contains("thread_stack_size"));
     /// ```
     pub fn thread_stack_size(mut self, bytes: usize) -> Self {
@@ -256,7 +271,9 @@ impl Builder {
     }
 
     /// How long a blocking-pool thread waits for a closure before it exits. Must be more than zero;
-    /// default [`DEFAULT_BLOCKING_KEEP_ALIVE`] (10 s).
+    /// default [`DEFAULT_BLOCKING_KEEP_ALIVE`] (10 s). A keep-alive longer than the clock can
+    /// express ([`Duration::MAX`], say) never ends: idle pool threads stay until the runtime shuts
+    /// down.
     ///
     /// ```
     /// use std::time::Duration;
@@ -391,16 +408,21 @@ impl Builder {
                 "max_rescue_threads must be at least 1 (got 0)".to_string(),
             ));
         }
-        if let Some(n) = self.thread_stack_size.filter(|&n| n < MIN_THREAD_STACK) {
+        if let Some(n) = self
+            .thread_stack_size
+            .filter(|n| !(MIN_THREAD_STACK..=MAX_THREAD_STACK).contains(n))
+        {
             return Err(BuildError::new(format!(
-                "thread_stack_size must be at least {MIN_THREAD_STACK} bytes (got {n})"
+                "thread_stack_size must be between {MIN_THREAD_STACK} and {MAX_THREAD_STACK} \
+                 bytes (64 KiB to 1 GiB) (got {n})"
             )));
         }
         let pool = Pool::new(
             self.max_blocking_threads,
             self.blocking_keep_alive,
             self.thread_name.clone(),
-        );
+        )
+        .with_stack_size(self.thread_stack_size);
         Runtime::start(
             Config {
                 workers,

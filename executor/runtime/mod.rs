@@ -53,6 +53,7 @@ use std::time::{Duration, Instant};
 use crate::blocking::{self, Pool};
 use crate::group::{GroupBuilder, GroupInner, GroupScope, HostOf, spawn_in, with_current};
 use crate::task::JoinHandle;
+use crate::worker::shared::run_hook;
 use crate::worker::threads::Threads;
 use crate::worker::{Blocking, BlockingBinding, Config, Shared};
 
@@ -62,8 +63,8 @@ impl BlockingBinding for Blocking {
 
 pub use builder::{
     BuildError, Builder, DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_MAX_BLOCKING_THREADS,
-    DEFAULT_MAX_RESCUE_THREADS, DEFAULT_QUANTUM, DEFAULT_STALL_THRESHOLD, MAX_QUANTUM, MAX_WORKERS,
-    MIN_QUANTUM, MIN_THREAD_STACK,
+    DEFAULT_MAX_RESCUE_THREADS, DEFAULT_QUANTUM, DEFAULT_STALL_THRESHOLD, MAX_QUANTUM,
+    MAX_THREAD_STACK, MAX_WORKERS, MIN_QUANTUM, MIN_THREAD_STACK,
 };
 pub use context::EnterGuard;
 pub use metrics::{RuntimeMetrics, WorkerMetrics};
@@ -344,12 +345,15 @@ impl Runtime {
             },
             shut_down: false,
         };
-        // Pool threads run with the runtime entered. The pool holds this handle until shutdown
-        // closes it.
+        // Pool threads run with the runtime entered, and are runtime threads for the thread hooks
+        // (as tokio's blocking threads are). The pool holds this handle until shutdown closes it.
         let handle = rt.handle.clone();
         shared.blocking.set_enter(Arc::new(move |body| {
             let _enter = handle.enter();
+            let config = &handle.shared.config;
+            run_hook(config.on_thread_start.as_ref());
             body();
+            run_hook(config.on_thread_stop.as_ref());
         }));
         // On failure `rt` drops here and shuts down the threads already started.
         Threads::start(&shared, &default_group).map_err(BuildError::new)?;
@@ -449,7 +453,8 @@ impl Runtime {
     /// handles resolve cancelled. Dropping the runtime does the same without a timeout: it waits
     /// for running blocking closures however long they take, and for a task's poll stuck in
     /// blocking code (the tasks queued behind it were rescued, see [`Builder::stall_threshold`],
-    /// but the poll itself is waited for).
+    /// but the poll itself is waited for). A timeout longer than the clock can express
+    /// ([`Duration::MAX`], say) waits as long as it takes, as dropping does.
     ///
     /// ```
     /// use std::time::Duration;
@@ -457,17 +462,25 @@ impl Runtime {
     /// let h = rt.spawn(std::future::pending::<()>());
     /// rt.shutdown_timeout(Duration::from_secs(1));
     /// assert!(h.is_finished());
+    ///
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let b = rt.spawn_blocking(|| std::thread::sleep(Duration::from_millis(10)));
+    /// rt.shutdown_timeout(Duration::MAX);
+    /// assert!(b.is_finished());
     /// ```
     pub fn shutdown_timeout(mut self, timeout: Duration) {
         self.shutdown(Some(timeout));
     }
 
     fn shutdown(&mut self, timeout: Option<Duration>) {
+        // `None` waits as long as it takes: no timeout, or one past what an `Instant` can hold.
+        // Computed before the flag is set, so nothing between them can leave the runtime marked
+        // shut down with its workers still running.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         if std::mem::replace(&mut self.shut_down, true) {
             return;
         }
         let shared = &self.handle.shared;
-        let deadline = timeout.map(|t| Instant::now() + t);
         // 1 and 2.
         shared.begin_shutdown();
         shared.blocking.close();

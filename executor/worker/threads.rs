@@ -246,8 +246,8 @@ impl<C: HandedCore> Threads<C> {
 
     /// Step 4: a spare thread waits for a core; `None` at shutdown or once `keep_alive` has passed
     /// on `now`'s clock (`Instant::now`; a loom model's own, since loom's timed wait never times
-    /// out: the model advances its clock and wakes the spares). `coming`: the thread was counted in
-    /// `spares_coming` (`core_lost`).
+    /// out: the model advances its clock and wakes the spares). A keep-alive too long for an
+    /// `Instant` never ends. `coming`: the thread was counted in `spares_coming` (`core_lost`).
     pub fn wait_for_core(
         &self,
         is_shutdown: impl Fn() -> bool,
@@ -255,7 +255,7 @@ impl<C: HandedCore> Threads<C> {
         now: impl Fn() -> Instant,
         coming: bool,
     ) -> Option<Box<C>> {
-        let deadline = now() + keep_alive;
+        let deadline = now().checked_add(keep_alive);
         let mut st = lock(&self.state);
         st.idle_spares += 1;
         if coming {
@@ -268,6 +268,13 @@ impl<C: HandedCore> Threads<C> {
             if let Some(core) = st.waiting.pop() {
                 break Some(core);
             }
+            let Some(deadline) = deadline else {
+                st = match self.spare.wait(st) {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+                continue;
+            };
             let t = now();
             if t >= deadline {
                 break None;
@@ -412,7 +419,15 @@ impl Threads<Core> {
                 for _ in idx + 1..n {
                     shared.threads.count_retired();
                 }
-                return Err(format!("could not start worker thread {idx} of {n}: {e}"));
+                return Err(match shared.config.thread_stack_size {
+                    // The setting is within its bounds, but the system may still refuse (or have
+                    // no room for) stacks that large: say which setting to change.
+                    Some(size) => format!(
+                        "could not start worker thread {idx} of {n} with a stack of {size} bytes \
+                         (thread_stack_size; a smaller one may start): {e}"
+                    ),
+                    None => format!("could not start worker thread {idx} of {n}: {e}"),
+                });
             }
         }
         let monitor = super::monitor::start(shared)
