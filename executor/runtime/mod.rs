@@ -19,10 +19,11 @@
 //!    can reach its LIFO slot); a core waiting for a thread (handed off, or claimed by a rescue
 //!    just before shutdown) is retired here. Then the stall monitor stops and its thread is
 //!    joined.
-//! 5. Repeat until a pass drops nothing: close the scheduler's lane, every group queue and limiter
-//!    line (a later push is dropped by its pusher, so nothing can be stranded), wake every task
-//!    still registered, and drop every runnable in the lane, the group queues, limiter lines and
-//!    local queues, on this thread.
+//! 5. Repeat until a pass drops nothing: close the timers, the scheduler's lane, every group queue
+//!    and limiter line (a later push is dropped by its pusher, so nothing can be stranded), wake
+//!    every task still registered and every waker a timer held (a waiter outside this runtime
+//!    then polls its timer and learns the runtime shut down), and drop every runnable in the
+//!    lane, the group queues, limiter lines and local queues, on this thread.
 //!    The wake is repeated because a worker may have taken a task just before step 3 (absorbing
 //!    that wake) and polled it to `Pending` before it stopped.
 //! 6. Wait for the blocking closures still running and join the pool's threads, at most until the
