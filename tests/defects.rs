@@ -669,3 +669,26 @@ fn enter_guards_dropped_out_of_order_panic() {
         assert!(rondo::Handle::try_current().is_none());
     });
 }
+
+/// Inside a task the runtime polling it stays current under another runtime's enter guard, as
+/// `Handle::enter` documents: `Handle::current` and `rondo::spawn` name the task's runtime.
+#[test]
+fn inside_a_task_the_polling_runtime_stays_current_under_an_enter_guard() {
+    watchdog(30, || {
+        let a = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+        let b = rondo::Runtime::builder().worker_threads(3).build().unwrap();
+        let hb = b.handle().clone();
+        let seen = a
+            .block_on(a.spawn(async move {
+                let (current, spawned) = {
+                    let _g = hb.enter();
+                    let current = rondo::Handle::current().worker_count();
+                    let spawned = rondo::spawn(async { rondo::Handle::current().worker_count() });
+                    (current, spawned)
+                };
+                (current, spawned.await.unwrap())
+            }))
+            .unwrap();
+        assert_eq!(seen, (1, 1));
+    });
+}

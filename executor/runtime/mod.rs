@@ -229,6 +229,9 @@ impl Handle {
 
     /// Makes this runtime the current one on this thread until the guard drops: `rondo::spawn`,
     /// `rondo::block_on` and [`Handle::current`] then use it instead of the global runtime.
+    /// Inside a task the runtime polling it stays the current one, guard or not (so a task's
+    /// spawns stay on its runtime); to reach another runtime from a task, call that runtime's
+    /// handle directly ([`Handle::spawn`]).
     ///
     /// ```
     /// let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
