@@ -2,11 +2,14 @@
 
 mod common;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
-use common::{eventually, rt, spin};
+use common::{eventually, rt, spin, spinner, watchdog};
 
 /// Waits until the single worker has parked and published, and returns its counters.
 fn settled(rt: &rondo::Runtime, parks_at_least: u64) -> rondo::WorkerMetrics {
@@ -203,4 +206,119 @@ fn a_larger_thread_stack_runs_deeper_recursion() {
         .unwrap();
     let h = rt.spawn(async { recurse(4_000) });
     assert!(rt.block_on(h).is_ok());
+}
+
+/// A group's `wait` counts the time its work waited for a first worker, not the time a worker
+/// spent serving it: a group kept busy by its own worker, while new tasks arrive every 10 ms,
+/// once accrued wait for the whole run (609 ms of "wait" against 69 ms of real spawn-to-run
+/// latency).
+#[test]
+fn wait_is_not_counted_while_a_worker_serves_the_group() {
+    watchdog(30, || {
+        let rt = rt(1);
+        let g = rt.group().build().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        g.spawn(spinner(Arc::new(AtomicU64::new(0)), stop.clone()));
+        std::thread::sleep(Duration::from_millis(20));
+        let latency = Arc::new(AtomicU64::new(0));
+        let start = Instant::now();
+        let mut hs = Vec::new();
+        while start.elapsed() < Duration::from_millis(400) {
+            let t = Instant::now();
+            let l = latency.clone();
+            hs.push(g.spawn(async move {
+                l.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            }));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for h in hs {
+            rt.block_on(h).unwrap();
+        }
+        let wait = g.metrics().wait;
+        stop.store(true, Ordering::Relaxed);
+        rt.block_on(g.wait_idle());
+        let real = Duration::from_nanos(latency.load(Ordering::Relaxed));
+        assert!(
+            wait < real * 2 + Duration::from_millis(50),
+            "wait {wait:?} against {real:?} of spawn-to-run latency"
+        );
+    });
+}
+
+/// Tasks waiting for a `max_concurrency` slot count as runnable (they were left out).
+#[test]
+fn runnable_counts_tasks_waiting_for_a_strand_slot() {
+    watchdog(30, || {
+        // One worker spins in the strand's running task; another is free.
+        let rt = common::rt_at_least(2, 2);
+        let s = rt.group().max_concurrency(1).build().unwrap();
+        let started = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(AtomicBool::new(false));
+        let (st, rl) = (started.clone(), release.clone());
+        s.spawn(async move {
+            st.store(true, Ordering::SeqCst);
+            let end = Instant::now() + Duration::from_secs(10);
+            while !rl.load(Ordering::SeqCst) && Instant::now() < end {
+                std::hint::spin_loop();
+            }
+        });
+        assert!(eventually(10, || started.load(Ordering::SeqCst)));
+        for _ in 0..5 {
+            s.spawn(async {});
+        }
+        let m = s.metrics();
+        release.store(true, Ordering::SeqCst);
+        rt.block_on(s.wait_idle());
+        assert_eq!(m.unfinished, 6);
+        assert_eq!(m.runnable, 5, "{m:?}");
+    });
+}
+
+/// Dropping an aborted task's future is no poll: the group's and the workers' poll counts once
+/// counted one per cancelled task.
+#[test]
+fn polls_count_only_the_polls_made() {
+    struct Count<F>(F, Arc<AtomicU64>);
+    impl<F: Future + Unpin> Future for Count<F> {
+        type Output = F::Output;
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+            self.1.fetch_add(1, Ordering::Relaxed);
+            Pin::new(&mut self.0).poll(cx)
+        }
+    }
+    watchdog(30, || {
+        let rt = rt(2);
+        let g = rt.group().build().unwrap();
+        let polls = Arc::new(AtomicU64::new(0));
+        let hs: Vec<_> = (0..100)
+            .map(|_| {
+                let body = Box::pin(async {
+                    for _ in 0..3 {
+                        rondo::yield_now().await;
+                    }
+                });
+                g.spawn(Count(body, polls.clone()))
+            })
+            .collect();
+        for h in hs {
+            rt.block_on(h).unwrap();
+        }
+        let pending: Vec<_> = (0..50)
+            .map(|_| g.spawn(Count(Box::pin(std::future::pending::<()>()), polls.clone())))
+            .collect();
+        assert!(eventually(10, || polls.load(Ordering::Relaxed) >= 450));
+        for h in &pending {
+            h.abort();
+        }
+        for h in pending {
+            assert!(rt.block_on(h).unwrap_err().is_cancelled());
+        }
+        rt.block_on(g.wait_idle());
+        // Counters are flushed at the workers' next scheduler visits.
+        eventually(10, || g.metrics().polls >= polls.load(Ordering::Relaxed));
+        std::thread::sleep(Duration::from_millis(50));
+        let m = g.metrics();
+        assert_eq!(m.polls, polls.load(Ordering::Relaxed), "{m:?}");
+        assert_eq!((m.spawned, m.completed, m.cancelled), (150, 100, 50));
+    });
 }

@@ -328,7 +328,8 @@ impl Scheduler {
             let entered = gs.vruntime.max(st.floor);
             set_vruntime(&g, &mut gs, entered);
             gs.in_rotation = true;
-            gs.listed_at = Some(since);
+            g.waiting_since
+                .store(crate::clock::stamp_of(since).max(1), Ordering::Relaxed);
             let key = enter_key(st, &mut gs);
             drop(gs);
             st.rotation.insert(key, g, at_floor);
@@ -481,10 +482,7 @@ impl Scheduler {
         let workers = st.served.len();
         let g = st.rotation.first()?.1.clone();
         let mut gs = lock(&g.sched);
-        if let Some(t) = gs.listed_at.take() {
-            let waited = now.saturating_duration_since(t).as_nanos() as u64;
-            g.wait_ns.fetch_add(waited, Ordering::Relaxed);
-        }
+        g.end_wait(|| crate::clock::stamp_of(now));
         let taken = g.queue.take_batch(
             |len| {
                 if len <= SMALL_QUEUE {
@@ -538,7 +536,7 @@ impl Scheduler {
         self.rotation_len
             .store(st.rotation.len(), Ordering::Relaxed);
         gs.in_rotation = false;
-        gs.listed_at = None;
+        g.waiting_since.store(0, Ordering::Relaxed);
         g.listed.clear();
         self.listed.fetch_sub(1, Ordering::SeqCst);
         true
@@ -583,10 +581,7 @@ impl Scheduler {
             let Some((first, left)) = taken else { continue };
             // `take_batch` hands the first task back and the rest into `extras`: keep queue order.
             extras.insert(before, first);
-            if let Some(t) = gs.listed_at.take() {
-                let waited = now.saturating_duration_since(t).as_nanos() as u64;
-                e.wait_ns.fetch_add(waited, Ordering::Relaxed);
-            }
+            e.end_wait(|| crate::clock::stamp_of(now));
             if left == 0 && self.unlist(st, &e, &mut gs) {
                 drop(gs);
                 unlisted[unlisted_n] = Some(e);

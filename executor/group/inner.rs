@@ -14,7 +14,6 @@
 
 use std::any::Any;
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use async_task::ScheduleInfo;
 use event_listener::Event;
@@ -70,8 +69,6 @@ pub(crate) struct GroupSched {
     pub(crate) weight: u32,
     pub(crate) vruntime: u128,
     pub(crate) in_rotation: bool,
-    /// When the group last entered the rotation without a worker picking it yet.
-    pub(crate) listed_at: Option<Instant>,
     /// The rotation's entry count when the group last entered it (the second half of its key
     /// there, see `fair::rotation`).
     pub(crate) entered: u64,
@@ -112,6 +109,10 @@ pub(crate) struct GroupInner {
     pub(crate) polls: AtomicU64,
     pub(crate) busy_ns: AtomicU64,
     pub(crate) wait_ns: AtomicU64,
+    /// The clock stamp (`clock::stamp`) at which the group entered the rotation with work no
+    /// worker has taken since; 0 when none waits so. Read before a worker serving the group takes
+    /// from its queue, so only the time before the first take counts as waiting.
+    pub(crate) waiting_since: AtomicU64,
     /// Runnable tasks of this group that no worker has taken yet (FIFO). Its cold tier ends region
     /// 2; its hot pointer, after a gap, starts region 3.
     pub(crate) queue: GroupQueue<Runnable>,
@@ -130,6 +131,20 @@ pub(crate) struct GroupInner {
 }
 
 impl GroupInner {
+    /// A worker took the group's work at the stamp `now()`: the time it waited since it entered
+    /// the rotation, if any, counts for its metrics. A load alone when nothing waited (the clock
+    /// is read only if something did).
+    #[inline]
+    pub(crate) fn end_wait(&self, now: impl FnOnce() -> u64) {
+        if self.waiting_since.load(Ordering::Relaxed) != 0 {
+            let since = self.waiting_since.swap(0, Ordering::Relaxed);
+            if since != 0 {
+                self.wait_ns
+                    .fetch_add(now().saturating_sub(since), Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Wakes the `wait_idle` callers once no task is left. Out of line: only a group with such a
     /// caller gets here, while every task's completion runs the check in front of it
     /// (`Owner::finished`).
@@ -165,7 +180,6 @@ impl GroupInner {
                     weight,
                     vruntime: 0,
                     in_rotation: false,
-                    listed_at: None,
                     entered: 0,
                 }),
                 vtime_hint: AtomicU64::new(0),
@@ -173,6 +187,7 @@ impl GroupInner {
                 polls: AtomicU64::new(0),
                 busy_ns: AtomicU64::new(0),
                 wait_ns: AtomicU64::new(0),
+                waiting_since: AtomicU64::new(0),
                 queue: GroupQueue::new(),
                 host: host.clone(),
                 listed: ListFlag::default(),

@@ -80,6 +80,11 @@ impl Limiter {
         lock(&self.state).closed = true;
     }
 
+    /// Tasks waiting for a slot (a snapshot, for metrics).
+    pub(crate) fn waiting(&self) -> usize {
+        lock(&self.state).waiting.len()
+    }
+
     /// Takes every waiting runnable out (shutdown); the caller drops them outside the lock.
     pub(crate) fn drain(&self) -> VecDeque<Runnable> {
         std::mem::take(&mut lock(&self.state).waiting)

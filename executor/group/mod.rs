@@ -456,13 +456,11 @@ impl Group {
     pub fn metrics(&self) -> GroupMetrics {
         let inner = &self.inner;
         let counts = inner.registry.counts();
-        let gs = lock(&inner.sched);
-        let weight = gs.weight;
-        let waiting_since = gs.listed_at;
-        drop(gs);
-        let pending_wait = waiting_since
-            .map(|t| t.elapsed().as_nanos() as u64)
-            .unwrap_or(0);
+        let weight = lock(&inner.sched).weight;
+        let pending_wait = match inner.waiting_since.load(Ordering::Relaxed) {
+            0 => 0,
+            since => crate::clock::stamp().saturating_sub(since),
+        };
         GroupMetrics {
             name: inner.name().to_string(),
             weight,
@@ -475,7 +473,8 @@ impl Group {
             busy: Duration::from_nanos(inner.busy_ns.load(Ordering::Relaxed)),
             runnable: inner.queue.len()
                 + usize::from(inner.in_lane.is_set())
-                + inner.host.locally_queued(inner),
+                + inner.host.locally_queued(inner)
+                + inner.limiter.as_ref().map_or(0, |l| l.waiting()),
             wait: Duration::from_nanos(inner.wait_ns.load(Ordering::Relaxed) + pending_wait),
         }
     }
@@ -507,8 +506,11 @@ pub struct GroupMetrics {
     pub polls: u64,
     /// Worker time spent serving the group.
     pub busy: Duration,
-    /// Tasks runnable now and not running (approximate: a snapshot across workers).
+    /// Tasks runnable now and not running, including those waiting for a `max_concurrency` slot
+    /// (approximate: a snapshot across workers).
     pub runnable: usize,
-    /// Time the group had queued work that no worker had picked up yet (its "starve time").
+    /// Time the group had queued work that no worker had picked up yet (its "starve time"):
+    /// from the moment it became runnable with no worker serving it to the first time a worker
+    /// took its work. A group a worker keeps serving does not wait.
     pub wait: Duration,
 }

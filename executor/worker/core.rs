@@ -292,7 +292,13 @@ impl Core {
     pub(super) fn next_task(&mut self) -> Option<Runnable> {
         self.tick = self.tick.wrapping_add(1);
         if std::mem::take(&mut self.global_due) | (self.tick % GLOBAL_INTERVAL == 0) {
-            let r = self.service.group().and_then(|g| g.queue.pop());
+            let r = self.service.group().and_then(|g| {
+                let r = g.queue.pop();
+                if r.is_some() {
+                    g.end_wait(crate::clock::stamp);
+                }
+                r
+            });
             if r.is_some() {
                 return r;
             }
@@ -352,10 +358,15 @@ impl Core {
         let workers = self.shared.cores.len();
         let mut batch = std::mem::take(&mut self.batch);
         let first = self.service.group().and_then(|g| {
-            g.queue.pop_batch(
+            let first = g.queue.pop_batch(
                 |len| (len / workers + 1).min(LOCAL_CAPACITY / 2),
                 &mut batch,
-            )
+            );
+            // Work taken without a pick: whatever waited since the group was listed was taken.
+            if first.is_some() {
+                g.end_wait(crate::clock::stamp);
+            }
+            first
         });
         for r in batch.drain(..) {
             self.push_local(r);
@@ -523,11 +534,11 @@ impl Core {
         // The polled task's group when a rescue took the core during the poll (the segment that
         // would name it went with the core).
         let mut rescued_from: Option<Arc<GroupInner>> = None;
+        let cancelled = meta.is_cancelled();
         let core = {
             // Restored when they drop, even if the poll unwinds.
             let _group = GroupScope::enter(group);
             let _budget = PollBudget::start();
-            let cancelled = meta.is_cancelled();
             context::install(self);
             if cancelled {
                 // Cancelled by marking (`abort`, `Group::cancel`): the future is dropped here, on
@@ -577,8 +588,11 @@ impl Core {
             }
         }
         let mut core = core?;
-        core.service.polled();
-        core.counts.polls += 1;
+        // Dropping a cancelled task's future is no poll of it.
+        if !cancelled {
+            core.service.polled();
+            core.counts.polls += 1;
+        }
         if core.service.tick() {
             if let Some(now) = core.service.read_clock(core.shared.config.quantum) {
                 core.quantum_end(now);
