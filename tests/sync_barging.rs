@@ -362,3 +362,42 @@ fn close_fails_woken_waiters_of_a_barging_semaphore() {
     assert!(w.ready().is_err());
     assert_eq!(sem.available_permits(), 1);
 }
+
+/// A release that frees permits for several waiters wakes them all; a newcomer may then take some
+/// of the permits. A woken waiter behind others must not take what those ahead of it still need:
+/// the head's `acquire_many(3)` is served before the later `acquire()`, whichever polls first.
+#[test]
+fn a_woken_waiter_leaves_the_permits_that_waiters_ahead_of_it_need() {
+    let sem = Semaphore::with_barging(4, NEVER);
+    let all = sem.try_acquire_many(4).unwrap();
+    let mut head = Probe::new(sem.acquire_many(3));
+    let mut later = Probe::new(sem.acquire());
+    head.pending();
+    later.pending();
+    drop(all);
+    assert_eq!((head.wakes(), later.wakes()), (1, 1));
+    let newcomer = sem
+        .try_acquire()
+        .expect("a free permit can be taken by a newcomer");
+    later.pending(); // three free, all needed by the head
+    let h = head.ready().unwrap();
+    assert_eq!(sem.available_permits(), 0);
+    drop(newcomer);
+    assert_eq!(later.wakes(), 2);
+    let l = later.ready().unwrap();
+    drop((h, l));
+    assert_eq!(sem.available_permits(), 4);
+
+    // With permits to spare for both, the later waiter need not wait for the head to poll.
+    let all = sem.try_acquire_many(4).unwrap();
+    let mut head = Probe::new(sem.acquire_many(2));
+    let mut later = Probe::new(sem.acquire());
+    head.pending();
+    later.pending();
+    drop(all);
+    let newcomer = sem.try_acquire().unwrap();
+    let l = later.ready().unwrap();
+    let h = head.ready().unwrap();
+    drop((newcomer, h, l));
+    assert_eq!(sem.available_permits(), 4);
+}

@@ -6,10 +6,14 @@
 mod common;
 
 use common::Probe;
-use std::sync::Arc;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Wake, Waker};
 
-use rondo::sync::{AsyncOneManyLock, OneManyGuard, OneManyMode};
+use rondo::sync::{AsyncOneManyLock, ExclusiveGuardArc, OneManyGuard, OneManyMode};
 
 #[test]
 fn read_read_sharing() {
@@ -494,4 +498,250 @@ fn arc_futures_are_static_and_try_arc_variants_respect_the_lock() {
     });
     handle.join().unwrap();
     assert_eq!(*lock.try_shared_arc().unwrap(), 2);
+}
+
+/// A panic in a `map` closure unwinds through the guard that still owns the hold, which releases
+/// it; the lock must not stay held (every later `exclusive()` would wait for ever).
+#[test]
+fn a_panicking_map_closure_releases_the_lock() {
+    use rondo::sync::{ExclusiveGuard, MappedExclusiveGuard, SharedGuard};
+    use std::time::Duration;
+    for bound in [Duration::ZERO, Duration::from_secs(3600)] {
+        let lock = AsyncOneManyLock::with_barging(vec![1u32], bound);
+        let g = lock.try_exclusive().unwrap();
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let _m = ExclusiveGuard::map(g, |v| &mut v[10]);
+        }));
+        assert!(r.is_err());
+        assert!(
+            lock.try_exclusive().is_some(),
+            "lock still held after ExclusiveGuard::map's closure panicked"
+        );
+
+        let g = lock.try_shared().unwrap();
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let _m = SharedGuard::map(g, |v| &v[10]);
+        }));
+        assert!(r.is_err());
+        assert!(
+            lock.try_exclusive().is_some(),
+            "lock still held after SharedGuard::map's closure panicked"
+        );
+
+        let lock = AsyncOneManyLock::with_barging((0u8, vec![1u32]), bound);
+        let g = ExclusiveGuard::map(lock.try_exclusive().unwrap(), |t| &mut t.1);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let _m = MappedExclusiveGuard::map(g, |v| &mut v[10]);
+        }));
+        assert!(r.is_err());
+        assert!(
+            lock.try_exclusive().is_some(),
+            "lock still held after MappedExclusiveGuard::map's closure panicked"
+        );
+    }
+}
+
+/// A waker whose `wake` panics.
+struct PanickingWaker;
+
+impl Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("PanickingWaker woken");
+    }
+}
+
+/// Polls `fut` once with a waker that panics when woken, expecting it to wait.
+fn wait_with_panicking_waker<F: Future>(fut: Pin<&mut F>) {
+    let waker = Waker::from(Arc::new(PanickingWaker));
+    assert!(fut.poll(&mut Context::from_waker(&waker)).is_pending());
+}
+
+/// A conversion (`downgrade` and friends) that admits a waiter wakes it; if that waker panics, the
+/// panic unwinds out of the conversion, and the hold it was converting must still be released.
+#[test]
+fn a_waker_panicking_in_a_downgrade_does_not_leak_the_hold() {
+    use std::time::Duration;
+    for bound in [Duration::ZERO, Duration::from_secs(3600)] {
+        // ExclusiveGuard::downgrade admits the waiting reader.
+        let lock = AsyncOneManyLock::with_barging(0u32, bound);
+        let w = lock.try_exclusive().unwrap();
+        let mut reader = Box::pin(lock.shared());
+        wait_with_panicking_waker(reader.as_mut());
+        let r = catch_unwind(AssertUnwindSafe(|| drop(w.downgrade())));
+        assert!(r.is_err(), "the waker did not run");
+        drop(reader);
+        assert!(
+            lock.try_exclusive().is_some(),
+            "ExclusiveGuard::downgrade leaked its hold"
+        );
+
+        // ExclusiveGuard::downgrade_to_upgradable admits the waiting reader.
+        let w = lock.try_exclusive().unwrap();
+        let mut reader = Box::pin(lock.shared());
+        wait_with_panicking_waker(reader.as_mut());
+        let r = catch_unwind(AssertUnwindSafe(|| drop(w.downgrade_to_upgradable())));
+        assert!(r.is_err(), "the waker did not run");
+        drop(reader);
+        assert!(
+            lock.try_exclusive().is_some(),
+            "ExclusiveGuard::downgrade_to_upgradable leaked its hold"
+        );
+
+        // UpgradableGuard::downgrade admits the waiting upgradable.
+        let up = lock.try_upgradable().unwrap();
+        let mut other = Box::pin(lock.upgradable());
+        wait_with_panicking_waker(other.as_mut());
+        let r = catch_unwind(AssertUnwindSafe(|| drop(up.downgrade())));
+        assert!(r.is_err(), "the waker did not run");
+        drop(other);
+        assert!(
+            lock.try_exclusive().is_some(),
+            "UpgradableGuard::downgrade leaked its hold"
+        );
+
+        // ExclusiveGuardArc::downgrade admits the waiting reader.
+        let lock = Arc::new(AsyncOneManyLock::with_barging(0u32, bound));
+        let w = lock.try_exclusive_arc().unwrap();
+        let mut reader = Box::pin(lock.shared());
+        wait_with_panicking_waker(reader.as_mut());
+        let r = catch_unwind(AssertUnwindSafe(|| drop(w.downgrade())));
+        assert!(r.is_err(), "the waker did not run");
+        drop(reader);
+        assert!(
+            lock.try_exclusive().is_some(),
+            "ExclusiveGuardArc::downgrade leaked its hold"
+        );
+    }
+}
+
+/// A waker that owns an exclusive hold on the lock it waits for: dropping it releases the lock,
+/// which locks the lock's internal mutex.
+struct GuardWaker(#[allow(dead_code)] Mutex<Option<ExclusiveGuardArc<u32>>>);
+
+impl Wake for GuardWaker {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// Cancelling a waiter drops the waker stored in its node. That drop may release a hold on the
+/// same lock (here it does), so it must happen after the lock's internal mutex is unlocked.
+#[test]
+fn cancelling_a_waiter_drops_its_waker_outside_the_lock() {
+    use std::time::Duration;
+    for bound in [Duration::ZERO, Duration::from_secs(3600)] {
+        common::watchdog(10, move || {
+            let lock = Arc::new(AsyncOneManyLock::with_barging(0u32, bound));
+            let w = lock.try_exclusive_arc().unwrap();
+            let waker = Waker::from(Arc::new(GuardWaker(Mutex::new(Some(w)))));
+            {
+                let mut reader = pin!(lock.shared());
+                assert!(
+                    reader
+                        .as_mut()
+                        .poll(&mut Context::from_waker(&waker))
+                        .is_pending()
+                );
+                drop(waker); // the node's clone is the last one
+            } // cancel: drops the node's waker, which releases `w`
+            assert!(lock.try_exclusive().is_some());
+        });
+    }
+}
+
+/// Re-polling a waiter with another waker replaces the one in its node; dropping the old one may
+/// release a hold on the same lock, so it must happen after the internal mutex is unlocked.
+#[test]
+fn re_polling_a_waiter_drops_its_old_waker_outside_the_lock() {
+    use std::time::Duration;
+    for bound in [Duration::ZERO, Duration::from_secs(3600)] {
+        common::watchdog(10, move || {
+            let lock = Arc::new(AsyncOneManyLock::with_barging(0u32, bound));
+            let w = lock.try_exclusive_arc().unwrap();
+            let waker = Waker::from(Arc::new(GuardWaker(Mutex::new(Some(w)))));
+            let mut reader = pin!(lock.shared());
+            assert!(
+                reader
+                    .as_mut()
+                    .poll(&mut Context::from_waker(&waker))
+                    .is_pending()
+            );
+            drop(waker); // the node's clone is the last one
+            let mut cx = Context::from_waker(Waker::noop());
+            // Replacing the waker releases `w`; the reader is then admitted (at once, or at the
+            // next poll in barging mode).
+            let g = match reader.as_mut().poll(&mut cx) {
+                Poll::Ready(g) => g,
+                Poll::Pending => match reader.as_mut().poll(&mut cx) {
+                    Poll::Ready(g) => g,
+                    Poll::Pending => panic!("the reader was not admitted after the release"),
+                },
+            };
+            assert_eq!(*g, 0);
+            drop(g);
+            assert!(lock.try_exclusive().is_some());
+        });
+    }
+}
+
+/// A waker whose `clone` releases a hold on the lock it is about to wait for (a contrived but
+/// legal waker: cloning runs the waker's own code). The lock must not clone wakers under its
+/// internal mutex.
+fn waker_releasing_on_clone(guard: ExclusiveGuardArc<u32>) -> Waker {
+    type Slot = Mutex<Option<ExclusiveGuardArc<u32>>>;
+    const VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, drop_slot);
+    fn raw(slot: *const Slot) -> RawWaker {
+        RawWaker::new(slot.cast(), &VTABLE)
+    }
+    unsafe fn clone(data: *const ()) -> RawWaker {
+        // SAFETY: `data` is the `Arc<Slot>` pointer this vtable was made with, still alive: the
+        // waker being cloned holds one count of it.
+        let slot = unsafe { Arc::from_raw(data.cast::<Slot>()) };
+        drop(slot.lock().unwrap().take());
+        let copy = Arc::clone(&slot);
+        core::mem::forget(slot);
+        raw(Arc::into_raw(copy))
+    }
+    unsafe fn noop(_: *const ()) {}
+    unsafe fn drop_slot(data: *const ()) {
+        // SAFETY: each waker made with this vtable owns one count of the `Arc<Slot>` at `data`.
+        drop(unsafe { Arc::from_raw(data.cast::<Slot>()) });
+    }
+    let slot: Arc<Slot> = Arc::new(Mutex::new(Some(guard)));
+    // SAFETY: the vtable's functions keep the `Arc` count balanced (one count per waker) and
+    // are thread-safe (the slot is behind a `Mutex`).
+    unsafe { Waker::from_raw(raw(Arc::into_raw(slot))) }
+}
+
+/// Polls `fut` until it completes, at most twice (a barging waiter that was woken completes at its
+/// next poll, a fair one at once).
+fn ready_within_two_polls<F: Future>(mut fut: Pin<&mut F>, cx: &mut Context<'_>) -> F::Output {
+    for _ in 0..2 {
+        if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+            return v;
+        }
+    }
+    panic!("the waiter was not admitted after the release");
+}
+
+/// Each wait stores a clone of the waiter's waker; the clone may release a hold on the same lock,
+/// so it must not run under the lock's internal mutex.
+#[test]
+fn waiting_clones_the_waker_outside_the_lock() {
+    use std::time::Duration;
+    for bound in [Duration::ZERO, Duration::from_secs(3600)] {
+        common::watchdog(10, move || {
+            let lock = Arc::new(AsyncOneManyLock::with_barging(0u32, bound));
+            // Joining the line stores the waker of the first poll.
+            let waker = waker_releasing_on_clone(lock.try_exclusive_arc().unwrap());
+            let w = pin!(lock.exclusive());
+            drop(ready_within_two_polls(w, &mut Context::from_waker(&waker)));
+            // A later poll with another waker stores that one.
+            let blocker = lock.try_exclusive_arc().unwrap();
+            let mut w = pin!(lock.exclusive());
+            let mut noop = Context::from_waker(Waker::noop());
+            assert!(w.as_mut().poll(&mut noop).is_pending());
+            let waker = waker_releasing_on_clone(blocker);
+            drop(ready_within_two_polls(w, &mut Context::from_waker(&waker)));
+            assert!(lock.try_exclusive().is_some());
+        });
+    }
 }

@@ -5,11 +5,15 @@
 mod common;
 
 use common::Probe;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Wake, Waker};
+use std::time::Duration;
 
-use rondo::sync::{AcquireError, Semaphore, TryAcquireError};
+use rondo::sync::{AcquireError, Semaphore, SemaphorePermitArc, TryAcquireError};
 
 #[test]
 fn acquire_and_try_acquire() {
@@ -412,4 +416,127 @@ fn forget_permits_does_not_disturb_the_line() {
     sem.add_permits(1);
     assert_eq!(big.wakes(), 1);
     assert_eq!(big.ready().unwrap().count(), 2);
+}
+
+/// The fair and the barging semaphore, with `permits` permits.
+fn both_kinds(permits: usize) -> [Arc<Semaphore>; 2] {
+    [
+        Arc::new(Semaphore::new(permits)),
+        Arc::new(Semaphore::with_barging(permits, Duration::from_secs(3600))),
+    ]
+}
+
+/// A waker that owns a permit of the semaphore it waits on: dropping it returns the permit, which
+/// locks the semaphore's internal mutex.
+struct PermitWaker(#[allow(dead_code)] Mutex<Option<SemaphorePermitArc>>);
+
+impl Wake for PermitWaker {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// Cancelling a waiter drops the waker stored in its node. That drop may return permits to the
+/// same semaphore (here it does), so it must happen after the internal mutex is unlocked.
+#[test]
+fn cancelling_a_waiter_drops_its_waker_outside_the_semaphore() {
+    for sem in both_kinds(2) {
+        common::watchdog(10, move || {
+            let p1 = sem.try_acquire_arc().unwrap();
+            let _p2 = sem.try_acquire_arc().unwrap();
+            let waker = Waker::from(Arc::new(PermitWaker(Mutex::new(Some(p1)))));
+            {
+                let mut fut = pin!(sem.acquire());
+                let mut cx = Context::from_waker(&waker);
+                assert!(fut.as_mut().poll(&mut cx).is_pending());
+                drop(waker); // the node's clone is the last one
+            } // cancel: drops the node's waker, which returns `p1`
+            assert_eq!(sem.available_permits(), 1);
+        });
+    }
+}
+
+/// Polls `fut` until it completes, at most twice (a barging waiter that was woken completes at its
+/// next poll, a fair one at once).
+fn ready_within_two_polls<F: Future>(mut fut: Pin<&mut F>, cx: &mut Context<'_>) -> F::Output {
+    for _ in 0..2 {
+        if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+            return v;
+        }
+    }
+    panic!("the waiter was not served after the release");
+}
+
+/// Re-polling a waiter with another waker replaces the one in its node; dropping the old one may
+/// return permits to the same semaphore, so it must happen after the internal mutex is unlocked.
+#[test]
+fn re_polling_a_waiter_drops_its_old_waker_outside_the_semaphore() {
+    for sem in both_kinds(2) {
+        common::watchdog(10, move || {
+            let p1 = sem.try_acquire_arc().unwrap();
+            let _p2 = sem.try_acquire_arc().unwrap();
+            let waker = Waker::from(Arc::new(PermitWaker(Mutex::new(Some(p1)))));
+            let mut fut = pin!(sem.acquire());
+            assert!(
+                fut.as_mut()
+                    .poll(&mut Context::from_waker(&waker))
+                    .is_pending()
+            );
+            drop(waker); // the node's clone is the last one
+            // Replacing it returns `p1`, which then goes to this waiter.
+            let p = ready_within_two_polls(fut, &mut Context::from_waker(Waker::noop())).unwrap();
+            assert_eq!(sem.available_permits(), 0);
+            drop(p);
+            assert_eq!(sem.available_permits(), 1);
+        });
+    }
+}
+
+/// A waker whose `clone` returns a permit of the semaphore it is about to wait on (contrived but
+/// legal: cloning runs the waker's own code). The semaphore must not clone wakers under its
+/// internal mutex.
+fn waker_releasing_on_clone(permit: SemaphorePermitArc) -> Waker {
+    type Slot = Mutex<Option<SemaphorePermitArc>>;
+    const VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, drop_slot);
+    fn raw(slot: *const Slot) -> RawWaker {
+        RawWaker::new(slot.cast(), &VTABLE)
+    }
+    unsafe fn clone(data: *const ()) -> RawWaker {
+        // SAFETY: `data` is the `Arc<Slot>` pointer this vtable was made with, still alive: the
+        // waker being cloned holds one count of it.
+        let slot = unsafe { Arc::from_raw(data.cast::<Slot>()) };
+        drop(slot.lock().unwrap().take());
+        let copy = Arc::clone(&slot);
+        core::mem::forget(slot);
+        raw(Arc::into_raw(copy))
+    }
+    unsafe fn noop(_: *const ()) {}
+    unsafe fn drop_slot(data: *const ()) {
+        // SAFETY: each waker made with this vtable owns one count of the `Arc<Slot>` at `data`.
+        drop(unsafe { Arc::from_raw(data.cast::<Slot>()) });
+    }
+    let slot: Arc<Slot> = Arc::new(Mutex::new(Some(permit)));
+    // SAFETY: the vtable's functions keep the `Arc` count balanced (one count per waker) and
+    // are thread-safe (the slot is behind a `Mutex`).
+    unsafe { Waker::from_raw(raw(Arc::into_raw(slot))) }
+}
+
+/// Each wait stores a clone of the waiter's waker; the clone may return permits to the same
+/// semaphore, so it must not run under the internal mutex.
+#[test]
+fn waiting_clones_the_waker_outside_the_semaphore() {
+    for sem in both_kinds(1) {
+        common::watchdog(10, move || {
+            // Joining the line stores the waker of the first poll.
+            let waker = waker_releasing_on_clone(sem.try_acquire_arc().unwrap());
+            let fut = pin!(sem.acquire());
+            drop(ready_within_two_polls(fut, &mut Context::from_waker(&waker)).unwrap());
+            // A later poll with another waker stores that one.
+            let blocker = sem.try_acquire_arc().unwrap();
+            let mut fut = pin!(sem.acquire());
+            let mut noop = Context::from_waker(Waker::noop());
+            assert!(fut.as_mut().poll(&mut noop).is_pending());
+            let waker = waker_releasing_on_clone(blocker);
+            drop(ready_within_two_polls(fut, &mut Context::from_waker(&waker)).unwrap());
+            assert_eq!(sem.available_permits(), 1);
+        });
+    }
 }

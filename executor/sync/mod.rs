@@ -95,6 +95,10 @@
 //! newcomer *writer* may take a free lock before readers that were woken for it; the bound caps how
 //! long that can go on. The semaphore serves its head only when the free permits cover the whole
 //! request, so an `acquire_many(5)` at the head is never overtaken by later waiters' `acquire(1)`.
+//! In barging mode one release may wake several waiters, and a newcomer may take some of the
+//! permits before they run; a woken waiter therefore takes its permits only if enough stay free
+//! for every waiter ahead of it in line (a walk from the head, which stops once the requests
+//! exceed the free permits), so among themselves waiters are still served in FIFO order.
 //!
 //! **Upgradable holds.** An upgradable hold counts as a reader and sets its own bit, which excludes a
 //! second one. [`UpgradableGuard::upgrade`] completes at once if its holder is the only reader;
@@ -111,6 +115,13 @@
 //! `Vec`, so the common single hand-off does not allocate); they are called after the mutex is unlocked.
 //! A waker may run arbitrary executor code, even poll the woken future inline and re-enter this
 //! primitive; calling it under the mutex could deadlock or extend the critical section unboundedly.
+//! Cloning and dropping a waker run its code too (the last drop of a waker that owns a permit or a
+//! guard of this very primitive releases it), so neither happens under the mutex either. A waiter
+//! clones its waker before it takes the mutex: always when it joins the line; when re-polled, up
+//! front only if it was probably woken to compete (its node gave its waker up), otherwise only
+//! once its node turns out to need the clone, and then it takes the mutex again. A waker that a
+//! node gives up (replaced, or left by a cancelled waiter) is carried out and dropped after
+//! unlocking.
 //!
 //! **Limits.** Reader counts above [`AsyncOneManyLock::MAX_READERS`] panic (in the acquiring task, never
 //! corrupting the state); permit counts above [`Semaphore::MAX_PERMITS`] panic in `new`, `add_permits`

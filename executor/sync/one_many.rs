@@ -574,13 +574,13 @@ impl<'a, T: ?Sized> SharedGuard<'a, T> {
     /// assert!(lock.try_exclusive().is_none());
     /// ```
     pub fn map<U: ?Sized>(this: Self, f: impl FnOnce(&T) -> &U) -> SharedGuard<'a, U> {
-        let this = ManuallyDrop::new(this);
-        // SAFETY: the hold is still ours (the old guard is never dropped), so `&T` is valid; `f` can
-        // only return a reference that lives as long as that borrow, i.e. no longer than the hold,
-        // which moves into the new guard.
+        // `f` runs while `this` still owns the hold, so a panic in it releases the hold.
+        // SAFETY: `this` is a shared hold, so `&T` is valid; `f` can only return a reference that
+        // lives as long as that borrow, i.e. no longer than the hold, which moves into the new
+        // guard below.
         let value = NonNull::from(f(unsafe { this.value.as_ref() }));
         SharedGuard {
-            raw: this.raw,
+            raw: ManuallyDrop::new(this).raw,
             value,
             _marker: PhantomData,
         }
@@ -633,8 +633,11 @@ impl<'a, T: ?Sized> ExclusiveGuard<'a, T> {
     /// ```
     pub fn downgrade(self) -> SharedGuard<'a, T> {
         let lock = self.into_lock();
+        // Made first, so that a panic in a waker the downgrade calls (after the state has changed)
+        // releases the shared hold.
+        let shared = lock.shared_guard();
         lock.raw.downgrade();
-        lock.shared_guard()
+        shared
     }
 
     /// Turns exclusive access into an upgradable hold atomically: readers may join, writers and other
@@ -649,8 +652,11 @@ impl<'a, T: ?Sized> ExclusiveGuard<'a, T> {
     /// ```
     pub fn downgrade_to_upgradable(self) -> UpgradableGuard<'a, T> {
         let lock = self.into_lock();
+        // Made first, so that a panic in a waker the downgrade calls (after the state has changed)
+        // releases the upgradable hold.
+        let upgradable = UpgradableGuard { lock };
         lock.raw.downgrade_to_upgradable();
-        UpgradableGuard { lock }
+        upgradable
     }
 
     /// Narrows the guard to a part of the value. The result cannot be downgraded: a part reached
@@ -669,10 +675,13 @@ impl<'a, T: ?Sized> ExclusiveGuard<'a, T> {
         this: Self,
         f: impl FnOnce(&mut T) -> &mut U,
     ) -> MappedExclusiveGuard<'a, U> {
-        let lock = this.into_lock();
-        // SAFETY: the exclusive hold moves into the new guard, so this is the only access to the
-        // value; `f` can only return a borrow of it (or of something that outlives it).
+        let lock = this.lock;
+        // `f` runs while `this` still owns the hold, so a panic in it releases the hold.
+        // SAFETY: `this` is the only hold on the lock and is not used while `f` runs, so this is
+        // the only access to the value; `f` can only return a borrow of it (or of something that
+        // outlives it), and the hold moves into the new guard below.
         let value = NonNull::from(f(unsafe { &mut *lock.value.get() }));
+        let lock = this.into_lock();
         MappedExclusiveGuard {
             raw: &lock.raw,
             value,
@@ -738,11 +747,13 @@ impl<'a, T: ?Sized> MappedExclusiveGuard<'a, T> {
         this: Self,
         f: impl FnOnce(&mut T) -> &mut U,
     ) -> MappedExclusiveGuard<'a, U> {
-        let mut this = ManuallyDrop::new(this);
-        // SAFETY: the exclusive hold moves into the new guard (the old one is never dropped).
-        let value = NonNull::from(f(unsafe { this.value.as_mut() }));
+        let mut part = this.value;
+        // `f` runs while `this` still owns the hold, so a panic in it releases the hold.
+        // SAFETY: `this` is the only hold on the lock and is not used while `f` runs, so this is
+        // the only access to the part; the hold moves into the new guard below.
+        let value = NonNull::from(f(unsafe { part.as_mut() }));
         MappedExclusiveGuard {
-            raw: this.raw,
+            raw: ManuallyDrop::new(this).raw,
             value,
             _marker: PhantomData,
         }
@@ -849,8 +860,11 @@ impl<'a, T: ?Sized> UpgradableGuard<'a, T> {
     /// ```
     pub fn downgrade(self) -> SharedGuard<'a, T> {
         let lock = self.into_lock();
+        // Made first, so that a panic in a waker the downgrade calls (after the state has changed)
+        // releases the shared hold.
+        let shared = lock.shared_guard();
         lock.raw.upgradable_to_shared();
-        lock.shared_guard()
+        shared
     }
 }
 
@@ -980,10 +994,13 @@ impl<T: ?Sized> ExclusiveGuardArc<T> {
     /// ```
     pub fn downgrade(self) -> SharedGuardArc<T> {
         let this = ManuallyDrop::new(self);
-        this.lock.raw.downgrade();
         // SAFETY: `this` is never used or dropped again, so the `Arc` is moved out exactly once.
         let lock = unsafe { core::ptr::read(&this.lock) };
-        SharedGuardArc { lock }
+        // Made first, so that a panic in a waker the downgrade calls (after the state has changed)
+        // releases the shared hold (and the `Arc`).
+        let shared = SharedGuardArc { lock };
+        shared.lock.raw.downgrade();
+        shared
     }
 }
 

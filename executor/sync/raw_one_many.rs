@@ -286,6 +286,9 @@ impl RawOneMany {
         self.change(ONE_READER | UPGRADABLE, |s| s & !UPGRADABLE);
     }
 
+    /// Changes the caller's hold from one kind to another. Everything in it that can panic (the
+    /// wakers, and dropping them) runs after the state has changed, so a guard made for the new
+    /// hold before the call releases that hold on such a panic.
     fn change(&self, guess: usize, f: impl Fn(usize) -> usize) {
         if self
             .state
@@ -462,6 +465,9 @@ impl RawOneMany {
     /// First slow-path attempt: acquires under the mutex if a newcomer may, otherwise joins the line
     /// (an upgrade at the front). Returns the line key, or `None` if the lock was acquired.
     fn acquire_or_enqueue(&self, req: Req, waker: &Waker) -> Option<usize> {
+        // Cloning runs the waker's code, so not under the mutex. Declared before `line`: a clone
+        // the retry below leaves unused is dropped after the mutex is unlocked.
+        let waker = waker.clone();
         let mut line = lock(&self.line);
         let queued = if self.bound.is_zero() || req == Req::Upgrade {
             QUEUED | HANDOFF
@@ -499,91 +505,124 @@ impl RawOneMany {
         }
         let since = (!self.bound.is_zero()).then(|| line.waiters.now());
         Some(if req == Req::Upgrade {
-            line.waiters.push_front(req, waker.clone(), since)
+            line.waiters.push_front(req, waker, since)
         } else {
-            line.waiters.push_back(req, waker.clone(), since)
+            line.waiters.push_back(req, waker, since)
         })
     }
 
     /// `Ready(false)`: admitting this reader would overflow the reader count (the node is gone).
     fn poll_waiting(&self, key: usize, waker: &Waker) -> Poll<bool> {
-        let mut line = lock(&self.line);
-        match line.waiters.poll(key, waker) {
-            Status::Waiting => Poll::Pending,
-            Status::Notified => {
-                // Woken to compete: take the lock if it is still compatible, else wait again in the
-                // same place. The last woken waiter clears `NOTIFIED` in the same CAS, so a holder
-                // it finds releases through the mutex and wakes it again.
-                let clear = if line.waiters.notified() == 0 {
-                    NOTIFIED | SKIPS
-                } else {
-                    0
-                };
-                let req = line.waiters.request(key);
-                let mut granted = false;
-                // Overtaken at the head past the bound: `HANDOFF` goes in with the same CAS that
-                // finds the lock held, so the holder's release cannot slip by unserved.
-                let mut overdue = None;
-                let got = update(&self.state, |s| {
-                    granted = false;
-                    if s & HANDOFF != 0 {
-                        return Ok(s & !clear);
-                    }
-                    match req.grant(s) {
-                        Some(usize::MAX) => Err(()),
-                        Some(new) => {
-                            granted = true;
-                            Ok(new & !clear)
-                        }
-                        None => {
-                            let overdue = *overdue.get_or_insert_with(|| {
-                                line.waiters.head() == Some(key)
-                                    && line.waiters.waited(key, self.bound, line.waiters.now())
-                            });
-                            Ok((s & !clear) | if overdue { HANDOFF } else { 0 })
-                        }
-                    }
-                });
-                if got.is_err() {
-                    // Overflow: the node leaves the line; the rest of it is served as it was.
-                    if clear != 0 {
-                        self.state.fetch_and(!clear, Ordering::AcqRel);
-                    }
-                    line.waiters.take(key);
-                    return Poll::Ready(false);
-                }
-                if granted {
-                    self.forget_writer(&mut line, req);
-                    line.waiters.take(key);
-                    // The releases skipped while we were on our way left the line unserved: readers
-                    // behind us that can share with us are woken now, as a release would have.
-                    if clear != 0 && matches!(req, Req::Shared | Req::Upgradable) {
-                        if let Some(head) = line.waiters.head() {
-                            let mut wakers = WakeList::new();
-                            self.notify_compatible(&mut line, head, &mut wakers);
-                            drop(line);
-                            wakers.wake_all();
-                        }
-                    }
-                    return Poll::Ready(true);
-                }
-                // Overtaken. Whoever holds the lock now releases through the slow path (`QUEUED`
-                // without `NOTIFIED`, or `HANDOFF`) and wakes us again, or hands off to us if we
-                // have waited past the bound.
-                Poll::Pending
+        // A waiter that waits on needs a clone of `waker` in its node, unless the node holds one
+        // that wakes the same task. Cloning runs the waker's code, so it is made before the mutex
+        // is taken: at once if the waiter was probably woken to compete (its node gave its waker
+        // up then), otherwise only once the node turns out to need it, which costs a second look
+        // under the mutex.
+        let mut fresh = (self.state.load(Ordering::Relaxed) & NOTIFIED != 0).then(|| waker.clone());
+        loop {
+            // Declared before `line`, so dropped after it.
+            let mut spent = None;
+            let mut wakers = WakeList::new();
+            let mut line = lock(&self.line);
+            let done = match line.waiters.poll(key) {
+                Status::Waiting => None,
+                Status::Notified => self.compete(&mut line, key, &mut spent, &mut wakers),
+                Status::Granted => return Poll::Ready(true),
+                Status::Overflow => return Poll::Ready(false),
+                Status::Closed => unreachable!("AsyncOneManyLock is never closed"),
+            };
+            let parked = done.is_some() || line.waiters.park(key, waker, &mut fresh, &mut spent);
+            drop(line);
+            wakers.wake_all();
+            drop(spent);
+            if let Some(granted) = done {
+                return Poll::Ready(granted);
             }
-            Status::Granted => Poll::Ready(true),
-            Status::Overflow => Poll::Ready(false),
-            Status::Closed => unreachable!("AsyncOneManyLock is never closed"),
+            if parked {
+                return Poll::Pending;
+            }
+            fresh = Some(waker.clone());
         }
+    }
+
+    /// A woken waiter's retry, under the mutex: takes the lock if it is still compatible, else
+    /// waits again in the same place. The last woken waiter clears `NOTIFIED` in the same CAS, so
+    /// a holder it finds releases through the mutex and wakes it again. Returns `Some(true)` if it
+    /// took the lock, `Some(false)` if admitting it would overflow the reader count (either way
+    /// its node is gone, and the waker the node held is in `spent`), `None` if it was overtaken.
+    fn compete(
+        &self,
+        line: &mut Line,
+        key: usize,
+        spent: &mut Option<Waker>,
+        wakers: &mut WakeList,
+    ) -> Option<bool> {
+        let clear = if line.waiters.notified() == 0 {
+            NOTIFIED | SKIPS
+        } else {
+            0
+        };
+        let req = line.waiters.request(key);
+        let mut granted = false;
+        // Overtaken at the head past the bound: `HANDOFF` goes in with the same CAS that finds the
+        // lock held, so the holder's release cannot slip by unserved.
+        let mut overdue = None;
+        let got = update(&self.state, |s| {
+            granted = false;
+            if s & HANDOFF != 0 {
+                return Ok(s & !clear);
+            }
+            match req.grant(s) {
+                Some(usize::MAX) => Err(()),
+                Some(new) => {
+                    granted = true;
+                    Ok(new & !clear)
+                }
+                None => {
+                    let overdue = *overdue.get_or_insert_with(|| {
+                        line.waiters.head() == Some(key)
+                            && line.waiters.waited(key, self.bound, line.waiters.now())
+                    });
+                    Ok((s & !clear) | if overdue { HANDOFF } else { 0 })
+                }
+            }
+        });
+        if got.is_err() {
+            // Overflow: the node leaves the line; the rest of it is served as it was.
+            if clear != 0 {
+                self.state.fetch_and(!clear, Ordering::AcqRel);
+            }
+            *spent = line.waiters.take(key);
+            return Some(false);
+        }
+        if granted {
+            self.forget_writer(line, req);
+            *spent = line.waiters.take(key);
+            // The releases skipped while we were on our way left the line unserved: readers
+            // behind us that can share with us are woken now, as a release would have.
+            if clear != 0 && matches!(req, Req::Shared | Req::Upgradable) {
+                if let Some(head) = line.waiters.head() {
+                    self.notify_compatible(line, head, wakers);
+                }
+            }
+            return Some(true);
+        }
+        // Overtaken. Whoever holds the lock now releases through the slow path (`QUEUED` without
+        // `NOTIFIED`, or `HANDOFF`) and wakes us again, or hands off to us if we have waited past
+        // the bound.
+        None
     }
 
     /// A waiting future was dropped: leave the line, give back a grant that raced the drop, and let
     /// whoever that unblocks in (e.g. readers queued behind a cancelled writer). A dropped upgrade
     /// also gives back the upgradable hold it was holding.
     fn cancel(&self, key: usize) {
+        // The node's waker, dropped after the mutex is unlocked: dropping it runs its code, which
+        // may even release a hold on this lock.
+        let mut spent = None;
         serve_line(&self.line, |line| {
-            let (status, req) = line.waiters.remove(key);
+            let (status, req, waker) = line.waiters.remove(key);
+            spent = waker;
             self.forget_notified(line, status == Status::Notified);
             match status {
                 Status::Granted => {
@@ -599,6 +638,7 @@ impl RawOneMany {
             }
             self.dispatch(line)
         });
+        drop(spent);
     }
 }
 

@@ -182,7 +182,8 @@ impl Semaphore {
     /// the permits over; a running task may take them first, which saves a context switch per
     /// hand-off under contention. Once the head of the line has waited `bound` or longer, released
     /// permits are handed directly to the line (and newcomers queue) until the head has waited less
-    /// than `bound` again. Waiters are still served among themselves in FIFO order. `Duration::ZERO`
+    /// than `bound` again. Waiters are still served among themselves in FIFO order: a woken waiter
+    /// takes permits only if enough stay free for every waiter ahead of it in line. `Duration::ZERO`
     /// gives the fair semaphore of [`new`](Self::new).
     ///
     /// A head that was woken and whose task has not run yet is not handed permits, even past the
@@ -729,6 +730,9 @@ impl Semaphore {
     /// First slow-path attempt: takes the permits under the mutex if a newcomer may, otherwise joins
     /// the line. `Ok(None)`: acquired; `Ok(Some(key))`: queued.
     fn acquire_or_enqueue(&self, n: usize, waker: &Waker) -> Result<Option<usize>, AcquireError> {
+        // Cloning runs the waker's code, so not under the mutex. Declared before `line`: a clone
+        // the retry below leaves unused is dropped after the mutex is unlocked.
+        let waker = waker.clone();
         let mut line = lock(&self.line);
         let take = n << SHIFT;
         let queued = if self.fair { QUEUED | HANDOFF } else { QUEUED };
@@ -746,70 +750,123 @@ impl Semaphore {
             return Ok(None);
         }
         let since = (!self.fair).then(|| line.waiters.now());
-        Ok(Some(line.waiters.push_back(n, waker.clone(), since)))
+        Ok(Some(line.waiters.push_back(n, waker, since)))
     }
 
     fn poll_waiting(&self, key: usize, waker: &Waker) -> Poll<Result<(), AcquireError>> {
-        let mut line = lock(&self.line);
-        match line.waiters.poll(key, waker) {
-            Status::Waiting => Poll::Pending,
-            Status::Notified => {
-                // Woken to compete: take the permits if they are still free, else wait again in the
-                // same place. The last woken waiter clears `NOTIFIED` in the same CAS, so holders
-                // it finds release through the mutex and wake it again.
-                let n = line.waiters.request(key);
-                self.promised.fetch_sub(n, Ordering::Relaxed);
-                let clear = if line.waiters.notified() == 0 {
-                    NOTIFIED | SKIPS
-                } else {
-                    0
-                };
-                let take = n << SHIFT;
-                let mut got = false;
-                // Overtaken at the head past the bound: `HANDOFF` goes in with the same CAS that
-                // finds the permits gone, so no release can slip by unserved in between.
-                let mut overdue = None;
-                let _ = update::<()>(&self.state, |s| {
-                    got = s & (HANDOFF | CLOSED) == 0 && s >= take;
-                    if got {
-                        return Ok((s - take) & !clear);
-                    }
-                    let overdue = *overdue.get_or_insert_with(|| {
-                        line.waiters.head() == Some(key)
-                            && line.waiters.waited(key, self.bound, line.waiters.now())
-                    });
-                    Ok((s & !clear) | if overdue { HANDOFF } else { 0 })
-                });
-                if got {
-                    line.waiters.take(key);
-                }
-                // A release that skipped the line while we were on our way may have read the
-                // promises before this poll withdrew ours: wake the waiters that free permits
-                // nobody is promised can serve, as the release would have. (In hand-off mode the
-                // releases serve the line themselves.)
+        // A waiter that waits on needs a clone of `waker` in its node, unless the node holds one
+        // that wakes the same task. Cloning runs the waker's code, so it is made before the mutex
+        // is taken: at once if the waiter was probably woken to compete (its node gave its waker
+        // up then), otherwise only once the node turns out to need it, which costs a second look
+        // under the mutex.
+        let mut fresh = (self.state.load(Ordering::Relaxed) & NOTIFIED != 0).then(|| waker.clone());
+        loop {
+            // Declared before `line`, so dropped after it.
+            let mut spent = None;
+            let mut wakers = WakeList::new();
+            let mut line = lock(&self.line);
+            let status = line.waiters.poll(key);
+            let got = match status {
+                Status::Waiting => false,
+                Status::Notified => self.compete(&mut line, key, &mut spent),
+                Status::Granted => return Poll::Ready(Ok(())),
+                Status::Closed => return Poll::Ready(Err(AcquireError(()))),
+                Status::Overflow => unreachable!("semaphore waiters never overflow"),
+            };
+            let parked = got || line.waiters.park(key, waker, &mut fresh, &mut spent);
+            // A release that skipped the line while we were on our way may have read the promises
+            // before this poll withdrew ours: wake the waiters that free permits nobody is
+            // promised can serve, as the release would have (us too, if we deferred to waiters
+            // ahead that no longer need the permits). In hand-off mode the releases serve the
+            // line themselves.
+            if status == Status::Notified && self.state.load(Ordering::Acquire) & HANDOFF == 0 {
                 if let Some(head) = line.waiters.head() {
-                    if self.state.load(Ordering::Acquire) & HANDOFF == 0 {
-                        let mut wakers = WakeList::new();
-                        self.notify_fitting(&mut line, head, &mut wakers);
-                        drop(line);
-                        wakers.wake_all();
-                    }
-                }
-                if got {
-                    Poll::Ready(Ok(()))
-                } else {
-                    Poll::Pending
+                    self.notify_fitting(&mut line, head, &mut wakers);
                 }
             }
-            Status::Granted => Poll::Ready(Ok(())),
-            Status::Closed => Poll::Ready(Err(AcquireError(()))),
-            Status::Overflow => unreachable!("semaphore waiters never overflow"),
+            drop(line);
+            wakers.wake_all();
+            drop(spent);
+            if got {
+                return Poll::Ready(Ok(()));
+            }
+            if parked {
+                return Poll::Pending;
+            }
+            fresh = Some(waker.clone());
         }
     }
 
+    /// A woken waiter's retry, under the mutex: takes its permits if they are free and the waiters
+    /// ahead of it in line can still be served (it may have been woken by the same release as
+    /// they were, and a newcomer may have taken some of the permits since), so waiters are served
+    /// among themselves in FIFO order. Otherwise it waits again in the same place; the last woken
+    /// waiter clears `NOTIFIED` in the same CAS, so holders it finds release through the mutex and
+    /// wake it again. Returns whether it took the permits; its node is gone then, and the waker the
+    /// node held is in `spent`.
+    fn compete(&self, line: &mut Line, key: usize, spent: &mut Option<Waker>) -> bool {
+        let n = line.waiters.request(key);
+        self.promised.fetch_sub(n, Ordering::Relaxed);
+        let clear = if line.waiters.notified() == 0 {
+            NOTIFIED | SKIPS
+        } else {
+            0
+        };
+        let head = line.waiters.head() == Some(key);
+        let need = if head {
+            Some(n)
+        } else {
+            let free = self.state.load(Ordering::Acquire) >> SHIFT;
+            Self::needed_through(line, key, free)
+        };
+        let take = n << SHIFT;
+        let mut got = false;
+        // Overtaken at the head past the bound: `HANDOFF` goes in with the same CAS that finds the
+        // permits gone, so no release can slip by unserved in between.
+        let mut overdue = None;
+        let _ = update::<()>(&self.state, |s| {
+            got = s & (HANDOFF | CLOSED) == 0 && need.is_some_and(|need| s >> SHIFT >= need);
+            if got {
+                return Ok((s - take) & !clear);
+            }
+            let overdue = *overdue.get_or_insert_with(|| {
+                head && line.waiters.waited(key, self.bound, line.waiters.now())
+            });
+            Ok((s & !clear) | if overdue { HANDOFF } else { 0 })
+        });
+        if got {
+            *spent = line.waiters.take(key);
+        }
+        got
+    }
+
+    /// The permits the waiters from the head of the line through `key` ask for together, or `None`
+    /// once they exceed `free` (so the walk ends after at most `free + 1` waiters: each asks for at
+    /// least one permit).
+    fn needed_through(line: &Line, key: usize, free: usize) -> Option<usize> {
+        let mut need = 0;
+        let mut at = line.waiters.head();
+        while let Some(k) = at {
+            // At most `free` plus one request, each at most `MAX_PERMITS`: no overflow.
+            need += line.waiters.request(k);
+            if need > free {
+                return None;
+            }
+            if k == key {
+                return Some(need);
+            }
+            at = line.waiters.next(k);
+        }
+        unreachable!("a waiting node is in the line")
+    }
+
     fn cancel(&self, key: usize) {
+        // The node's waker, dropped after the mutex is unlocked: dropping it runs its code, which
+        // may even return permits to this semaphore.
+        let mut spent = None;
         serve_line(&self.line, |line| {
-            let (status, n) = line.waiters.remove(key);
+            let (status, n, waker) = line.waiters.remove(key);
+            spent = waker;
             self.forget_notified(line, status == Status::Notified);
             match status {
                 Status::Granted => {
@@ -822,6 +879,7 @@ impl Semaphore {
             }
             self.dispatch(line)
         });
+        drop(spent);
     }
 }
 

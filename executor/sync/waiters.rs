@@ -284,11 +284,11 @@ impl<R: Copy> WaitList<R> {
         }
     }
 
-    /// Checks on a waiter from its future's `poll`. A waiting or notified node keeps its place and
-    /// gets `waker` stored (a notified one is set back to waiting: its caller either completes and
-    /// calls [`take`](Self::take), or waits again). A finished node is removed. Returns the status
-    /// found.
-    pub(crate) fn poll(&mut self, key: usize, waker: &Waker) -> Status {
+    /// Checks on a waiter from its future's `poll`. A waiting or notified node keeps its place (a
+    /// notified one is set back to waiting: its caller either completes and calls
+    /// [`take`](Self::take), or waits again and calls [`park`](Self::park)). A finished node is
+    /// removed. Returns the status found.
+    pub(crate) fn poll(&mut self, key: usize) -> Status {
         let node = &mut self.nodes[key];
         match node.status {
             status @ (Status::Waiting | Status::Notified) => {
@@ -296,29 +296,54 @@ impl<R: Copy> WaitList<R> {
                     self.notified -= 1;
                 }
                 node.status = Status::Waiting;
-                match &mut node.waker {
-                    Some(w) if w.will_wake(waker) => {}
-                    slot => *slot = Some(waker.clone()),
-                }
                 status
             }
             status => {
+                // `finish` took the waker, so removing the node drops none under the mutex.
+                debug_assert!(node.waker.is_none());
                 self.nodes.remove(key);
                 status
             }
         }
     }
 
-    /// Removes a waiter that acquired by itself after being notified.
-    pub(crate) fn take(&mut self, key: usize) {
-        self.unlink(key);
-        self.nodes.remove(key);
+    /// Makes the waiting node `key` wake `waker`'s task. A waker that already does stays. Otherwise
+    /// the node needs a clone of `waker`, made outside the mutex (cloning runs the waker's own
+    /// code): `fresh` supplies it, and the waker it replaces goes into `spent`, to be dropped after
+    /// unlocking. Returns `false`, changing nothing, if a clone is needed and `fresh` is empty.
+    pub(crate) fn park(
+        &mut self,
+        key: usize,
+        waker: &Waker,
+        fresh: &mut Option<Waker>,
+        spent: &mut Option<Waker>,
+    ) -> bool {
+        let node = &mut self.nodes[key];
+        debug_assert_eq!(node.status, Status::Waiting);
+        if node.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            return true;
+        }
+        let Some(new) = fresh.take() else {
+            return false;
+        };
+        debug_assert!(spent.is_none());
+        *spent = node.waker.replace(new);
+        true
     }
 
-    /// Removes a waiter whose future is being dropped; returns its status at that moment and its
-    /// request. A `Granted` result means the caller must give the grant back; a `Waiting` or
-    /// `Notified` one means the node has just left the line.
-    pub(crate) fn remove(&mut self, key: usize) -> (Status, R) {
+    /// Removes a waiter that acquired by itself after being notified. Returns the waker its node
+    /// held, for the caller to drop after unlocking.
+    pub(crate) fn take(&mut self, key: usize) -> Option<Waker> {
+        self.unlink(key);
+        self.nodes.remove(key).waker
+    }
+
+    /// Removes a waiter whose future is being dropped; returns its status at that moment, its
+    /// request and the waker its node held (for the caller to drop after unlocking: dropping a
+    /// waker runs its code, which may even release this primitive). A `Granted` status means the
+    /// caller must give the grant back; a `Waiting` or `Notified` one means the node has just left
+    /// the line.
+    pub(crate) fn remove(&mut self, key: usize) -> (Status, R, Option<Waker>) {
         match self.nodes[key].status {
             Status::Notified => {
                 self.notified -= 1;
@@ -328,6 +353,6 @@ impl<R: Copy> WaitList<R> {
             _ => {}
         }
         let node = self.nodes.remove(key);
-        (node.status, node.request)
+        (node.status, node.request, node.waker)
     }
 }
