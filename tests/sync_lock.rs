@@ -9,11 +9,11 @@ use common::Probe;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::{Pin, pin};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, RawWaker, RawWakerVTable, Wake, Waker};
+use std::task::{Context, Poll, Wake, Waker};
 
-use rondo::sync::{AsyncOneManyLock, ExclusiveGuardArc, OneManyGuard, OneManyMode};
+use rondo::sync::{AsyncOneManyLock, OneManyGuard, OneManyMode};
 
 #[test]
 fn read_read_sharing() {
@@ -556,70 +556,52 @@ fn wait_with_panicking_waker<F: Future>(fut: Pin<&mut F>) {
     assert!(fut.poll(&mut Context::from_waker(&waker)).is_pending());
 }
 
+/// Runs `convert` (a guard conversion that admits `waiter`) with `waiter` waiting on a waker that
+/// panics when woken: the panic unwinds out of the conversion, and `lock` must be free once the
+/// waiter is gone, or `what` leaked its hold.
+fn converting_past_a_panicking_waker<F: Future>(
+    lock: &AsyncOneManyLock<u32>,
+    waiter: F,
+    convert: impl FnOnce(),
+    what: &str,
+) {
+    let mut waiter = Box::pin(waiter);
+    wait_with_panicking_waker(waiter.as_mut());
+    let r = catch_unwind(AssertUnwindSafe(convert));
+    assert!(r.is_err(), "the waker did not run");
+    drop(waiter);
+    assert!(lock.try_exclusive().is_some(), "{what} leaked its hold");
+}
+
 /// A conversion (`downgrade` and friends) that admits a waiter wakes it; if that waker panics, the
 /// panic unwinds out of the conversion, and the hold it was converting must still be released.
 #[test]
 fn a_waker_panicking_in_a_downgrade_does_not_leak_the_hold() {
     use std::time::Duration;
     for bound in [Duration::ZERO, Duration::from_secs(3600)] {
-        // ExclusiveGuard::downgrade admits the waiting reader.
         let lock = AsyncOneManyLock::with_barging(0u32, bound);
         let w = lock.try_exclusive().unwrap();
-        let mut reader = Box::pin(lock.shared());
-        wait_with_panicking_waker(reader.as_mut());
-        let r = catch_unwind(AssertUnwindSafe(|| drop(w.downgrade())));
-        assert!(r.is_err(), "the waker did not run");
-        drop(reader);
-        assert!(
-            lock.try_exclusive().is_some(),
-            "ExclusiveGuard::downgrade leaked its hold"
+        let convert = move || drop(w.downgrade());
+        converting_past_a_panicking_waker(
+            &lock,
+            lock.shared(),
+            convert,
+            "ExclusiveGuard::downgrade",
         );
-
-        // ExclusiveGuard::downgrade_to_upgradable admits the waiting reader.
         let w = lock.try_exclusive().unwrap();
-        let mut reader = Box::pin(lock.shared());
-        wait_with_panicking_waker(reader.as_mut());
-        let r = catch_unwind(AssertUnwindSafe(|| drop(w.downgrade_to_upgradable())));
-        assert!(r.is_err(), "the waker did not run");
-        drop(reader);
-        assert!(
-            lock.try_exclusive().is_some(),
-            "ExclusiveGuard::downgrade_to_upgradable leaked its hold"
-        );
-
-        // UpgradableGuard::downgrade admits the waiting upgradable.
+        let convert = move || drop(w.downgrade_to_upgradable());
+        let what = "ExclusiveGuard::downgrade_to_upgradable";
+        converting_past_a_panicking_waker(&lock, lock.shared(), convert, what);
         let up = lock.try_upgradable().unwrap();
-        let mut other = Box::pin(lock.upgradable());
-        wait_with_panicking_waker(other.as_mut());
-        let r = catch_unwind(AssertUnwindSafe(|| drop(up.downgrade())));
-        assert!(r.is_err(), "the waker did not run");
-        drop(other);
-        assert!(
-            lock.try_exclusive().is_some(),
-            "UpgradableGuard::downgrade leaked its hold"
-        );
-
-        // ExclusiveGuardArc::downgrade admits the waiting reader.
+        let convert = move || drop(up.downgrade());
+        let what = "UpgradableGuard::downgrade";
+        converting_past_a_panicking_waker(&lock, lock.upgradable(), convert, what);
         let lock = Arc::new(AsyncOneManyLock::with_barging(0u32, bound));
         let w = lock.try_exclusive_arc().unwrap();
-        let mut reader = Box::pin(lock.shared());
-        wait_with_panicking_waker(reader.as_mut());
-        let r = catch_unwind(AssertUnwindSafe(|| drop(w.downgrade())));
-        assert!(r.is_err(), "the waker did not run");
-        drop(reader);
-        assert!(
-            lock.try_exclusive().is_some(),
-            "ExclusiveGuardArc::downgrade leaked its hold"
-        );
+        let convert = move || drop(w.downgrade());
+        let what = "ExclusiveGuardArc::downgrade";
+        converting_past_a_panicking_waker(&lock, lock.shared(), convert, what);
     }
-}
-
-/// A waker that owns an exclusive hold on the lock it waits for: dropping it releases the lock,
-/// which locks the lock's internal mutex.
-struct GuardWaker(#[allow(dead_code)] Mutex<Option<ExclusiveGuardArc<u32>>>);
-
-impl Wake for GuardWaker {
-    fn wake(self: Arc<Self>) {}
 }
 
 /// Cancelling a waiter drops the waker stored in its node. That drop may release a hold on the
@@ -630,17 +612,10 @@ fn cancelling_a_waiter_drops_its_waker_outside_the_lock() {
     for bound in [Duration::ZERO, Duration::from_secs(3600)] {
         common::watchdog(10, move || {
             let lock = Arc::new(AsyncOneManyLock::with_barging(0u32, bound));
-            let w = lock.try_exclusive_arc().unwrap();
-            let waker = Waker::from(Arc::new(GuardWaker(Mutex::new(Some(w)))));
+            let w = Box::new(lock.try_exclusive_arc().unwrap());
             {
-                let mut reader = pin!(lock.shared());
-                assert!(
-                    reader
-                        .as_mut()
-                        .poll(&mut Context::from_waker(&waker))
-                        .is_pending()
-                );
-                drop(waker); // the node's clone is the last one
+                let reader = pin!(lock.shared());
+                common::wait_with_last_waker_holding(reader, w);
             } // cancel: drops the node's waker, which releases `w`
             assert!(lock.try_exclusive().is_some());
         });
@@ -655,16 +630,9 @@ fn re_polling_a_waiter_drops_its_old_waker_outside_the_lock() {
     for bound in [Duration::ZERO, Duration::from_secs(3600)] {
         common::watchdog(10, move || {
             let lock = Arc::new(AsyncOneManyLock::with_barging(0u32, bound));
-            let w = lock.try_exclusive_arc().unwrap();
-            let waker = Waker::from(Arc::new(GuardWaker(Mutex::new(Some(w)))));
+            let w = Box::new(lock.try_exclusive_arc().unwrap());
             let mut reader = pin!(lock.shared());
-            assert!(
-                reader
-                    .as_mut()
-                    .poll(&mut Context::from_waker(&waker))
-                    .is_pending()
-            );
-            drop(waker); // the node's clone is the last one
+            common::wait_with_last_waker_holding(reader.as_mut(), w);
             let mut cx = Context::from_waker(Waker::noop());
             // Replacing the waker releases `w`; the reader is then admitted (at once, or at the
             // next poll in barging mode).
@@ -680,35 +648,6 @@ fn re_polling_a_waiter_drops_its_old_waker_outside_the_lock() {
             assert!(lock.try_exclusive().is_some());
         });
     }
-}
-
-/// A waker whose `clone` releases a hold on the lock it is about to wait for (a contrived but
-/// legal waker: cloning runs the waker's own code). The lock must not clone wakers under its
-/// internal mutex.
-fn waker_releasing_on_clone(guard: ExclusiveGuardArc<u32>) -> Waker {
-    type Slot = Mutex<Option<ExclusiveGuardArc<u32>>>;
-    const VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, drop_slot);
-    fn raw(slot: *const Slot) -> RawWaker {
-        RawWaker::new(slot.cast(), &VTABLE)
-    }
-    unsafe fn clone(data: *const ()) -> RawWaker {
-        // SAFETY: `data` is the `Arc<Slot>` pointer this vtable was made with, still alive: the
-        // waker being cloned holds one count of it.
-        let slot = unsafe { Arc::from_raw(data.cast::<Slot>()) };
-        drop(slot.lock().unwrap().take());
-        let copy = Arc::clone(&slot);
-        core::mem::forget(slot);
-        raw(Arc::into_raw(copy))
-    }
-    unsafe fn noop(_: *const ()) {}
-    unsafe fn drop_slot(data: *const ()) {
-        // SAFETY: each waker made with this vtable owns one count of the `Arc<Slot>` at `data`.
-        drop(unsafe { Arc::from_raw(data.cast::<Slot>()) });
-    }
-    let slot: Arc<Slot> = Arc::new(Mutex::new(Some(guard)));
-    // SAFETY: the vtable's functions keep the `Arc` count balanced (one count per waker) and
-    // are thread-safe (the slot is behind a `Mutex`).
-    unsafe { Waker::from_raw(raw(Arc::into_raw(slot))) }
 }
 
 /// Polls `fut` until it completes, at most twice (a barging waiter that was woken completes at its
@@ -731,7 +670,8 @@ fn waiting_clones_the_waker_outside_the_lock() {
         common::watchdog(10, move || {
             let lock = Arc::new(AsyncOneManyLock::with_barging(0u32, bound));
             // Joining the line stores the waker of the first poll.
-            let waker = waker_releasing_on_clone(lock.try_exclusive_arc().unwrap());
+            let waker =
+                common::waker_releasing_on_clone(Box::new(lock.try_exclusive_arc().unwrap()));
             let w = pin!(lock.exclusive());
             drop(ready_within_two_polls(w, &mut Context::from_waker(&waker)));
             // A later poll with another waker stores that one.
@@ -739,7 +679,7 @@ fn waiting_clones_the_waker_outside_the_lock() {
             let mut w = pin!(lock.exclusive());
             let mut noop = Context::from_waker(Waker::noop());
             assert!(w.as_mut().poll(&mut noop).is_pending());
-            let waker = waker_releasing_on_clone(blocker);
+            let waker = common::waker_releasing_on_clone(Box::new(blocker));
             drop(ready_within_two_polls(w, &mut Context::from_waker(&waker)));
             assert!(lock.try_exclusive().is_some());
         });

@@ -8,12 +8,12 @@ use common::Probe;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::{Pin, pin};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, RawWaker, RawWakerVTable, Wake, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use rondo::sync::{AcquireError, Semaphore, SemaphorePermitArc, TryAcquireError};
+use rondo::sync::{AcquireError, Semaphore, TryAcquireError};
 
 #[test]
 fn acquire_and_try_acquire() {
@@ -426,28 +426,17 @@ fn both_kinds(permits: usize) -> [Arc<Semaphore>; 2] {
     ]
 }
 
-/// A waker that owns a permit of the semaphore it waits on: dropping it returns the permit, which
-/// locks the semaphore's internal mutex.
-struct PermitWaker(#[allow(dead_code)] Mutex<Option<SemaphorePermitArc>>);
-
-impl Wake for PermitWaker {
-    fn wake(self: Arc<Self>) {}
-}
-
 /// Cancelling a waiter drops the waker stored in its node. That drop may return permits to the
 /// same semaphore (here it does), so it must happen after the internal mutex is unlocked.
 #[test]
 fn cancelling_a_waiter_drops_its_waker_outside_the_semaphore() {
     for sem in both_kinds(2) {
         common::watchdog(10, move || {
-            let p1 = sem.try_acquire_arc().unwrap();
+            let p1 = Box::new(sem.try_acquire_arc().unwrap());
             let _p2 = sem.try_acquire_arc().unwrap();
-            let waker = Waker::from(Arc::new(PermitWaker(Mutex::new(Some(p1)))));
             {
-                let mut fut = pin!(sem.acquire());
-                let mut cx = Context::from_waker(&waker);
-                assert!(fut.as_mut().poll(&mut cx).is_pending());
-                drop(waker); // the node's clone is the last one
+                let fut = pin!(sem.acquire());
+                common::wait_with_last_waker_holding(fut, p1);
             } // cancel: drops the node's waker, which returns `p1`
             assert_eq!(sem.available_permits(), 1);
         });
@@ -471,16 +460,10 @@ fn ready_within_two_polls<F: Future>(mut fut: Pin<&mut F>, cx: &mut Context<'_>)
 fn re_polling_a_waiter_drops_its_old_waker_outside_the_semaphore() {
     for sem in both_kinds(2) {
         common::watchdog(10, move || {
-            let p1 = sem.try_acquire_arc().unwrap();
+            let p1 = Box::new(sem.try_acquire_arc().unwrap());
             let _p2 = sem.try_acquire_arc().unwrap();
-            let waker = Waker::from(Arc::new(PermitWaker(Mutex::new(Some(p1)))));
             let mut fut = pin!(sem.acquire());
-            assert!(
-                fut.as_mut()
-                    .poll(&mut Context::from_waker(&waker))
-                    .is_pending()
-            );
-            drop(waker); // the node's clone is the last one
+            common::wait_with_last_waker_holding(fut.as_mut(), p1);
             // Replacing it returns `p1`, which then goes to this waiter.
             let p = ready_within_two_polls(fut, &mut Context::from_waker(Waker::noop())).unwrap();
             assert_eq!(sem.available_permits(), 0);
@@ -490,35 +473,6 @@ fn re_polling_a_waiter_drops_its_old_waker_outside_the_semaphore() {
     }
 }
 
-/// A waker whose `clone` returns a permit of the semaphore it is about to wait on (contrived but
-/// legal: cloning runs the waker's own code). The semaphore must not clone wakers under its
-/// internal mutex.
-fn waker_releasing_on_clone(permit: SemaphorePermitArc) -> Waker {
-    type Slot = Mutex<Option<SemaphorePermitArc>>;
-    const VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, drop_slot);
-    fn raw(slot: *const Slot) -> RawWaker {
-        RawWaker::new(slot.cast(), &VTABLE)
-    }
-    unsafe fn clone(data: *const ()) -> RawWaker {
-        // SAFETY: `data` is the `Arc<Slot>` pointer this vtable was made with, still alive: the
-        // waker being cloned holds one count of it.
-        let slot = unsafe { Arc::from_raw(data.cast::<Slot>()) };
-        drop(slot.lock().unwrap().take());
-        let copy = Arc::clone(&slot);
-        core::mem::forget(slot);
-        raw(Arc::into_raw(copy))
-    }
-    unsafe fn noop(_: *const ()) {}
-    unsafe fn drop_slot(data: *const ()) {
-        // SAFETY: each waker made with this vtable owns one count of the `Arc<Slot>` at `data`.
-        drop(unsafe { Arc::from_raw(data.cast::<Slot>()) });
-    }
-    let slot: Arc<Slot> = Arc::new(Mutex::new(Some(permit)));
-    // SAFETY: the vtable's functions keep the `Arc` count balanced (one count per waker) and
-    // are thread-safe (the slot is behind a `Mutex`).
-    unsafe { Waker::from_raw(raw(Arc::into_raw(slot))) }
-}
-
 /// Each wait stores a clone of the waiter's waker; the clone may return permits to the same
 /// semaphore, so it must not run under the internal mutex.
 #[test]
@@ -526,7 +480,7 @@ fn waiting_clones_the_waker_outside_the_semaphore() {
     for sem in both_kinds(1) {
         common::watchdog(10, move || {
             // Joining the line stores the waker of the first poll.
-            let waker = waker_releasing_on_clone(sem.try_acquire_arc().unwrap());
+            let waker = common::waker_releasing_on_clone(Box::new(sem.try_acquire_arc().unwrap()));
             let fut = pin!(sem.acquire());
             drop(ready_within_two_polls(fut, &mut Context::from_waker(&waker)).unwrap());
             // A later poll with another waker stores that one.
@@ -534,7 +488,7 @@ fn waiting_clones_the_waker_outside_the_semaphore() {
             let mut fut = pin!(sem.acquire());
             let mut noop = Context::from_waker(Waker::noop());
             assert!(fut.as_mut().poll(&mut noop).is_pending());
-            let waker = waker_releasing_on_clone(blocker);
+            let waker = common::waker_releasing_on_clone(Box::new(blocker));
             drop(ready_within_two_polls(fut, &mut Context::from_waker(&waker)).unwrap());
             assert_eq!(sem.available_permits(), 1);
         });

@@ -202,3 +202,54 @@ pub fn hold_a_worker(rt: &rondo::Runtime) -> (Arc<AtomicBool>, rondo::JoinHandle
     assert!(eventually(10, || started.load(Ordering::SeqCst)));
     (release, task)
 }
+
+/// A waker whose `clone` drops `held` (the first clone does; later ones find it gone): a
+/// contrived but legal waker, since cloning runs the waker's own code. Holding a permit or guard
+/// of the primitive it is about to wait on, it checks that the primitive never clones a waker
+/// under its internal mutex (the release would lock it again and deadlock).
+#[allow(dead_code)]
+pub fn waker_releasing_on_clone(held: Box<dyn Send>) -> std::task::Waker {
+    use std::task::{RawWaker, RawWakerVTable, Waker};
+    type Slot = std::sync::Mutex<Option<Box<dyn Send>>>;
+    const VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, drop_slot);
+    fn raw(slot: *const Slot) -> RawWaker {
+        RawWaker::new(slot.cast(), &VTABLE)
+    }
+    unsafe fn clone(data: *const ()) -> RawWaker {
+        // SAFETY: `data` is the `Arc<Slot>` pointer this vtable was made with, still alive: the
+        // waker being cloned holds one count of it.
+        let slot = unsafe { Arc::from_raw(data.cast::<Slot>()) };
+        drop(slot.lock().unwrap().take());
+        let copy = Arc::clone(&slot);
+        std::mem::forget(slot);
+        raw(Arc::into_raw(copy))
+    }
+    unsafe fn noop(_: *const ()) {}
+    unsafe fn drop_slot(data: *const ()) {
+        // SAFETY: each waker made with this vtable owns one count of the `Arc<Slot>` at `data`.
+        drop(unsafe { Arc::from_raw(data.cast::<Slot>()) });
+    }
+    let slot: Arc<Slot> = Arc::new(std::sync::Mutex::new(Some(held)));
+    // SAFETY: the vtable's functions keep the `Arc` count balanced (one count per waker) and
+    // are thread-safe (the slot is behind a `Mutex`).
+    unsafe { Waker::from_raw(raw(Arc::into_raw(slot))) }
+}
+
+/// Polls `fut` once with a waker that owns `held`, expecting it to wait, and keeps no copy of
+/// that waker: the primitive's copy (in the waiter's node) is the last, so dropping it drops
+/// `held`, say a permit or guard of the same primitive, whose release locks its internal mutex.
+#[allow(dead_code)]
+pub fn wait_with_last_waker_holding<F: std::future::Future>(
+    fut: std::pin::Pin<&mut F>,
+    held: Box<dyn Send>,
+) {
+    struct Holding(#[allow(dead_code)] std::sync::Mutex<Option<Box<dyn Send>>>);
+    impl std::task::Wake for Holding {
+        fn wake(self: Arc<Self>) {}
+    }
+    let waker = std::task::Waker::from(Arc::new(Holding(std::sync::Mutex::new(Some(held)))));
+    let pending = fut
+        .poll(&mut std::task::Context::from_waker(&waker))
+        .is_pending();
+    assert!(pending, "the waiter did not wait");
+}
