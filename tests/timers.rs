@@ -789,3 +789,34 @@ fn a_waker_whose_clone_reads_the_timers_does_not_deadlock_a_sleep() {
         assert_eq!(rt.metrics().timers, 2);
     });
 }
+
+/// A timer armed before every worker blocks (its task already waiting, nothing queued) fires on
+/// time: the stall monitor counts a due timer as work waiting behind the stalled cores. It once
+/// waited for a blocking poll to return (a 20 ms sleep took 505 ms).
+#[test]
+fn a_timer_armed_before_every_worker_blocks_fires_on_time() {
+    for workers in [1, 2] {
+        watchdog(30, move || {
+            let rt = rondo::Runtime::builder()
+                .worker_threads(workers)
+                .build()
+                .unwrap();
+            let t0 = Instant::now();
+            let timer = rt.spawn(async move {
+                sleep(20 * MS).await;
+                t0.elapsed()
+            });
+            std::thread::sleep(5 * MS);
+            let sleepers = common::spawn_blocking_sleepers(&rt, workers, 1000 * MS, workers);
+            let fired = rt.block_on(timer).unwrap();
+            for s in sleepers {
+                rt.block_on(s).unwrap();
+            }
+            // Generous: the stall threshold (5 ms by default) and a rescue, not the 1 s block.
+            assert!(
+                fired < 500 * MS,
+                "{workers} workers: a 20 ms sleep took {fired:?}"
+            );
+        });
+    }
+}

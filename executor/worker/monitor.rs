@@ -77,6 +77,7 @@ use super::lent::{generation, hint, is_lent};
 use super::os_thread::{CpuTime, ThreadFiles, preempted};
 use super::parker::Parker;
 use super::shared::Shared;
+use crate::time::NEVER;
 
 /// The shortest interval between two ticks, whatever the threshold.
 const MIN_TICK: Duration = Duration::from_micros(100);
@@ -300,12 +301,22 @@ fn thread_files(slot: &mut Option<ThreadFiles>, tid: u32) -> Option<&ThreadFiles
 }
 
 /// Rescues the stalled cores behind which work waits; yields the index of each core rescued.
+///
+/// A due timer is work too: only workers fire timers, so with every core stalled a timer armed
+/// before the stall would wait for one of them to return. One rescue serves it (the thread that
+/// takes the core fires what is due).
 fn rescue<'a>(shared: &'a Shared, stalled: &'a [(usize, u64)]) -> impl Iterator<Item = usize> + 'a {
     let (awake, _) = shared.idle.counts();
     let nobody_free = awake <= stalled.len() && shared.scheduler.has_queued_work();
+    let mut timer_waits = stalled.len() >= shared.cores.len() && {
+        let earliest = shared.timers.earliest();
+        earliest != NEVER && earliest <= shared.timers.now_tick(Instant::now())
+    };
     stalled.iter().filter_map(move |&(i, word)| {
         let c = &shared.cores[i];
-        let waits = nobody_free || hint(word) || !c.local.is_empty();
+        // The first core looked at takes the timers, whatever else waits behind it.
+        let timers = std::mem::take(&mut timer_waits);
+        let waits = timers || nobody_free || hint(word) || !c.local.is_empty();
         (waits && shared.threads.rescue(shared, i, word)).then_some(i)
     })
 }
