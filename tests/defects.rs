@@ -692,3 +692,33 @@ fn inside_a_task_the_polling_runtime_stays_current_under_an_enter_guard() {
         assert_eq!(seen, (1, 1));
     });
 }
+
+/// A nested `block_on` whose future panics while it holds its worker's core (before any hand-off)
+/// gives the core back as it unwinds: the task in the core's LIFO slot still runs, later tasks
+/// run, and the runtime drops. The unwind once dropped the core: its LIFO task came back
+/// cancelled, the worker never ran again, and dropping the runtime hung.
+#[test]
+fn a_nested_block_on_that_panics_keeps_its_worker() {
+    watchdog(30, || {
+        let rt = rt(2);
+        let child = rt
+            .block_on(rt.spawn(async {
+                // Lands in this worker's LIFO slot.
+                let child = rondo::spawn(async { 7 });
+                let r = catch_unwind(AssertUnwindSafe(|| {
+                    rondo::block_on(async { panic!("a panic in a nested block_on") })
+                }));
+                assert!(r.is_err());
+                child
+            }))
+            .unwrap();
+        assert_eq!(rt.block_on(child).unwrap(), 7);
+        // Uncaught in the task: its handle gets the panic, and the worker goes on.
+        let one = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+        let h = one.spawn(async { rondo::block_on(async { panic!("uncaught") }) });
+        assert!(one.block_on(h).unwrap_err().is_panic());
+        assert_eq!(one.block_on(one.spawn(async { 3 })).unwrap(), 3);
+        drop(one);
+        drop(rt);
+    });
+}

@@ -90,7 +90,7 @@ fn block_on_pinned<F: Future + ?Sized>(mut future: Pin<&mut F>) -> F::Output {
     let Some(core) = context::take() else {
         return park_loop(future, &state, &mut cx);
     };
-    let mut core = core;
+    let mut held = Held(Some(core));
     loop {
         take_flag(&state.woken);
         start_probe();
@@ -100,21 +100,20 @@ fn block_on_pinned<F: Future + ?Sized>(mut future: Pin<&mut F>) -> F::Output {
         };
         let awaited = end_probe();
         if let Poll::Ready(v) = out {
-            context::install(core);
+            drop(held);
             return v;
         }
         if INLINED.try_with(Cell::get).unwrap_or(MAX_INLINED) >= MAX_INLINED {
             break;
         }
-        let Some(r) = awaited.and_then(|id| core.take_unstarted(id)) else {
+        let Some(r) = awaited.and_then(|id| held.core().take_unstarted(id)) else {
             break;
         };
         let _depth = InlineDepth::enter();
-        core = match core.run_task(r) {
-            Some(c) => c,
+        let Some(mut core) = held.take().run_task(r) else {
             // The inlined task handed this core away (a nested `block_on` of its own that has
             // finished): wait without one.
-            None => return park_loop(future, &state, &mut cx),
+            return park_loop(future, &state, &mut cx);
         };
         // The rest of this poll is the caller's: charged to its group, not the inlined task's.
         with_current(|g| {
@@ -122,9 +121,10 @@ fn block_on_pinned<F: Future + ?Sized>(mut future: Pin<&mut F>) -> F::Output {
                 core.serve(g);
             }
         });
+        held = Held(Some(core));
         state.woken.store(true, Ordering::Release);
     }
-    let handed = match HandedOff::hand_off(core) {
+    let handed = match HandedOff::hand_off(held.take()) {
         Ok(h) => h,
         Err(core) => {
             let limit = core.shared.config.max_threads;
@@ -139,6 +139,30 @@ fn block_on_pinned<F: Future + ?Sized>(mut future: Pin<&mut F>) -> F::Output {
     let v = park_loop(future, &state, &mut cx);
     handed.reclaim();
     v
+}
+
+/// The core a nested `block_on` holds while it polls its future: installed again if that poll
+/// unwinds, so a panicking future (whose task's wrapper catches the panic) costs its worker
+/// nothing; the poll that called `block_on` then ends as after any poll, and its worker takes the
+/// core back.
+struct Held(Option<Box<Core>>);
+
+impl Held {
+    fn core(&mut self) -> &mut Core {
+        self.0.as_mut().expect("the held core is taken only on the way out")
+    }
+
+    fn take(&mut self) -> Box<Core> {
+        self.0.take().expect("the held core is taken once")
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(core) = self.0.take() {
+            context::install(core);
+        }
+    }
 }
 
 /// A core this thread handed to another thread in the middle of a poll, until it takes it back
