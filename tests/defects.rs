@@ -701,18 +701,16 @@ fn inside_a_task_the_polling_runtime_stays_current_under_an_enter_guard() {
 fn a_nested_block_on_that_panics_keeps_its_worker() {
     watchdog(30, || {
         let rt = rt(2);
-        let child = rt
-            .block_on(rt.spawn(async {
-                // Lands in this worker's LIFO slot.
-                let child = rondo::spawn(async { 7 });
-                let r = catch_unwind(AssertUnwindSafe(|| {
-                    rondo::block_on(async { panic!("a panic in a nested block_on") })
-                }));
-                assert!(r.is_err());
-                child
-            }))
-            .unwrap();
-        assert_eq!(rt.block_on(child).unwrap(), 7);
+        let seven = rt.block_on(rt.spawn(async {
+            // Lands in this worker's LIFO slot.
+            let child = rondo::spawn(async { 7 });
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                rondo::block_on(async { panic!("a panic in a nested block_on") })
+            }));
+            assert!(r.is_err());
+            child.await
+        }));
+        assert_eq!(seven.unwrap().unwrap(), 7);
         // Uncaught in the task: its handle gets the panic, and the worker goes on.
         let one = rondo::Runtime::builder().worker_threads(1).build().unwrap();
         let h = one.spawn(async { rondo::block_on(async { panic!("uncaught") }) });
