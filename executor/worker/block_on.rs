@@ -149,7 +149,9 @@ struct Held(Option<Box<Core>>);
 
 impl Held {
     fn core(&mut self) -> &mut Core {
-        self.0.as_mut().expect("the held core is taken only on the way out")
+        self.0
+            .as_mut()
+            .expect("the held core is taken only on the way out")
     }
 
     fn take(&mut self) -> Box<Core> {
