@@ -160,6 +160,13 @@ impl Timers {
         self.common.earliest.load(Ordering::SeqCst)
     }
 
+    /// True if a timer may be due at `now` (by the lower bound of [`earliest`](Self::earliest)).
+    #[inline]
+    pub fn any_due(&self, now: Instant) -> bool {
+        let earliest = self.earliest();
+        earliest != NEVER && earliest <= self.now_tick(now)
+    }
+
     /// Fires the timers due at `now` and pushes their wakers to `out`, for the caller to wake
     /// outside every lock. Returns how many fired. If another thread is processing, `busy` says
     /// what to do: [`IfBusy::Skip`] returns 0 at once (that thread fires what is due);

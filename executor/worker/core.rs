@@ -192,9 +192,7 @@ impl Core {
     /// Fires timers if the earliest is due at `now`.
     #[inline]
     fn fire_due_timers(&mut self, now: Instant) {
-        let timers = &self.shared.timers;
-        let earliest = timers.earliest();
-        if earliest != NEVER && earliest <= timers.now_tick(now) {
+        if self.shared.timers.any_due(now) {
             self.fire_timers(now, IfBusy::Skip);
         }
     }

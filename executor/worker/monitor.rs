@@ -77,7 +77,6 @@ use super::lent::{generation, hint, is_lent};
 use super::os_thread::{CpuTime, ThreadFiles, preempted};
 use super::parker::Parker;
 use super::shared::Shared;
-use crate::time::NEVER;
 
 /// The shortest interval between two ticks, whatever the threshold.
 const MIN_TICK: Duration = Duration::from_micros(100);
@@ -308,10 +307,8 @@ fn thread_files(slot: &mut Option<ThreadFiles>, tid: u32) -> Option<&ThreadFiles
 fn rescue<'a>(shared: &'a Shared, stalled: &'a [(usize, u64)]) -> impl Iterator<Item = usize> + 'a {
     let (awake, _) = shared.idle.counts();
     let nobody_free = awake <= stalled.len() && shared.scheduler.has_queued_work();
-    let mut timer_waits = stalled.len() >= shared.cores.len() && {
-        let earliest = shared.timers.earliest();
-        earliest != NEVER && earliest <= shared.timers.now_tick(Instant::now())
-    };
+    let mut timer_waits =
+        stalled.len() >= shared.cores.len() && shared.timers.any_due(Instant::now());
     stalled.iter().filter_map(move |&(i, word)| {
         let c = &shared.cores[i];
         // The first core looked at takes the timers, whatever else waits behind it.
