@@ -45,6 +45,10 @@
 //!   resolves cancelled), drops the queued jobs on the shutting-down thread, and claims every
 //!   waiting thread; threads then find both queues closed and exit. Running closures are waited
 //!   for (`join`).
+//! - **A thread that cannot start** (the system refuses it) leaves the job queued for a running
+//!   thread. If none runs, nothing would ever take it: the spawner drops the queued jobs and
+//!   panics with the system's reason (`no_thread_started`), so the failure surfaces where the
+//!   spawn is made instead of as a handle that never resolves.
 //!
 //! The only lock is the list of thread handles, taken when a thread starts and at shutdown.
 //!
@@ -180,22 +184,46 @@ impl<J: Job> Pool<J> {
             return;
         }
         fence(Ordering::SeqCst);
-        if self.searching.load(Ordering::SeqCst) == 0 {
-            self.wake_one();
+        if self.searching.load(Ordering::SeqCst) == 0
+            && let Err(e) = self.wake_one()
+        {
+            self.no_thread_started(e);
         }
+    }
+
+    /// The spawner's answer to a thread that could not start: if some thread still runs, it takes
+    /// the job when its own ends. With none, no thread would ever take the queued jobs: they are
+    /// dropped (their handles resolve cancelled) and the spawner panics with the reason, as a
+    /// spawn that cannot be served says so where it is made.
+    fn no_thread_started(&self, e: std::io::Error) {
+        if self.threads.load(Ordering::SeqCst) > 0 {
+            return;
+        }
+        while let Ok(job) = self.jobs.pop() {
+            drop(job);
+        }
+        panic!(
+            "the blocking pool could not start a thread ({e}) and has none running, so the \
+             blocking closure cannot run; the system's thread limit or memory may be exhausted"
+        );
     }
 
     /// Makes one more thread search: a waiting one, claimed and unparked, else a new one. At the
     /// thread limit (or if the thread cannot start) nobody is added: every thread then runs a job
-    /// or is about to look at `jobs`, and searches when its job ends.
-    fn wake_one(self: &Arc<Self>) {
+    /// or is about to look at `jobs`, and searches when its job ends. The error is the system's
+    /// reason a thread could not start.
+    fn wake_one(self: &Arc<Self>) -> std::io::Result<()> {
         // Counted first, on behalf of the thread woken or started: it may stop searching (and
         // take its count back) as soon as it runs.
         self.searching.fetch_add(1, Ordering::SeqCst);
-        if self.claim_waiting() || self.start_thread() {
-            return;
+        if self.claim_waiting() {
+            return Ok(());
         }
-        self.searching.fetch_sub(1, Ordering::SeqCst);
+        let started = self.start_thread();
+        if !matches!(started, Ok(true)) {
+            self.searching.fetch_sub(1, Ordering::SeqCst);
+        }
+        started.map(|_| ())
     }
 
     /// Claims one waiting thread and wakes it; false if none waits. The caller has counted it
@@ -223,10 +251,11 @@ impl<J: Job> Pool<J> {
             .is_ok()
     }
 
-    /// Starts a thread (born searching) if a place is free; false otherwise.
-    fn start_thread(self: &Arc<Self>) -> bool {
+    /// Starts a thread (born searching) if a place is free; false if none is, the system's error
+    /// if the thread could not start.
+    fn start_thread(self: &Arc<Self>) -> std::io::Result<bool> {
         if !self.reserve() {
-            return false;
+            return Ok(false);
         }
         let pool = self.clone();
         let mut handles = lock(&self.handles);
@@ -240,14 +269,14 @@ impl<J: Job> Pool<J> {
         match spawned {
             Ok(h) => {
                 handles.push(h);
-                true
+                Ok(true)
             }
-            Err(_) => {
+            Err(e) => {
                 drop(handles);
-                // The job stays queued: a running thread takes it when its job ends, or the next
-                // spawn starts a thread. There is no caller to report the failure to.
+                // The job stays queued: a running thread takes it when its job ends (the spawner
+                // decides what happens if none runs, see `no_thread_started`).
                 self.threads.fetch_sub(1, Ordering::SeqCst);
-                false
+                Err(e)
             }
         }
     }
@@ -283,7 +312,8 @@ impl<J: Job> Pool<J> {
                     // The last searcher took a job: if more wait, one more thread must search.
                     fence(Ordering::SeqCst);
                     if !self.jobs.is_empty() {
-                        self.wake_one();
+                        // A thread that cannot start leaves the job to this one, after its own.
+                        let _ = self.wake_one();
                     }
                 }
                 let _ = SEARCH.try_with(|c| c.set(Search::Armed(&self.searching)));
@@ -333,8 +363,9 @@ impl<J: Job> Pool<J> {
         }
         fence(Ordering::SeqCst);
         if !self.jobs.is_empty() {
-            // A spawner that saw this thread searching woke nobody for its job.
-            self.wake_one();
+            // A spawner that saw this thread searching woke nobody for its job. (This thread is
+            // in `idle` already, so the claim finds a thread and nothing needs to start.)
+            let _ = self.wake_one();
         }
         // `None`: a keep-alive no `Instant` can express, which never ends.
         let deadline = Instant::now().checked_add(self.keep_alive);
@@ -469,7 +500,9 @@ impl<J: Job> Drop for Registration<'_, J> {
         // the other half of the spawner's Dekker pair, as a thread that leaves after its keep-alive.
         fence(Ordering::SeqCst);
         if !pool.jobs.is_empty() && pool.searching.load(Ordering::SeqCst) == 0 {
-            pool.wake_one();
+            // If no thread can start, the job waits for the next spawn, whose spawner then finds
+            // the pool empty and reports it (see `no_thread_started`).
+            let _ = pool.wake_one();
         }
     }
 }
@@ -564,6 +597,32 @@ mod tests {
 
     fn all_finished(pool: &Pool<TestJob>) -> bool {
         lock(&pool.handles).iter().all(finished)
+    }
+
+    #[test]
+    fn a_spawn_no_thread_can_serve_panics_and_drops_its_job() {
+        // A stack no system can map: every thread start fails.
+        let pool = Arc::new(
+            Pool::new(4, Duration::from_secs(60), "nostart".into()).with_stack_size(Some(1 << 45)),
+        );
+        let (tx, rx) = mpsc::channel();
+        let spawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.schedule(TestJob::Send(tx))
+        }));
+        let msg = spawn.expect_err("the spawn returned as if a thread would run its job");
+        let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(
+            msg.contains("could not start a thread"),
+            "unclear message: {msg:?}"
+        );
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(10)),
+            Err(mpsc::RecvTimeoutError::Disconnected),
+            "the job stayed queued with no thread to run it"
+        );
+        assert_eq!(pool.threads(), 0);
+        pool.close();
+        pool.join(None);
     }
 
     #[test]

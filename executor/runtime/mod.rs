@@ -171,6 +171,14 @@ impl Handle {
     /// group current. Its time is not worker time: it is charged to no group's share, and a
     /// group's `max_concurrency` does not count it.
     ///
+    /// # Panics
+    ///
+    /// If the system refuses to start a pool thread while the pool has none running (its thread
+    /// limit or memory is exhausted), nothing could ever run the closure: it is dropped and this
+    /// call panics with the system's reason. Called from a task, the panic ends that task, as any
+    /// panic in a task does. While some pool thread runs, a refused start only means the closure
+    /// waits for that thread.
+    ///
     /// ```
     /// let rt = rondo::Runtime::new().unwrap();
     /// let h = rt.handle().spawn_blocking(|| {
