@@ -679,3 +679,41 @@ fn zero_blocking_settings_are_rejected() {
         .unwrap();
     assert_eq!(rt.block_on(rt.spawn_blocking(|| 4)).unwrap(), 4);
 }
+
+/// Threads started to take over a core (here by `block_in_place`, as rescues do) are named on
+/// from the worker count: every thread of the runtime has a name of its own.
+#[test]
+fn threads_that_take_over_a_core_get_names_of_their_own() {
+    watchdog(60, || {
+        // One worker whatever `RONDO_TEST_WORKERS` says: the names are counted from it.
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .thread_name("own")
+            .build()
+            .unwrap();
+        fn name() -> String {
+            std::thread::current().name().unwrap_or("").to_string()
+        }
+        // Each level blocks in place, so its core goes to a new thread, and spawns the next level,
+        // which the new thread runs.
+        fn level(depth: usize, names: mpsc::Sender<String>) {
+            let _ = names.send(name());
+            if depth == 0 {
+                return;
+            }
+            rondo::block_in_place(|| {
+                let (tx, rx) = mpsc::channel();
+                let next = names.clone();
+                rondo::spawn(async move {
+                    level(depth - 1, next);
+                    let _ = tx.send(());
+                });
+                rx.recv().unwrap();
+            });
+        }
+        let (tx, rx) = mpsc::channel();
+        rt.block_on(rt.spawn(async move { level(2, tx) })).unwrap();
+        let names: Vec<String> = rx.try_iter().collect();
+        assert_eq!(names, ["own-0", "own-1", "own-2"], "thread names");
+    });
+}

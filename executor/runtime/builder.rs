@@ -133,8 +133,10 @@ impl Builder {
         self
     }
 
-    /// The worker threads' name prefix; each thread is called `{name}-{index}`. Must be non-empty
-    /// and contain no NUL byte.
+    /// The worker threads' name prefix; each thread is called `{name}-{index}`. Threads started
+    /// later to take over a core whose thread blocks (`block_in_place`, a nested `block_on`, a
+    /// stall rescue) are numbered on from the worker count. Blocking-pool threads are called
+    /// `{name}-blocking`. Must be non-empty and contain no NUL byte.
     ///
     /// ```
     /// let rt = rondo::Runtime::builder().thread_name("db").worker_threads(1).build().unwrap();

@@ -140,6 +140,9 @@ struct State<C> {
     stuck_groups: Vec<(ThreadId, Arc<GroupInner>)>,
     /// Rescues since the runtime started.
     rescues: u64,
+    /// Threads started without a core of their own (spares, for hand-offs and rescues): they are
+    /// named on from the worker count, so every runtime thread has a name of its own.
+    spares_started: usize,
     /// The stall monitor's thread, joined at shutdown.
     monitor: Option<thread::JoinHandle<()>>,
 }
@@ -169,6 +172,7 @@ impl<C: HandedCore> Threads<C> {
                 rescued: Vec::new(),
                 stuck_groups: Vec::new(),
                 rescues: 0,
+                spares_started: 0,
                 monitor: None,
             }),
             spare: Condvar::new(),
@@ -566,11 +570,7 @@ fn spawn_thread(
     reserved: bool,
 ) -> Result<(), (Option<Box<Core>>, std::io::Error)> {
     let blocked = Arc::new(AtomicBool::new(false));
-    let name = format!(
-        "{}-{}",
-        shared.config.thread_name,
-        first.as_ref().map_or(shared.cores.len(), |c| c.idx)
-    );
+    let first_idx = first.as_ref().map(|c| c.idx);
     // The core travels through a shared slot so that it comes back if the thread cannot start.
     let slot = Arc::new(Mutex::new(first));
     let (s, g, b, sl) = (
@@ -579,11 +579,18 @@ fn spawn_thread(
         blocked.clone(),
         slot.clone(),
     );
-    let mut builder = thread::Builder::new().name(name);
+    let mut st = lock(&shared.threads.state);
+    let index = match first_idx {
+        Some(idx) => idx,
+        None => {
+            st.spares_started += 1;
+            shared.cores.len() + st.spares_started - 1
+        }
+    };
+    let mut builder = thread::Builder::new().name(format!("{}-{index}", shared.config.thread_name));
     if let Some(n) = shared.config.thread_stack_size {
         builder = builder.stack_size(n);
     }
-    let mut st = lock(&shared.threads.state);
     let spawned = builder.spawn(move || {
         let first = lock(&sl).take();
         drop(sl);
