@@ -717,3 +717,89 @@ fn threads_that_take_over_a_core_get_names_of_their_own() {
         assert_eq!(names, ["own-0", "own-1", "own-2"], "thread names");
     });
 }
+
+/// Spawns `B`, which sets a flag, then runs `wait` (which blocks this thread until the flag is
+/// set or five seconds pass) inside a nested `block_on`'s first poll, on a runtime with one
+/// worker. True if `B` ran meanwhile.
+fn nested_first_poll_lets_others_run(rt: &rondo::Runtime, in_place: bool) -> bool {
+    fn wait_for(flag: &AtomicBool) -> bool {
+        let start = Instant::now();
+        while !flag.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        flag.load(Ordering::SeqCst)
+    }
+    let ran = Arc::new(AtomicBool::new(false));
+    rt.block_on(rt.spawn(async move {
+        let r = ran.clone();
+        rondo::spawn(async move { r.store(true, Ordering::SeqCst) });
+        rondo::block_on(async move {
+            if in_place {
+                rondo::block_in_place(|| wait_for(&ran))
+            } else {
+                wait_for(&ran)
+            }
+        })
+    }))
+    .unwrap()
+}
+
+/// A nested `block_on` whose future blocks before its first `Pending` is rescued like any
+/// blocking poll: its worker's queued task runs on another thread meanwhile.
+#[test]
+fn blocking_in_a_nested_block_ons_first_poll_is_rescued() {
+    watchdog(60, || {
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .stall_threshold(Duration::from_millis(20))
+            .build()
+            .unwrap();
+        assert!(
+            nested_first_poll_lets_others_run(&rt, false),
+            "the queued task did not run while the nested block_on's first poll blocked"
+        );
+    });
+}
+
+/// `block_in_place` inside a nested `block_on`'s first poll hands the worker over.
+#[test]
+fn block_in_place_in_a_nested_block_ons_first_poll_hands_the_worker_over() {
+    watchdog(60, || {
+        // No rescue: the hand-off alone must let the queued task run.
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .stall_threshold(Duration::MAX)
+            .build()
+            .unwrap();
+        assert!(
+            nested_first_poll_lets_others_run(&rt, true),
+            "the queued task did not run while block_in_place blocked"
+        );
+    });
+}
+
+/// A `block_on` of runtime B inside a task of runtime A: B's future is polled with A's worker
+/// held aside, so its timers arm in B's wheels and A's shutdown does not touch them.
+#[test]
+fn another_runtimes_block_on_inside_a_task_keeps_its_timers_in_its_own_runtime() {
+    watchdog(60, || {
+        let a = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+        let b = Arc::new(rondo::Runtime::builder().worker_threads(1).build().unwrap());
+        let (tx, rx) = mpsc::channel();
+        let bb = b.clone();
+        a.spawn(async move {
+            let slept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                bb.block_on(rondo::time::sleep(Duration::from_millis(300)))
+            }));
+            let _ = tx.send(slept.is_ok());
+        });
+        // Let the sleep be armed, then shut A down around the waiting block_on.
+        std::thread::sleep(Duration::from_millis(100));
+        a.shutdown_timeout(Duration::from_millis(10));
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(10)),
+            Ok(true),
+            "B's sleep was cut short by A's shutdown"
+        );
+    });
+}

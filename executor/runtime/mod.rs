@@ -232,7 +232,7 @@ impl Handle {
         let foreign = with_current(|g| g.is_some_and(|g| !std::ptr::eq(g.host_addr(), own)));
         let _outside = foreign.then(GroupScope::leave);
         let _enter = context::enter(self.clone());
-        crate::worker::block_on(future)
+        crate::worker::block_on(&self.shared, future)
     }
 
     /// Makes this runtime the current one on this thread until the guard drops: `rondo::spawn`,

@@ -3,11 +3,18 @@
 //! Outside a runtime thread's poll, the thread parks between polls of the future. Inside a task's
 //! poll (a `block_on` nested in a task), the thread holds a core that other tasks need, so:
 //!
-//! 1. The future is polled once; if it is ready, nothing else happens.
+//! 1. The future is polled once, with the core still lent as in the enclosing task's poll: a
+//!    future that blocks there is seen and rescued by the stall monitor like any blocking poll,
+//!    and a `block_in_place` inside it hands the core over. If it is ready, nothing else happens.
 //! 2. If the future waits for a `JoinHandle` whose task has never been polled and sits in this
-//!    core's LIFO slot or local queue, that one task is run inline (the .NET inlining idea, where
-//!    it is safe: the waiting frame depends on that task, and the task has not started), then the
-//!    future is polled again. At most `MAX_INLINED` tasks run inline on top of one another.
+//!    core's LIFO slot or local queue, the core is taken back and that one task is run inline (the
+//!    .NET inlining idea, where it is safe: the waiting frame depends on that task, and the task
+//!    has not started), then the core is lent again and the future polled again. At most
+//!    `MAX_INLINED` tasks run inline on top of one another.
+//!
+//! A `block_on` of another runtime on this worker polls its future with the core taken aside
+//! (the future's timers must arm in its own runtime's wheels, not this core's shard), and goes to
+//! step 3 if it waits.
 //! 3. Otherwise the core is handed to another thread (`threads`, steps 2 to 7 of the hand-off
 //!    protocol) and this thread parks between polls of the future. It never runs unrelated tasks on
 //!    top of the waiting frame, so no task can end up waiting under another's frame (the deadlock
@@ -70,16 +77,17 @@ impl Drop for InlineDepth {
     }
 }
 
-/// Runs `future` to completion on this thread (see the module docs).
-pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+/// Runs `future` to completion on this thread (see the module docs), with `shared`'s runtime as
+/// the current one.
+pub(crate) fn block_on<F: Future>(shared: &Shared, future: F) -> F::Output {
     if std::mem::size_of::<F>() > BOX_FUTURES_ABOVE {
         // A worker thread's stack must not hold a large future by value.
-        return block_on_pinned(Box::pin(future).as_mut());
+        return block_on_pinned(shared, Box::pin(future).as_mut());
     }
-    block_on_pinned(pin!(future))
+    block_on_pinned(shared, pin!(future))
 }
 
-fn block_on_pinned<F: Future + ?Sized>(mut future: Pin<&mut F>) -> F::Output {
+fn block_on_pinned<F: Future + ?Sized>(shared: &Shared, mut future: Pin<&mut F>) -> F::Output {
     // Set as already woken, so the future is polled once before anything waits.
     let state = Arc::new(BlockOnWaker {
         woken: AtomicBool::new(true),
@@ -87,27 +95,41 @@ fn block_on_pinned<F: Future + ?Sized>(mut future: Pin<&mut F>) -> F::Output {
     });
     let waker = Waker::from(state.clone());
     let mut cx = Context::from_waker(&waker);
-    let Some(core) = context::take() else {
+    if !context::holds_core() {
         return park_loop(future, &state, &mut cx);
-    };
-    let mut held = Held(Some(core));
-    loop {
-        take_flag(&state.woken);
-        start_probe();
-        let out = {
-            let _budget = PollBudget::start();
-            future.as_mut().poll(&mut cx)
+    }
+    if !context::lends_core_of(shared) {
+        // A worker of another runtime: its core is held aside while this runtime's future is
+        // polled (the future's timers must not arm in that core's shard), and handed over if
+        // the future waits. None of this runtime's tasks sits in its queues to run inline.
+        let Some(core) = context::take() else {
+            return park_loop(future, &state, &mut cx);
         };
-        let awaited = end_probe();
-        if let Poll::Ready(v) = out {
+        let held = Held(Some(core));
+        if let (Poll::Ready(v), _) = poll_once(future.as_mut(), &state, &mut cx) {
             drop(held);
             return v;
         }
+        return hand_off_and_wait(held, future, &state, &mut cx);
+    }
+    loop {
+        // Polled with the core still lent, as in the poll that called `block_on`: if the future
+        // blocks, the stall monitor can claim the core, and a `block_in_place` finds it.
+        let (out, awaited) = poll_once(future.as_mut(), &state, &mut cx);
+        if let Poll::Ready(v) = out {
+            return v;
+        }
+        let Some(core) = context::take() else {
+            // Claimed by a rescue during the poll, or handed away by a nested call: wait
+            // without a core.
+            return park_loop(future, &state, &mut cx);
+        };
+        let mut held = Held(Some(core));
         if INLINED.try_with(Cell::get).unwrap_or(MAX_INLINED) >= MAX_INLINED {
-            break;
+            return hand_off_and_wait(held, future, &state, &mut cx);
         }
         let Some(r) = awaited.and_then(|id| held.core().take_unstarted(id)) else {
-            break;
+            return hand_off_and_wait(held, future, &state, &mut cx);
         };
         let _depth = InlineDepth::enter();
         let Some(mut core) = held.take().run_task(r) else {
@@ -121,9 +143,35 @@ fn block_on_pinned<F: Future + ?Sized>(mut future: Pin<&mut F>) -> F::Output {
                 core.serve(g);
             }
         });
-        held = Held(Some(core));
+        context::install(core);
         state.woken.store(true, Ordering::Release);
     }
+}
+
+/// One poll of a nested `block_on`'s future, with a fresh budget, and the task it found itself
+/// waiting for (its `JoinHandle` probe), if any.
+fn poll_once<F: Future + ?Sized>(
+    future: Pin<&mut F>,
+    state: &BlockOnWaker,
+    cx: &mut Context<'_>,
+) -> (Poll<F::Output>, Option<usize>) {
+    take_flag(&state.woken);
+    start_probe();
+    let out = {
+        let _budget = PollBudget::start();
+        future.poll(cx)
+    };
+    (out, end_probe())
+}
+
+/// Hands the held core to another thread (step 3) and parks between polls of `future` until it is
+/// ready, then takes the core back if no thread took it.
+fn hand_off_and_wait<F: Future + ?Sized>(
+    mut held: Held,
+    future: Pin<&mut F>,
+    state: &BlockOnWaker,
+    cx: &mut Context<'_>,
+) -> F::Output {
     let handed = match HandedOff::hand_off(held.take()) {
         Ok(h) => h,
         Err(core) => {
@@ -136,15 +184,14 @@ fn block_on_pinned<F: Future + ?Sized>(mut future: Pin<&mut F>) -> F::Output {
             );
         }
     };
-    let v = park_loop(future, &state, &mut cx);
+    let v = park_loop(future, state, cx);
     handed.reclaim();
     v
 }
 
-/// The core a nested `block_on` holds while it polls its future: installed again if that poll
-/// unwinds, so a panicking future (whose task's wrapper catches the panic) costs its worker
-/// nothing; the poll that called `block_on` then ends as after any poll, and its worker takes the
-/// core back.
+/// The core a nested `block_on` holds between a poll of its future and the hand-off or the inline
+/// run: installed again if anything unwinds there, so the worker keeps it; the poll that called
+/// `block_on` then ends as after any poll, and its worker takes the core back.
 struct Held(Option<Box<Core>>);
 
 impl Held {
