@@ -720,3 +720,64 @@ fn a_nested_block_on_that_panics_keeps_its_worker() {
         drop(rt);
     });
 }
+
+/// A `Scoped` polled again after it returned `Ready` panicked with `JoinHandle`'s message, naming
+/// a type the caller never held; its message names `Scoped` and says what to do.
+#[test]
+fn a_scoped_polled_after_ready_panics_naming_scoped() {
+    let rt = rt(1);
+    let g = rt.group().build().unwrap();
+    let mut s = g.scope(async { 3 });
+    let mut cx = Context::from_waker(Waker::noop());
+    let first = loop {
+        if let Poll::Ready(v) = Pin::new(&mut s).poll(&mut cx) {
+            break v;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(first.unwrap(), 3);
+    let again = catch_unwind(AssertUnwindSafe(|| Pin::new(&mut s).poll(&mut cx)));
+    let msg = panic_text(again.expect_err("a second poll must panic"));
+    assert!(
+        msg.starts_with("Scoped polled after it returned Ready"),
+        "{msg}"
+    );
+    assert!(!msg.contains("JoinHandle"), "{msg}");
+}
+
+/// A waker that counts nothing: what matters is who holds it (`Arc::strong_count`).
+struct Held;
+impl std::task::Wake for Held {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// A `JoinHandle` polled `Pending` and then dropped (a `select` or `timeout` that gave up on it)
+/// left its waker registered in the task, which kept it, and the polling task and group it
+/// belongs to, until the task completed, possibly never. Dropping the handle now releases it.
+#[test]
+fn a_join_handle_dropped_after_pending_releases_its_waker() {
+    watchdog(30, || {
+        let rt = rt(2);
+        let (tx, rx) = futures::channel::oneshot::channel::<()>();
+        let mut h = rt.spawn(rx);
+        let w = Arc::new(Held);
+        let waker = Waker::from(w.clone());
+        assert!(
+            Pin::new(&mut h)
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        drop(waker);
+        drop(h);
+        assert_eq!(
+            Arc::strong_count(&w),
+            1,
+            "the unfinished task still holds the dropped handle's waker"
+        );
+        // The detached task still runs to its end.
+        let g = rt.group().build().unwrap();
+        let probe = g.spawn(async {});
+        rt.block_on(probe).unwrap();
+        tx.send(()).unwrap();
+    });
+}

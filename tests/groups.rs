@@ -456,6 +456,42 @@ fn scope_runs_later_polls_in_the_new_group_and_its_children_join_it() {
     });
 }
 
+/// A task that gives up on a `JoinHandle` (a timeout) and ends no longer keeps its group alive:
+/// the abandoned handle's waker, registered in a task that never completes, held the waiting task
+/// and, through it, its group, so a group per connection that timed out on background work was
+/// never freed.
+#[test]
+fn a_group_whose_task_gave_up_on_a_join_handle_is_freed() {
+    watchdog(60, || {
+        let rt = rt(2);
+        let background = rt.group().name("background").build().unwrap();
+        let before = rt.metrics().groups_alive;
+        let mut senders = Vec::new();
+        for _ in 0..100 {
+            let (tx, rx) = oneshot::channel::<()>();
+            senders.push(tx);
+            let conn = rt.group().build().unwrap();
+            let bg = background.clone();
+            let h = conn.spawn(async move {
+                let work = bg.spawn(rx);
+                rondo::time::timeout(Duration::from_millis(1), work)
+                    .await
+                    .is_err()
+            });
+            drop(conn);
+            assert!(rt.block_on(h).unwrap(), "the background work finished");
+        }
+        assert!(
+            eventually(5, || rt.metrics().groups_alive <= before),
+            "{} groups alive, {before} before",
+            rt.metrics().groups_alive
+        );
+        assert_eq!(background.len(), 100);
+        drop(senders);
+        rt.block_on(background.wait_idle());
+    });
+}
+
 #[test]
 fn dropping_a_scope_cancels_its_work_and_failures_come_back_as_join_errors() {
     watchdog(60, || {

@@ -66,9 +66,10 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Arc<GroupInner>>) -> R) -> 
     f(Some(&arc))
 }
 
-/// The group of the task being polled on this thread, or `None` outside a task. A task spawned
-/// with `rondo::spawn` or `Runtime::spawn` is in its runtime's default group, which cannot be
-/// cancelled ([`Group::cancel`](crate::Group::cancel) panics on it).
+/// The group of the task being polled on this thread (or of the
+/// [`spawn_blocking`](crate::spawn_blocking) closure it runs), or `None` outside a task. A task
+/// spawned with `rondo::spawn` or `Runtime::spawn` is in its runtime's default group, which cannot
+/// be cancelled ([`Group::cancel`](crate::Group::cancel) panics on it).
 ///
 /// ```
 /// assert!(rondo::current_group().is_none());

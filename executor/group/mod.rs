@@ -173,6 +173,12 @@ impl GroupBuilder {
     /// them all, so the other groups always find a worker (at the price of this group's throughput
     /// when it is alone).
     ///
+    /// A task keeps its slot for its whole poll, including a [`block_on`](crate::block_on) nested
+    /// in it. So a task of a group with `max_concurrency(1)` must await, not `block_on`, work of its
+    /// own group (and `rondo::spawn` from it spawns into its group): that work can never get the
+    /// slot, and the `block_on` never returns. With `n` slots, the same happens once `n` tasks
+    /// block on the group's own work at the same time.
+    ///
     /// ```
     /// let rt = rondo::Runtime::new().unwrap();
     /// let strand = rt.group().max_concurrency(1).build().unwrap();
@@ -250,8 +256,8 @@ impl fmt::Debug for Group {
 }
 
 impl Group {
-    /// Spawns a task into this group. If the group was cancelled, the task is dropped unpolled
-    /// and its handle resolves cancelled at once.
+    /// Spawns a task into this group. If the group was cancelled, or its runtime shut down, the
+    /// task is dropped unpolled and its handle resolves cancelled at once.
     ///
     /// ```
     /// let rt = rondo::Runtime::new().unwrap();

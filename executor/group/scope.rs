@@ -18,7 +18,10 @@ use crate::task::{JoinError, JoinHandle};
 /// The future [`Group::scope`](super::Group::scope) returns: resolves to the work's output, or
 /// to a [`JoinError`] if the work panicked or was cancelled (its group cancelled, its runtime
 /// shut down). Dropping it before it resolves cancels the work.
-#[must_use = "the work runs, but dropping this future cancels it"]
+///
+/// # Panics
+/// If polled again after it returned `Ready`.
+#[must_use = "dropping a `Scoped` cancels its work: await it"]
 pub struct Scoped<T> {
     handle: JoinHandle<T>,
     done: bool,
@@ -37,6 +40,12 @@ impl<T> Future for Scoped<T> {
     type Output = Result<T, JoinError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Checked here, not left to the handle, so the message names the type the caller polled.
+        assert!(
+            !self.done,
+            "Scoped polled after it returned Ready: a scope yields its work's result once; in a \
+             select loop, stop polling the branch that completed (or fuse it)"
+        );
         let out = Pin::new(&mut self.handle).poll(cx);
         if out.is_ready() {
             self.done = true;

@@ -1,11 +1,12 @@
 //! Cooperative budget.
 //!
-//! Every task poll starts with [`BUDGET`] units. rondo's own leaf futures ([`JoinHandle`] and
-//! [`consume_budget`]) spend one unit each time they are ready; when the budget is spent they return
-//! `Pending` after waking their task, so a task that loops over always-ready rondo futures still
-//! gives the worker back. Outside a rondo task the budget is unlimited. A future that never touches
-//! rondo's futures cannot be preempted by any cooperative runtime: split such work with
-//! [`yield_now`](crate::yield_now).
+//! Every task poll, and every poll of a [`block_on`](crate::block_on) future, starts with
+//! [`BUDGET`] units. rondo's own leaf futures ([`JoinHandle`] and [`consume_budget`]) spend one unit
+//! each time they are ready; when the budget is spent they return `Pending` after waking their
+//! task, so a task that loops over always-ready rondo futures still gives the worker back. Polled
+//! by anything else (another executor, a hand-written poll outside the runtime) the budget is
+//! unlimited. A future that never touches rondo's futures cannot be preempted by any cooperative
+//! runtime: split such work with [`yield_now`](crate::yield_now).
 //!
 //! [`JoinHandle`]: crate::JoinHandle
 
@@ -15,7 +16,7 @@ use std::task::{Context, Poll};
 
 use std::cell::Cell;
 
-/// Units a task may spend on ready rondo futures in one poll.
+/// Units a task (or a `block_on` future) may spend on ready rondo futures in one poll.
 pub const BUDGET: u32 = 128;
 
 /// Outside a poll the budget is unlimited.

@@ -20,6 +20,13 @@ use super::meta::{TaskMeta, task_id};
 /// Awaiting it yields `Ok(output)`, or a [`JoinError`] if the task panicked or was cancelled.
 /// Dropping it detaches the task, which keeps running. [`abort`](JoinHandle::abort) cancels it.
 ///
+/// An output nobody reads is dropped by the worker that completes a detached task, or, if the task
+/// finished first, by the thread that drops the handle. A panic in its destructor goes to the
+/// [`on_task_panic`](crate::Builder::on_task_panic) hook, never to the code dropping it.
+///
+/// # Panics
+/// If polled again after it returned `Ready`.
+///
 /// ```
 /// rondo::block_on(async {
 ///     let h = rondo::spawn(async { 6 * 7 });
@@ -30,8 +37,18 @@ pub struct JoinHandle<T> {
     task: Option<FallibleTask<TaskOutput<T>, TaskMeta>>,
     /// The task's metadata, inside the allocation that `task` keeps alive.
     meta: NonNull<TaskMeta>,
-    /// The handle returned `Ready`: polling it again is a bug in the caller.
-    done: bool,
+    polled: Polled,
+}
+
+/// What the handle's last poll returned.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Polled {
+    Never,
+    /// `Pending`: the task holds the poller's waker until it completes, or until the handle takes
+    /// the waker back when it drops.
+    Pending,
+    /// `Ready`: polling it again is a bug in the caller.
+    Ready,
 }
 
 // SAFETY: the handle only reads `meta` through atomics and `Sync` types (`TaskMeta` is `Sync`),
@@ -54,7 +71,7 @@ impl<T> JoinHandle<T> {
         JoinHandle {
             task: Some(task.fallible()),
             meta,
-            done: false,
+            polled: Polled::Never,
         }
     }
 
@@ -67,7 +84,10 @@ impl<T> JoinHandle<T> {
     /// Cancels the task. A queued task is dropped without running; a running one is dropped at
     /// its next suspension point. The future is always dropped by a worker, never inline here.
     /// Awaiting the handle then yields a [`JoinError`] with [`is_cancelled`](JoinError::is_cancelled),
-    /// unless the task had already completed, in which case its output is kept.
+    /// unless the task completed first (before the call, or in the poll under way when it was
+    /// made), in which case its output is kept. A
+    /// [`spawn_blocking`](crate::spawn_blocking) closure that a pool thread has started cannot be
+    /// interrupted: it runs to its end and its output is kept.
     ///
     /// ```
     /// rondo::block_on(async {
@@ -92,7 +112,7 @@ impl<T> JoinHandle<T> {
     /// });
     /// ```
     pub fn is_finished(&self) -> bool {
-        self.done || self.task.as_ref().is_none_or(|t| t.is_finished())
+        self.polled == Polled::Ready || self.task.as_ref().is_none_or(|t| t.is_finished())
     }
 
     /// The identity of the task, for the nested `block_on`'s inline check.
@@ -106,7 +126,7 @@ impl<T> Future for JoinHandle<T> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         assert!(
-            !self.done,
+            self.polled != Polled::Ready,
             "JoinHandle polled after it returned Ready: a handle yields its task's result once"
         );
         if coop::poll_proceed(cx).is_pending() {
@@ -119,11 +139,12 @@ impl<T> Future for JoinHandle<T> {
         match Pin::new(task).poll(cx) {
             Poll::Pending => {
                 coop::refund();
+                self.polled = Polled::Pending;
                 note_awaited(self.task_id());
                 Poll::Pending
             }
             Poll::Ready(out) => {
-                self.done = true;
+                self.polled = Polled::Ready;
                 Poll::Ready(match out.map(TaskOutput::into_inner) {
                     Some(Ok(v)) => Ok(v),
                     Some(Err(p)) => Err(JoinError::panic(p)),
@@ -139,7 +160,17 @@ impl<T> Drop for JoinHandle<T> {
         let Some(mut task) = self.task.take() else {
             return;
         };
-        if !self.done && task.is_finished() {
+        // A handle polled `Pending` and dropped (a `select` or `timeout` that gave up on it) gets
+        // the same treatment as a finished one: `detach` leaves the awaiter registered, and the
+        // task would keep the poller's waker, and with it the polling task and its group, until
+        // it completes, which may be never. A handle dropped right after its spawn (a detached
+        // task) pays only the `is_finished` load.
+        let take_back = match self.polled {
+            Polled::Ready => false,
+            Polled::Pending => true,
+            Polled::Never => task.is_finished(),
+        };
+        if take_back {
             // SAFETY: see `meta`; `task` is still alive here.
             drop_output(&mut task, unsafe { self.meta.as_ref() });
         }
@@ -147,10 +178,14 @@ impl<T> Drop for JoinHandle<T> {
     }
 }
 
-/// The output of a finished task whose handle is dropped unread would be dropped inside `detach`,
-/// on this thread: takes it and drops it here, so a panicking destructor is reported to the task's
-/// group instead of unwinding into the caller. Out of line: a handle dropped right after its spawn
-/// (a detached task) never gets here.
+/// Polls the task once more with a waker that holds nothing, before the handle detaches it:
+/// - the output of a finished task whose handle is dropped unread would be dropped inside
+///   `detach`, on this thread: it is taken and dropped here, so a panicking destructor is reported
+///   to the task's group instead of unwinding into the caller;
+/// - an unfinished task's awaiter is replaced by the no-op waker, which drops the waker of the
+///   handle's last `Pending` poll now instead of when the task completes.
+///
+/// Out of line: a handle dropped right after its spawn (a detached task) never gets here.
 #[inline(never)]
 fn drop_output<T>(task: &mut FallibleTask<TaskOutput<T>, TaskMeta>, meta: &TaskMeta) {
     let mut cx = Context::from_waker(Waker::noop());

@@ -4,8 +4,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// Yields once: the task goes to the back of its worker's queue (never to the LIFO slot), so every
-/// other runnable task of its group gets a turn first.
+/// Yields once: the task goes to the back of its worker's local queue (never to the LIFO slot),
+/// so the tasks already queued on that worker get a turn first; in a group with
+/// [`max_concurrency`](crate::GroupBuilder::max_concurrency) it goes to the back of the group's
+/// queue, behind every task of the group waiting to run.
 ///
 /// ```
 /// rondo::block_on(async {
