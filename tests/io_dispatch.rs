@@ -1,6 +1,7 @@
 //! Where readiness wakes are dispatched with the `io` feature: on the worker sleeping in the
-//! reactor, not on async-io's fallback thread. In a file of its own: async-io has one reactor per
-//! process, and the runtimes of other tests would compete for it.
+//! reactor, not on async-io's fallback thread; and what a dropped runtime leaves in the reactor.
+//! In a file of its own: async-io has one reactor per process, and the runtimes of other tests
+//! would compete for it (and make its passes).
 #![cfg(not(any(loom, miri)))]
 
 mod common;
@@ -9,12 +10,13 @@ use std::future::Future;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use async_io::Async;
-use common::{builder, watchdog};
+use common::{builder, eventually, watchdog};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 
 const MS: Duration = Duration::from_millis(1);
@@ -141,5 +143,42 @@ fn under_light_load_the_keeper_keeps_the_reactor() {
              {names:?}",
             names.len()
         );
+    }
+}
+
+/// A runtime dropped while a task waits on an async-io `Timer` frees its state at once. The task's
+/// drop deregisters the timer, but async-io applies a removal only at its reactor's next pass and
+/// does not wake the reactor for it, so the task's waker, which holds the runtime, stayed in the
+/// reactor's timer list until something else woke it: in an idle process, the timer's deadline
+/// (an hour here). Alone in the process, or another test's I/O would make that pass.
+#[test]
+fn a_runtime_dropped_with_an_async_io_timer_pending_frees_its_state() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for workers in [1, 2] {
+        watchdog(30, move || {
+            // Captured by the runtime: released when the runtime's state is freed.
+            let witness = Arc::new(());
+            let held = witness.clone();
+            let rt = builder(workers)
+                .on_task_panic(move |_| {
+                    let _ = &held;
+                })
+                .build()
+                .unwrap();
+            let started = Arc::new(AtomicBool::new(false));
+            let s = started.clone();
+            rt.spawn(async move {
+                s.store(true, Ordering::SeqCst);
+                async_io::Timer::after(Duration::from_secs(3600)).await;
+            });
+            assert!(eventually(10, || started.load(Ordering::SeqCst)));
+            // Every worker parks; the reactor's holder sleeps until the hour's timer is due.
+            std::thread::sleep(50 * MS);
+            drop(rt);
+            assert!(
+                eventually(5, || Arc::strong_count(&witness) == 1),
+                "{workers} workers: the runtime's state outlived it"
+            );
+        });
     }
 }

@@ -33,7 +33,10 @@
 //!    finish), at most until the timeout. A thread whose core a rescue took is joined like the
 //!    others: every task's poll is over when `Drop` returns.
 //! 7. Empty the scheduler's rotation and inbox: they hold the groups, which hold the runtime's
-//!    shared state, so leaving them would keep the whole runtime alive.
+//!    shared state, so leaving them would keep the whole runtime alive. For the same reason, with
+//!    the `io` feature, make async-io's reactor apply the removals of the async-io timers the
+//!    dropped tasks held: it applies them only at its next pass, and may sleep until their
+//!    deadlines meanwhile.
 //!
 //! Every task's future is dropped exactly once: by the core that held its runnable (step 4) or
 //! here (step 5). Schedule functions reach the runtime through `Arc`s held by the task itself, so
@@ -518,6 +521,10 @@ impl Runtime {
         shared.threads.join(deadline);
         // 7.
         shared.scheduler.clear();
+        // The async-io timers of the dropped tasks still hold their wakers, and so this runtime,
+        // until the reactor's next pass.
+        #[cfg(all(feature = "io", not(loom), not(miri)))]
+        crate::worker::apply_dropped_timers();
     }
 }
 

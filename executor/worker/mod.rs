@@ -38,4 +38,6 @@ pub(crate) mod threads;
 
 pub(crate) use block_in_place::block_in_place;
 pub(crate) use block_on::block_on;
+#[cfg(all(feature = "io", not(loom), not(miri)))]
+pub(crate) use reactor::apply_dropped_timers;
 pub(crate) use shared::{Blocking, BlockingBinding, Config, Shared, ThreadHook};

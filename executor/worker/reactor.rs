@@ -304,3 +304,16 @@ impl Drop for RunLoop {
         }
     }
 }
+
+/// Makes async-io's reactor apply the timer removals queued so far; shutdown calls it once every
+/// task is dropped. A dropped async-io `Timer` queues its removal, which the reactor applies only
+/// at its next pass and without being woken for it; until then the timer's waker (a task's, which
+/// holds the runtime through its group) stays in the reactor, which may sleep until that timer's
+/// deadline. Inserting a timer wakes whoever holds the reactor, and every pass applies the queued
+/// operations.
+pub(crate) fn apply_dropped_timers() {
+    // Far in the future, so it is inserted (a timer already due never is); its waker holds
+    // nothing, and its own removal is applied by a later pass.
+    let mut nudge = Timer::after(Duration::from_secs(3600));
+    let _ = Pin::new(&mut nudge).poll(&mut Context::from_waker(std::task::Waker::noop()));
+}
