@@ -312,3 +312,65 @@ fn lane_tasks_taken_along_are_not_starved_by_the_first_ones_yields() {
         w.assert_b_shares(held, vec![ha, hb]);
     });
 }
+
+/// `GroupMetrics::wait` is the time a group had queued work that no worker serving it took: on
+/// one worker, two equal backlogged groups each wait about half the time, a weight-1 group beside
+/// a weight-9 one about 90%, and the weight-9 one only while the other is served (about 10%). With
+/// two workers, two one-task groups each keep a worker and never wait.
+///
+/// It used to miss most of the waiting of groups with a task or two (taken as a pick's extras, their
+/// tasks waited behind the picked group's yields for a whole quantum, counted as no wait: 1–3% of
+/// the time where about 50% was spent waiting), and to count a group the worker kept serving as
+/// waiting whenever the worker exposed half of its local backlog (about 40% where 10% is right).
+#[test]
+fn group_wait_counts_the_time_no_worker_serves_the_group() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    /// Two groups of `tasks` backlogged tasks each, weighted `wa`:`wb`, on `workers` workers:
+    /// the fraction of a 400 ms window each group reported as waiting.
+    fn waits(workers: usize, tasks: usize, wa: u32, wb: u32) -> (f64, f64) {
+        let rt = rondo::Runtime::builder()
+            .worker_threads(workers)
+            .build()
+            .unwrap();
+        let a = rt.group().weight(wa).build().unwrap();
+        let b = rt.group().weight(wb).build().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ta, tb) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let chunk = Duration::from_micros(50);
+        let mut hs = spawn_backlogged(&a, tasks, chunk, &ta, &stop);
+        hs.extend(spawn_backlogged(&b, tasks, chunk, &tb, &stop));
+        std::thread::sleep(Duration::from_millis(50));
+        let (a0, b0, t0) = (a.metrics().wait, b.metrics().wait, Instant::now());
+        std::thread::sleep(Duration::from_millis(400));
+        let (a1, b1, window) = (a.metrics().wait, b.metrics().wait, t0.elapsed());
+        stop_all(&rt, &stop, hs);
+        let w = window.as_secs_f64();
+        ((a1 - a0).as_secs_f64() / w, (b1 - b0).as_secs_f64() / w)
+    }
+    watchdog(120, || {
+        for tasks in [1, 2, 100] {
+            let (a, b) = waits(1, tasks, 1, 1);
+            assert!(
+                (0.25..=0.75).contains(&a) && (0.25..=0.75).contains(&b),
+                "{tasks} tasks each, equal weights, one worker: a waited {:.0}%, b {:.0}% \
+                 (about 50% each)",
+                a * 100.0,
+                b * 100.0
+            );
+        }
+        let (a, b) = waits(1, 100, 1, 9);
+        assert!(
+            a > 0.7 && b < 0.25,
+            "weights 1:9, one worker: a waited {:.0}% (about 90%), b {:.0}% (about 10%)",
+            a * 100.0,
+            b * 100.0
+        );
+        let (a, b) = waits(2, 1, 1, 1);
+        assert!(
+            a < 0.15 && b < 0.15,
+            "a worker each: a waited {:.0}%, b {:.0}% (about 0%)",
+            a * 100.0,
+            b * 100.0
+        );
+    });
+}

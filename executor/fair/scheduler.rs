@@ -114,6 +114,20 @@ fn lift_to(g: &GroupInner, floor: u64) {
     }
 }
 
+/// From when a group that a push lists counts as waiting (`GroupMetrics::wait`: queued work that
+/// no worker serving the group has taken).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaitFrom {
+    /// From the listing: nobody serves the group (a wake, a spawn, a worker switching away).
+    Now,
+    /// From an earlier clock stamp: the tasks were taken from the group's queue then, but never
+    /// run (a worker's extras, handed back).
+    Stamp(u64),
+    /// Not at all: the pushing worker keeps serving the group (it exposes part of its local
+    /// backlog); the group waits only once that worker leaves it (`charge_and_check`).
+    Served,
+}
+
 /// Up to `EXTRA_GROUPS` groups, on the stack: a pick's extra candidates, or the groups it took
 /// out of the rotation.
 type FewGroups = [Option<Arc<GroupInner>>; EXTRA_GROUPS];
@@ -144,10 +158,11 @@ pub(crate) struct Scheduler {
     /// The rotation's length, stored under the lock whenever it changes; read without it (see
     /// `may_pick`).
     rotation_len: AtomicUsize,
-    /// Groups a pusher just made runnable, with the time they became so, waiting to enter the
-    /// rotation. Pushers never take the scheduler lock: workers move the inbox into the rotation
-    /// inside the critical sections they take anyway (`pick_and_take`, `charge_and_check`).
-    inbox: ConcurrentQueue<(Arc<GroupInner>, Instant)>,
+    /// Groups a pusher just made runnable, with the clock stamp from which they count as waiting
+    /// (`None`: a worker serves them; see [`WaitFrom`]), waiting to enter the rotation. Pushers
+    /// never take the scheduler lock: workers move the inbox into the rotation inside the critical
+    /// sections they take anyway (`pick_and_take`, `charge_and_check`).
+    inbox: ConcurrentQueue<(Arc<GroupInner>, Option<u64>)>,
     /// The quantum in nanoseconds: how far past the picked group's virtual runtime (scaled by the
     /// other group's weight) an extra group may be and still be taken with it.
     quantum_ns: u128,
@@ -302,11 +317,17 @@ impl Scheduler {
     }
 
     /// Called after a pusher flipped `g.listed` from false to true: queues `g` for the rotation.
-    /// The count goes up first, so a worker about to park sees work (see `idle`).
-    pub(crate) fn list(&self, g: &Arc<GroupInner>) {
+    /// The count goes up first, so a worker about to park sees work (see `idle`). `wait` says from
+    /// when the group counts as waiting in its metrics.
+    pub(crate) fn list(&self, g: &Arc<GroupInner>, wait: WaitFrom) {
         // Everything but the push before the count: the window in which the group is counted but
         // not in the inbox stays as short as it can be (see `may_pick`).
-        let entry = (g.clone(), crate::clock::now());
+        let since = match wait {
+            WaitFrom::Now => Some(crate::clock::stamp()),
+            WaitFrom::Stamp(since) => Some(since),
+            WaitFrom::Served => None,
+        };
+        let entry = (g.clone(), since);
         self.listed.fetch_add(1, Ordering::SeqCst);
         if let Err(e) = self.inbox.push(entry) {
             // The inbox is never closed; keep the count honest anyway.
@@ -328,8 +349,9 @@ impl Scheduler {
             let entered = gs.vruntime.max(st.floor);
             set_vruntime(&g, &mut gs, entered);
             gs.in_rotation = true;
+            // 0 for a group a worker serves: it does not wait (see `WaitFrom`).
             g.waiting_since
-                .store(crate::clock::stamp_of(since).max(1), Ordering::Relaxed);
+                .store(since.map_or(0, |s| s.max(1)), Ordering::Relaxed);
             let key = enter_key(st, &mut gs);
             drop(gs);
             st.rotation.insert(key, g, at_floor);
@@ -515,11 +537,11 @@ impl Scheduler {
         self.publish_front(&st);
         drop(st);
         if unlisted && g.listed.after_clear(|| g.queue.is_empty()) {
-            self.list(&g);
+            self.list(&g, WaitFrom::Now);
         }
         for e in extra_groups.iter().flatten() {
             if e.listed.after_clear(|| e.queue.is_empty()) {
-                self.list(e);
+                self.list(e, WaitFrom::Now);
             }
         }
         Some((g, first))
@@ -611,6 +633,13 @@ impl Scheduler {
         self.update_floor(&mut st, now);
         match st.rotation.first() {
             Some(((v, _), first)) if first.id != g.id && *v < virtual_ns(gs.vruntime) => {
+                // The worker leaves `g`: if `g` stays in the rotation with tasks queued (a pick
+                // took only part of its queue, so no new listing will start its wait), it waits
+                // from now. Under the lock, so no unlisting (which clears the stamp) races it.
+                if gs.in_rotation && g.waiting_since.load(Ordering::Relaxed) == 0 {
+                    g.waiting_since
+                        .store(crate::clock::stamp_of(now).max(1), Ordering::Relaxed);
+                }
                 Verdict::Switch
             }
             _ => Verdict::Stay {

@@ -513,10 +513,14 @@ pub struct GroupMetrics {
     /// Worker time spent serving the group.
     pub busy: Duration,
     /// Tasks runnable now and not running, including those waiting for a `max_concurrency` slot
-    /// (approximate: a snapshot across workers).
+    /// (approximate: a snapshot across workers; tasks in a worker's LIFO slot, or taken by a
+    /// worker to run next, are left out, and a worker's local queue counts toward the group that
+    /// worker serves, though it may hold tasks of other groups).
     pub runnable: usize,
     /// Time the group had queued work that no worker had picked up yet (its "starve time"):
     /// from the moment it became runnable with no worker serving it to the first time a worker
-    /// took its work. A group a worker keeps serving does not wait.
+    /// took its work. A group a worker keeps serving does not wait; it starts waiting again when
+    /// its worker leaves it with work still queued, and work a worker took but handed back unrun
+    /// counts as waiting from when it was taken.
     pub wait: Duration,
 }

@@ -45,6 +45,10 @@
 //! it moves the older half of its local queue to the group's global queue, so other workers see
 //! the group's surplus and can serve it when it is behind (fairness is global, not per worker).
 //!
+//! A core a rescue took from a stuck poll starts on its new thread with that poll's quantum end
+//! (`resume_rescued`, run from step 1, which the rescue makes due): the poll held the core for
+//! the stall threshold, many quanta, with no timer fired and no switch.
+//!
 //! Tasks of a group with `max_concurrency` always go through the group's limiter and global queue,
 //! never the LIFO slot, so their order is FIFO.
 
@@ -56,7 +60,7 @@ use std::sync::Arc;
 use std::task::Waker;
 use std::time::Instant;
 
-use crate::fair::{Scheduler, Service, Verdict};
+use crate::fair::{Scheduler, Service, Verdict, WaitFrom};
 use crate::group::Host;
 use crate::group::{GroupInner, GroupScope};
 use crate::shim::{Ordering, fence};
@@ -69,7 +73,7 @@ use crate::time::{IfBusy, NEVER};
 use super::context;
 use super::local::LOCAL_CAPACITY;
 use super::metrics::Counts;
-use super::shared::{Remote, Shared, push_global, spill};
+use super::shared::{Remote, Shared, push_global, spill, spill_as};
 
 /// Consecutive polls from the LIFO slot before it must yield to the local queue.
 const LIFO_CAP: u32 = 3;
@@ -101,6 +105,12 @@ pub(crate) struct Core {
     extras: VecDeque<Runnable>,
     /// Reused buffer for the extras `take_from_rotation` receives.
     extras_batch: Vec<Runnable>,
+    /// The group of the poll a rescue took this core from (`claimed_in_poll`): the thread that
+    /// takes the core over ends that poll's quantum before it runs anything (`resume_rescued`).
+    rescued_from: Option<Arc<GroupInner>>,
+    /// The clock stamp at which the oldest of `extras` was taken: extras handed back to their
+    /// groups' queues unrun count as waiting from then (`GroupMetrics::wait`).
+    extras_since: u64,
     /// Published to `Remote::counts` at parks, quantum ends and retirement.
     counts: Counts,
     /// Reused buffer for the wakers of fired timers.
@@ -169,6 +179,8 @@ impl Core {
             batch: Vec::with_capacity(LOCAL_CAPACITY / 2),
             extras: VecDeque::new(),
             extras_batch: Vec::new(),
+            extras_since: 0,
+            rescued_from: None,
             counts: Counts::default(),
             wakers: Vec::new(),
             lent_slot,
@@ -266,9 +278,11 @@ impl Core {
 
     fn push_local(&mut self, r: Runnable) {
         if let Err(r) = self.try_push_local(r) {
-            // Full: move half of the queue plus this task to their groups' global queues.
+            // Full: move half of the queue plus this task to their groups' global queues. The
+            // served group does not wait for them: this worker keeps serving it.
+            let served = self.service.group().map_or(ptr::null(), Arc::as_ptr);
             let half = (0..LOCAL_CAPACITY / 2).map_while(|_| self.pop_local());
-            spill(half.chain(std::iter::once(r)));
+            spill_as(half.chain(std::iter::once(r)), |g| served_or_now(g, served));
         }
     }
 
@@ -290,6 +304,10 @@ impl Core {
     pub(super) fn next_task(&mut self) -> Option<Runnable> {
         self.tick = self.tick.wrapping_add(1);
         if std::mem::take(&mut self.global_due) | (self.tick % GLOBAL_INTERVAL == 0) {
+            // A rescue sets `global_due` too, so this costs the hot path nothing.
+            if let Some(g) = self.rescued_from.take() {
+                self.resume_rescued(g);
+            }
             let r = self.service.group().and_then(|g| {
                 let r = g.queue.pop();
                 if r.is_some() {
@@ -384,6 +402,9 @@ impl Core {
         // lane tasks cost it no visit to the lane (where each pop meets the pushers) and are not
         // passed to another worker.
         let share = self.shared.scheduler.lane_len() / self.shared.cores.len();
+        if share > 0 && self.extras.is_empty() {
+            self.extras_since = now;
+        }
         for _ in 0..share.min(LANE_BATCH) {
             let Some((r, since)) = self.shared.scheduler.pop_lane() else {
                 break;
@@ -443,6 +464,9 @@ impl Core {
             self.push_local(r);
         }
         self.batch = batch;
+        if self.extras.is_empty() && !extras.is_empty() {
+            self.extras_since = stamp;
+        }
         self.extras.extend(extras.drain(..));
         self.extras_batch = extras;
         found
@@ -658,7 +682,9 @@ impl Core {
                 // A group with a single runnable task keeps it (half of one is none). The next
                 // pick must not take the spilled tasks straight back from the global queue, so it
                 // skips the look that follows a quantum end; the local queue halves at every
-                // quantum end meanwhile, so what waits in the global queue is reached soon.
+                // quantum end meanwhile, so what waits in the global queue is reached soon. The
+                // group does not wait for them (this worker still serves it) until this worker
+                // leaves it (`Scheduler::charge_and_check`).
                 self.global_due = false;
                 for _ in 0..self.remote().local.len() / 2 {
                     match self.pop_local() {
@@ -666,6 +692,11 @@ impl Core {
                         None => break,
                     }
                 }
+                if !batch.is_empty() {
+                    let served = self.service.group().map_or(ptr::null(), Arc::as_ptr);
+                    spill_as(batch, |g| served_or_now(g, served));
+                }
+                return;
             }
             Verdict::Stay { .. } => {}
         }
@@ -803,17 +834,38 @@ impl Core {
 
     /// A rescue claimed this core during a poll that has not returned: counts that poll, for this
     /// core and in the segment (its group's), and returns the segment's group for the stuck
-    /// thread.
+    /// thread. The thread that takes the core over ends the stuck poll's quantum first
+    /// (`resume_rescued`).
     pub(crate) fn claimed_in_poll(&mut self) -> Option<Arc<GroupInner>> {
         self.counts.polls += 1;
         self.service.polled();
-        self.service.group().cloned()
+        let group = self.service.group().cloned();
+        self.rescued_from = group.clone();
+        self.global_due = true;
+        group
     }
 
-    /// Sends the extras back to their groups' queues.
+    /// The first thing the thread that took over a rescued core does: what the stuck poll's
+    /// return would have done, a quantum end for its group `g`. The poll held the core for at
+    /// least the stall threshold, ten quanta, with no timer fired and no switch: without this,
+    /// the thread ran the core's local queue first, and when those tasks block too (a tenant
+    /// whose every task blocks), each thread that took the core over blocked in the next one, so
+    /// due timers never fired and no other group was served until the stall ended.
+    #[cold]
+    #[inline(never)]
+    fn resume_rescued(&mut self, g: Arc<GroupInner>) {
+        let now = crate::clock::stamp();
+        self.end_segment(now);
+        self.begin_segment(Cow::Owned(g), now);
+        self.quantum_end(now);
+    }
+
+    /// Sends the extras back to their groups' queues. They were taken but never run, so their
+    /// groups have been waiting since they were taken.
     fn return_extras(&mut self) {
         if !self.extras.is_empty() {
-            spill(self.extras.drain(..));
+            let since = self.extras_since;
+            spill_as(self.extras.drain(..), |_| WaitFrom::Stamp(since));
         }
     }
 
@@ -900,6 +952,16 @@ impl Core {
                 break;
             }
         }
+    }
+}
+
+/// How a group listed by a spill of the core serving `served` waits: not at all if it is that
+/// group (the core keeps serving it), from now otherwise.
+fn served_or_now(g: &GroupInner, served: *const GroupInner) -> WaitFrom {
+    if ptr::eq(g, served) {
+        WaitFrom::Served
+    } else {
+        WaitFrom::Now
     }
 }
 

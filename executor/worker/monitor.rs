@@ -38,7 +38,10 @@
 //! group is charged for the time up to the claim: it held a worker that long; what follows runs on
 //! a thread that is no worker, and is charged to nobody, as `block_in_place` is) and hands the core
 //! over like a nested `block_on` does. The rescued core keeps its index, queues, pending charges
-//! and its group's served entry: the scheduler sees a worker that kept running.
+//! and its group's served entry: the scheduler sees a worker that kept running. The thread that
+//! takes it over first does what the stuck poll's return would have done, a quantum end for the
+//! poll's group (`Core::resume_rescued`): due timers fire, and a group behind in the rotation (or
+//! a task in the lane) makes it switch before it runs the local queue, whose tasks may block too.
 //!
 //! # Cost and backing off
 //! - While every worker is parked the monitor sleeps without a timeout ([`Idle::wait_for_awake`]):

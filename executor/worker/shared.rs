@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_task::ScheduleInfo;
 
-use crate::fair::Scheduler;
+use crate::fair::{Scheduler, WaitFrom};
 use crate::group::list::GroupList;
 use crate::group::{GroupInner, Host, HostBinding, Hosts, PanicHook};
 use crate::shim::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
@@ -368,16 +368,29 @@ pub(crate) fn push_from_outside(g: &Arc<GroupInner>, r: Runnable) {
 /// After pushing to `g.queue`: makes sure the group is listed and a worker will look (the pusher's
 /// half of the listing and idle protocols).
 pub(crate) fn announce(g: &Arc<GroupInner>) {
+    announce_as(g, WaitFrom::Now);
+}
+
+/// [`announce`], with the group counting as waiting from `wait` if this push lists it.
+fn announce_as(g: &Arc<GroupInner>, wait: WaitFrom) {
     // The fence inside `after_push` also orders the push before the idle check below.
     if g.listed.after_push() {
-        g.host.scheduler.list(g);
+        g.host.scheduler.list(g, wait);
     }
     g.host.notify_work();
 }
 
 /// Moves runnables to their groups' global queues, listing each group and notifying once per run
-/// of same-group tasks.
+/// of same-group tasks. A group these pushes list waits from now.
 pub(crate) fn spill(batch: impl IntoIterator<Item = Runnable>) {
+    spill_as(batch, |_| WaitFrom::Now);
+}
+
+/// [`spill`], with each group these pushes list waiting from `wait(group)` (see `WaitFrom`).
+pub(crate) fn spill_as(
+    batch: impl IntoIterator<Item = Runnable>,
+    wait: impl Fn(&GroupInner) -> WaitFrom,
+) {
     let mut current: Option<Arc<GroupInner>> = None;
     for r in batch {
         let same = current
@@ -385,7 +398,7 @@ pub(crate) fn spill(batch: impl IntoIterator<Item = Runnable>) {
             .is_some_and(|g| ptr::eq(Arc::as_ptr(g), Arc::as_ptr(&r.metadata().group)));
         if !same {
             if let Some(g) = current.take() {
-                announce(&g);
+                announce_as(&g, wait(&g));
             }
             current = Some(r.metadata().group.clone());
         }
@@ -396,6 +409,6 @@ pub(crate) fn spill(batch: impl IntoIterator<Item = Runnable>) {
         }
     }
     if let Some(g) = current {
-        announce(&g);
+        announce_as(&g, wait(&g));
     }
 }
