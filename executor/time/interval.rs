@@ -63,21 +63,41 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
 /// - `Burst` (the default) keeps the schedule: ticks for 10, 20 and 30 complete at once, then 40;
 /// - `Delay` restarts the schedule from the late tick: the next is at 45;
 /// - `Skip` drops the missed ticks and keeps the phase: the next is at 40.
+///
+/// `Burst` and `Skip` only differ from the schedule once a whole period was missed. `Delay` also
+/// applies to a tick observed late by less than a period, so that the next tick never comes
+/// sooner than a period after it: a tick counts as late when it is observed more than 5 ms after
+/// its scheduled instant, or a whole period after it for periods shorter than that (as with
+/// tokio's `Delay`, the 5 ms keep a timer's own lateness from shifting the schedule at every
+/// tick). With ticks every 100 ms and the tick of 0 observed at 60 ms, `Delay` schedules the next
+/// at 160, the others at 100.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MissedTickBehavior {
     /// Catch up with every missed tick, as fast as they are asked for.
     #[default]
     Burst,
-    /// Schedule the next tick a full period after the late one.
+    /// Schedule the next tick a full period after the late one: ticks are never closer than a
+    /// period, less 5 ms.
     Delay,
     /// Skip the missed ticks: the next tick is the next one of the original schedule.
     Skip,
 }
 
+/// How late a tick may be observed and still count as on time for [`MissedTickBehavior::Delay`]
+/// (a whole period, for periods shorter than this): tokio's threshold, well above a timer's own
+/// lateness, so that `Delay` does not drift by that lateness at every tick.
+const LATE_TICK: Duration = Duration::from_millis(5);
+
 impl MissedTickBehavior {
     /// The tick after `tick`, observed at `now`.
     fn next(self, tick: Instant, now: Instant, period: Duration) -> Instant {
         let on_time = later(tick, period);
+        if self == MissedTickBehavior::Delay {
+            let late = now.saturating_duration_since(tick);
+            if late > LATE_TICK || late >= period {
+                return later(now, period);
+            }
+        }
         if now < on_time {
             return on_time;
         }
@@ -176,6 +196,25 @@ impl Interval {
         self.reset_at(Instant::now());
     }
 
+    /// Restarts the schedule: the next tick is `after` from now (about 30 years from now for an
+    /// `after` too long for an `Instant`, as with [`sleep`](crate::time::sleep())).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// rondo::block_on(async {
+    ///     let mut iv = rondo::time::interval(Duration::from_secs(3600));
+    ///     iv.tick().await;
+    ///     let before = Instant::now();
+    ///     iv.reset_after(Duration::from_millis(2));
+    ///     let tick = iv.tick().await;
+    ///     assert!(tick >= before + Duration::from_millis(2));
+    ///     assert!(before.elapsed() < Duration::from_secs(60));
+    /// });
+    /// ```
+    pub fn reset_after(&mut self, after: Duration) {
+        self.reset_at(later(Instant::now(), after));
+    }
+
     /// Restarts the schedule: the next tick is at `deadline`.
     ///
     /// ```
@@ -248,5 +287,20 @@ mod tests {
         assert_eq!(Skip.next(t0, t0 + ms(35), p), t0 + ms(40));
         // Exactly on a later tick: Skip goes to the one after.
         assert_eq!(Skip.next(t0, t0 + ms(30), p), t0 + ms(40));
+        // Late by less than a period: Delay keeps a full period after the late tick, once the
+        // lateness exceeds `LATE_TICK`; the others keep the schedule.
+        let p = ms(100);
+        assert_eq!(Delay.next(t0, t0 + ms(60), p), t0 + ms(160));
+        assert_eq!(Burst.next(t0, t0 + ms(60), p), t0 + ms(100));
+        assert_eq!(Skip.next(t0, t0 + ms(60), p), t0 + ms(100));
+        assert_eq!(Delay.next(t0, t0 + ms(5), p), t0 + ms(100));
+        assert_eq!(
+            Delay.next(t0, t0 + ms(5) + Duration::from_nanos(1), p),
+            t0 + ms(105) + Duration::from_nanos(1)
+        );
+        // A period shorter than `LATE_TICK`: a whole period late is late.
+        let p = ms(2);
+        assert_eq!(Delay.next(t0, t0 + ms(1), p), t0 + ms(2));
+        assert_eq!(Delay.next(t0, t0 + ms(2), p), t0 + ms(4));
     }
 }

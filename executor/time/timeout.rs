@@ -114,3 +114,22 @@ impl fmt::Display for Elapsed {
 }
 
 impl std::error::Error for Elapsed {}
+
+/// An [`io::Error`](std::io::Error) of kind `TimedOut`, carrying the `Elapsed`, so that `?` on a
+/// timeout works in a function returning `io::Result`, as with tokio's `Elapsed`.
+///
+/// ```
+/// use std::time::Duration;
+/// async fn read_with_deadline() -> std::io::Result<()> {
+///     rondo::time::timeout(Duration::from_millis(1), std::future::pending::<()>()).await?;
+///     Ok(())
+/// }
+/// let e = rondo::block_on(read_with_deadline()).unwrap_err();
+/// assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+/// assert_eq!(e.to_string(), "deadline has elapsed");
+/// ```
+impl From<Elapsed> for std::io::Error {
+    fn from(e: Elapsed) -> Self {
+        std::io::Error::new(std::io::ErrorKind::TimedOut, e)
+    }
+}
