@@ -902,3 +902,105 @@ fn a_task_woken_from_outside_waits_a_few_long_polls_not_sixty_one() {
         });
     }
 }
+
+/// What a task's destructor saw when the runtime's shutdown dropped it.
+#[derive(Debug, Default)]
+struct SeenInDrop {
+    runtime: bool,
+    group: Option<String>,
+}
+
+struct RecordOnDrop(Arc<Mutex<Option<SeenInDrop>>>, Arc<AtomicBool>);
+
+impl Drop for RecordOnDrop {
+    fn drop(&mut self) {
+        let ran = self.1.clone();
+        // Cleanup code that spawns: it belongs to the runtime shutting down, which refuses it.
+        drop(rondo::spawn(
+            async move { ran.store(true, Ordering::SeqCst) },
+        ));
+        *self.0.lock().unwrap() = Some(SeenInDrop {
+            runtime: rondo::Handle::try_current().is_some(),
+            group: rondo::current_group().map(|g| g.name().to_string()),
+        });
+    }
+}
+
+#[test]
+fn a_task_dropped_by_shutdown_runs_its_destructor_in_its_runtime_and_group() {
+    watchdog(30, || {
+        for workers in [1, 2] {
+            let rt = rt(workers);
+            let group = rt.group().name("owner").build().unwrap();
+            let seen = Arc::new(Mutex::new(None));
+            let spawned_ran = Arc::new(AtomicBool::new(false));
+            let probe = RecordOnDrop(seen.clone(), spawned_ran.clone());
+            let (started_tx, started_rx) = std::sync::mpsc::channel();
+            group.spawn(async move {
+                let _probe = probe;
+                started_tx.send(()).unwrap();
+                std::future::pending::<()>().await
+            });
+            started_rx.recv().unwrap();
+            // Called from plain code (no runtime current): the destructor must not see the
+            // caller's context (none, so `rondo::spawn` would start the global runtime and run
+            // the cleanup there, after its runtime is gone).
+            drop(rt);
+            std::thread::sleep(Duration::from_millis(50));
+            let seen = seen
+                .lock()
+                .unwrap()
+                .take()
+                .expect("the task was not dropped");
+            assert!(
+                seen.runtime,
+                "{workers} workers: no runtime current in the destructor"
+            );
+            assert_eq!(seen.group.as_deref(), Some("owner"), "{workers} workers");
+            assert!(
+                !spawned_ran.load(Ordering::SeqCst),
+                "{workers} workers: a spawn from the destructor ran on another runtime"
+            );
+        }
+    });
+}
+
+/// A destructor that waits for a timer through `block_on` (say, a graceful close with a
+/// deadline), and records how the wait ended.
+struct SleepOnDrop(Arc<AtomicUsize>);
+
+impl Drop for SleepOnDrop {
+    fn drop(&mut self) {
+        // The runtime is shutting down: the sleep fails with the runtime's clear panic (or, on
+        // another runtime, completes); either way the drop must end.
+        let _ = std::panic::catch_unwind(|| {
+            rondo::block_on(rondo::time::sleep(Duration::from_millis(1)));
+        });
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn shutdown_does_not_hang_on_a_destructor_that_waits_for_a_timer() {
+    watchdog(60, || {
+        for round in 0..20 {
+            let tasks = 1 + round % 4;
+            let rt = rt(2);
+            let dropped = Arc::new(AtomicUsize::new(0));
+            let (started_tx, started_rx) = std::sync::mpsc::channel();
+            for _ in 0..tasks {
+                let (probe, started) = (SleepOnDrop(dropped.clone()), started_tx.clone());
+                rt.spawn(async move {
+                    let _probe = probe;
+                    started.send(()).unwrap();
+                    std::future::pending::<()>().await
+                });
+            }
+            for _ in 0..tasks {
+                started_rx.recv().unwrap();
+            }
+            drop(rt);
+            assert_eq!(dropped.load(Ordering::SeqCst), tasks, "round {round}");
+        }
+    });
+}

@@ -9,7 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::group::with_current;
+use crate::group::{HostOf, with_current};
 use crate::worker::context::thread_runtime;
 
 use super::Handle;
@@ -24,13 +24,17 @@ thread_local! {
 
 /// The current runtime's handle (see the module docs), or `None`.
 pub(crate) fn current_handle() -> Option<Handle> {
-    let in_task = with_current(|g| g.is_some());
-    if in_task {
+    // The task's own runtime, which is the thread's unless a runtime shutting down on a worker of
+    // another one is dropping its task here.
+    let in_task_of = with_current(|g| g.map(|g| g.host_addr()));
+    if let Some(host) = in_task_of {
         if let Some((shared, default_group)) = thread_runtime() {
-            return Some(Handle {
-                shared,
-                default_group,
-            });
+            if std::ptr::eq(Arc::as_ptr(&shared) as *const HostOf, host) {
+                return Some(Handle {
+                    shared,
+                    default_group,
+                });
+            }
         }
     }
     let entered = ENTERED

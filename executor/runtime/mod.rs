@@ -15,10 +15,11 @@
 //! 3. Close every group's registry and wake every unfinished task, outside any lock. Woken tasks
 //!    land in their group's global queue.
 //! 4. Wait for every core to retire, at most the timeout (forever for `Drop`). A core retires on
-//!    the thread that runs it, which drops the runnables in its LIFO slot and local queue (only it
-//!    can reach its LIFO slot); a core waiting for a thread (handed off, or claimed by a rescue
-//!    just before shutdown) is retired here. Then the stall monitor stops and its thread is
-//!    joined.
+//!    the thread that runs it, which moves the runnables of its LIFO slot, local queue and extras
+//!    (only it can reach its LIFO slot) to their groups' queues for step 5 to drop: a destructor
+//!    that waits for a timer would wait forever here, before step 5 closes the timers. A core
+//!    waiting for a thread (handed off, or claimed by a rescue just before shutdown) is retired
+//!    here. Then the stall monitor stops and its thread is joined.
 //! 5. Repeat until a pass drops nothing: close the timers, the scheduler's lane, every group queue
 //!    and limiter line (a later push is dropped by its pusher, so nothing can be stranded), wake
 //!    every task still registered and every waker a timer held (a waiter outside this runtime
@@ -38,9 +39,11 @@
 //!    dropped tasks held: it applies them only at its next pass, and may sleep until their
 //!    deadlines meanwhile.
 //!
-//! Every task's future is dropped exactly once: by the core that held its runnable (step 4) or
-//! here (step 5). Schedule functions reach the runtime through `Arc`s held by the task itself, so
-//! a waker firing after shutdown touches live memory only.
+//! Every task's future is dropped exactly once, here in step 5 (or by the core that held its
+//! runnable, if step 5 began before that core retired), with its runtime current and its group
+//! the current group, as a worker drops a cancelled task. Schedule functions reach the runtime
+//! through `Arc`s held by the task itself, so a waker firing after shutdown touches live memory
+//! only.
 
 mod builder;
 pub(crate) mod context;
@@ -496,6 +499,9 @@ impl Runtime {
             return;
         }
         let shared = &self.handle.shared;
+        // The futures dropped on this thread (steps 4 and 5) see this runtime as the current one,
+        // as those its workers drop do, whatever this thread had entered.
+        let _enter = context::enter(self.handle.clone());
         // 1 and 2.
         shared.begin_shutdown();
         shared.blocking.close();

@@ -73,7 +73,7 @@ use crate::time::{IfBusy, NEVER};
 use super::context;
 use super::local::LOCAL_CAPACITY;
 use super::metrics::Counts;
-use super::shared::{Remote, Shared, push_global, spill, spill_as};
+use super::shared::{Remote, Shared, drop_in_its_group, push_global, spill, spill_as};
 
 /// Consecutive polls from the LIFO slot before it must yield to the local queue.
 const LIFO_CAP: u32 = 3;
@@ -926,32 +926,45 @@ impl Core {
         }
     }
 
-    /// Shutdown: drops what only this core can reach. Dropping a future may wake another task into
-    /// this core's LIFO slot or queue (this thread has no core in its cell, so such wakes go to
-    /// the global queues; the loop is a safeguard), so repeat until both are empty.
+    /// Shutdown: empties what only this core can reach into the tasks' group queues, where step 5
+    /// of the shutdown drops them. Not dropped here: a future's destructor may wait for a timer
+    /// (`block_on` of a sleep), which only fires, or fails, once step 5 has closed the timers, and
+    /// step 5 waits for this core to retire. A drop here (a group already closed) may wake
+    /// another task into this core's LIFO slot or queue (this thread has no core in its cell, so
+    /// such wakes go to the global queues; the loop is a safeguard), so repeat until all are
+    /// empty.
     pub(crate) fn retire(mut self) {
         self.end_segment(crate::clock::stamp());
         // Nothing is charged any more; the service still goes to the groups' metrics.
         self.service.settle();
         self.publish_counts();
         loop {
-            let mut dropped = false;
+            let mut moved = false;
             while let Some(r) = self.lifo.take() {
-                drop(r);
-                dropped = true;
+                leave_for_drain(r);
+                moved = true;
             }
             while let Some(r) = self.pop_local() {
-                drop(r);
-                dropped = true;
+                leave_for_drain(r);
+                moved = true;
             }
             while let Some(r) = self.extras.pop_front() {
-                drop(r);
-                dropped = true;
+                leave_for_drain(r);
+                moved = true;
             }
-            if !dropped {
+            if !moved {
                 break;
             }
         }
+    }
+}
+
+/// Shutdown: queues a retiring core's runnable in its group's queue for step 5 to drop; if that
+/// queue is closed already (step 5 has begun, after a timeout), drops it here.
+fn leave_for_drain(r: Runnable) {
+    let group = r.metadata().group.clone();
+    if let Err(r) = group.queue.push(r) {
+        drop_in_its_group(r);
     }
 }
 
