@@ -781,3 +781,59 @@ fn a_join_handle_dropped_after_pending_releases_its_waker() {
         tx.send(()).unwrap();
     });
 }
+
+/// A future refused by a cancelled group is dropped unpolled on the spawning thread, and a
+/// cancelled future wherever it ends up dropped (a closed queue at shutdown, a worker): its
+/// destructor is the task's code and runs with the task's group current, as in a poll. So a
+/// `rondo::spawn` there goes to that group (refused too) instead of the spawner's context: from
+/// plain code, the global runtime, which used to start and run the cleanup there; from a task of
+/// another group, that group.
+#[test]
+fn a_refused_futures_destructor_spawns_into_its_own_group() {
+    watchdog(30, || {
+        let rt = common::rt(2);
+        let closed = rt.group().name("closed").build().unwrap();
+        closed.cancel();
+        // What each destructor saw: its current group, and whether its spawn was refused.
+        type Seen = Arc<std::sync::Mutex<Vec<(Option<String>, bool)>>>;
+        let seen: Seen = Default::default();
+        let spawned_ran = Arc::new(AtomicUsize::new(0));
+        let probe = |seen: &Seen| {
+            let (seen, ran) = (seen.clone(), spawned_ran.clone());
+            OnDrop(move || {
+                let name = rondo::current_group().map(|g| g.name().to_string());
+                let ran = ran.clone();
+                let h = rondo::spawn(async move {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                });
+                seen.lock().unwrap().push((name, h.is_finished()));
+            })
+        };
+        // From plain code.
+        let guard = probe(&seen);
+        let h = closed.spawn(async move {
+            let _guard = guard;
+        });
+        assert!(futures::executor::block_on(h).unwrap_err().is_cancelled());
+        // From a task of another group.
+        let other = rt.group().name("other").build().unwrap();
+        let guard = probe(&seen);
+        let c = closed.clone();
+        let cancelled = rt
+            .block_on(other.spawn(async move {
+                let refused = c.spawn(async move {
+                    let _guard = guard;
+                });
+                refused.await.unwrap_err().is_cancelled()
+            }))
+            .unwrap();
+        assert!(cancelled);
+        rt.block_on(other.wait_idle());
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(spawned_ran.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![(Some(String::from("closed")), true); 2]
+        );
+    });
+}

@@ -1,8 +1,9 @@
 //! The group of the task being polled on this thread.
 //!
-//! Set by a worker around each poll, through a guard that restores the previous value on drop,
-//! even if the poll unwinds. The pointer is borrowed from the polled task's metadata, which holds
-//! an `Arc` of the group for the whole poll.
+//! Set by a worker around each poll, and around the destructor of a task's unfinished future
+//! wherever it runs (`Owner::as_current`), through a guard that restores the previous value on
+//! drop, even if the poll unwinds. The pointer is borrowed from the polled task's metadata, which
+//! holds an `Arc` of the group for the whole poll.
 
 use std::cell::Cell;
 use std::mem::ManuallyDrop;

@@ -228,6 +228,13 @@ impl GroupInner {
 }
 
 impl Owner for GroupInner {
+    #[inline(never)]
+    fn as_current<R>(this: &Arc<Self>, f: impl FnOnce() -> R) -> R {
+        // `this` is the dropped task's metadata's `Arc`, alive until after the destructor.
+        let _current = super::current::GroupScope::enter(this);
+        f()
+    }
+
     fn register_idle(&self, meta: &TaskMeta, waker: &std::task::Waker) {
         self.registry.register_idle(meta, waker);
     }

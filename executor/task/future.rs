@@ -3,7 +3,10 @@
 //!
 //! Cancellation is by marking: `abort` and `Group::cancel` set a flag and wake the task; whichever
 //! worker next holds its `Runnable` drops it instead of polling it. A future is therefore dropped
-//! by an executor thread, never inline on the thread that cancelled it.
+//! by an executor thread, never inline on the thread that cancelled it. Wherever an unfinished
+//! future is dropped (that worker, a spawn refused by a cancelled group, a queue closed by
+//! shutdown), its destructor runs with the task's group current, as a poll would: what it
+//! spawns joins that group, not the dropping thread's context.
 //!
 //! # Panics in user code
 //! A panic in the future's `poll`, in its destructor, or in the destructor of its output (or of a
@@ -22,7 +25,7 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
-use super::meta::{Outcome, Owner, Payload, TaskMeta};
+use super::meta::{Outcome, Owner, OwnerOf, Payload, TaskMeta};
 
 pin_project! {
     /// The future async-task polls (see the module docs).
@@ -36,8 +39,13 @@ pin_project! {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             // Drop the user's future first, so its destructor has run when the owner counts the
-            // task as finished.
-            drop_future(this.future, this.meta);
+            // task as finished. A future still here was cancelled (a completed one was dropped in
+            // its last poll): it is dropped with its group current, wherever this runs. Only the
+            // cancel path pays for the scope.
+            if this.future.as_ref().get_ref().is_some() {
+                let meta = *this.meta;
+                OwnerOf::as_current(&meta.group, || drop_future(this.future, meta));
+            }
             this.meta.group.finished(this.meta, *this.outcome);
         }
     }

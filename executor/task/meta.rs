@@ -46,6 +46,11 @@ pub(crate) trait Owner: Send + Sync + Sized + 'static {
     fn is_cancelled(&self) -> bool;
     /// Reports a panic caught in the task's future, its destructor or its output's destructor.
     fn report_panic(&self, payload: &(dyn Any + Send));
+    /// Runs `f` (the destructor of a task's unfinished future) with `this` as the current set, as
+    /// during a poll of the task: the future is the task's code wherever it is dropped (a worker,
+    /// the thread shutting the runtime down, a thread whose push found the queues closed), so what
+    /// it spawns joins its set instead of whatever runtime that thread has current.
+    fn as_current<R>(this: &Arc<Self>, f: impl FnOnce() -> R) -> R;
 }
 
 /// Names the type that owns tasks. Implemented once, by the group layer, for [`Tasks`].
