@@ -56,6 +56,10 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 /// Spawns a task onto the current runtime: into the caller's group when called from a task,
 /// into the default group when called inside `block_on`, and onto the global runtime otherwise.
 ///
+/// A large future is boxed; a large output is not: it is moved by value on its worker's stack, so
+/// an output of a megabyte or more must be returned boxed (or the stack raised with
+/// [`Builder::thread_stack_size`]), as with other runtimes.
+///
 /// ```
 /// rondo::block_on(async {
 ///     let handles: Vec<_> = (0..10).map(|i| rondo::spawn(async move { i * i })).collect();
