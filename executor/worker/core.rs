@@ -73,7 +73,7 @@ use crate::time::{IfBusy, NEVER};
 use super::context;
 use super::local::LOCAL_CAPACITY;
 use super::metrics::Counts;
-use super::shared::{Remote, Shared, drop_in_its_group, push_global, spill, spill_as};
+use super::shared::{Remote, Shared, push_global, spill, spill_as};
 
 /// Consecutive polls from the LIFO slot before it must yield to the local queue.
 const LIFO_CAP: u32 = 3;
@@ -964,7 +964,7 @@ impl Core {
 fn leave_for_drain(r: Runnable) {
     let group = r.metadata().group.clone();
     if let Err(r) = group.queue.push(r) {
-        drop_in_its_group(r);
+        drop(r);
     }
 }
 

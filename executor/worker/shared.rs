@@ -9,7 +9,7 @@ use async_task::ScheduleInfo;
 
 use crate::fair::{Scheduler, WaitFrom};
 use crate::group::list::GroupList;
-use crate::group::{GroupInner, GroupScope, Host, HostBinding, Hosts, PanicHook};
+use crate::group::{GroupInner, Host, HostBinding, Hosts, PanicHook};
 use crate::shim::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
 use crate::task::Runnable;
 use crate::task::meta::UNREGISTERED;
@@ -297,18 +297,18 @@ impl Shared {
         let timer_wakers = self.timers.close();
         let lane = self.scheduler.close_lane();
         let mut dropped = lane.len();
-        lane.into_iter().for_each(drop_in_its_group);
+        drop(lane);
         for g in self.groups.snapshot() {
             g.close();
             g.registry.wake_all(true);
             while let Some(r) = g.queue.pop() {
-                drop_in_its_group(r);
+                drop(r);
                 dropped += 1;
             }
             if let Some(l) = &g.limiter {
                 let line = l.drain();
                 dropped += line.len();
-                line.into_iter().for_each(drop_in_its_group);
+                drop(line);
             }
         }
         // Woken, not just dropped: a waiter outside this runtime (a `block_on` on another thread,
@@ -322,23 +322,12 @@ impl Shared {
             // A core whose thread is stuck in a poll may still run: take from its queue as a
             // thief does.
             while let Some(r) = c.local.steal() {
-                drop_in_its_group(r);
+                drop(r);
                 dropped += 1;
             }
         }
         dropped
     }
-}
-
-/// Drops a task's runnable (and so its future) at shutdown with the task's group current, as a
-/// worker drops a cancelled task: the destructor is the task's own code, and what it spawns goes to
-/// its group, closed by now, which refuses it, instead of to whatever runtime the dropping thread
-/// would otherwise pick (the global one, on a thread with none entered).
-pub(crate) fn drop_in_its_group(r: Runnable) {
-    // The runnable may hold the last reference to the task's metadata, and so to the group.
-    let group = r.metadata().group.clone();
-    let _scope = GroupScope::enter(&group);
-    drop(r);
 }
 
 /// Queues a runnable on its group's global queue and makes sure a worker will see it.
