@@ -8,12 +8,12 @@
 //!
 //! | option | values | default |
 //! | --- | --- | --- |
-//! | `worker_threads = N` | an integer literal from 1 to `rondo::MAX_WORKERS` | one worker per core |
+//! | `worker_threads = N` | an integer literal from 1 to `rondo::runtime::MAX_WORKERS` | one worker per core |
 //! | `flavor = "..."` | `"multi_thread"`, or `"current_thread"` for exactly one worker | `"multi_thread"` |
 //! | `crate = "path"` | the path `rondo` is reachable by, for a renamed dependency | `"::rondo"` |
 //!
 //! A `worker_threads` of 0 or a value that is not an integer literal is a compile error; one above
-//! `rondo::MAX_WORKERS` is refused by `rondo::Builder::build` when the function starts, and the
+//! `rondo::runtime::MAX_WORKERS` is refused by `rondo::Builder::build` when the function starts, and the
 //! function panics with its message.
 //!
 //! rondo has no runtime that runs tasks on the calling thread, so `"current_thread"` means one
@@ -45,7 +45,7 @@ use syn::{Expr, ExprLit, ItemFn, Lit, Meta, Token};
 /// }
 /// ```
 ///
-/// The options are `worker_threads = N` (1 to `rondo::MAX_WORKERS`, default one per core),
+/// The options are `worker_threads = N` (1 to `rondo::runtime::MAX_WORKERS`, default one per core),
 /// `flavor = "multi_thread"` (the default) or `flavor = "current_thread"` (one worker), and
 /// `crate = "path"` for a renamed `rondo` dependency. The function must be `async`, take no
 /// arguments and have no generic parameters; anything else is a compile error that says so.
