@@ -11,14 +11,14 @@
 //!    .NET inlining idea, where it is safe: the waiting frame depends on that task, and the task
 //!    has not started), then the core is lent again and the future polled again. At most
 //!    `MAX_INLINED` tasks run inline on top of one another.
-//!
-//! A `block_on` of another runtime on this worker polls its future with the core taken aside
-//! (the future's timers must arm in its own runtime's wheels, not this core's shard), and goes to
-//! step 3 if it waits.
 //! 3. Otherwise the core is handed to another thread (`threads`, steps 2 to 7 of the hand-off
 //!    protocol) and this thread parks between polls of the future. It never runs unrelated tasks on
 //!    top of the waiting frame, so no task can end up waiting under another's frame (the deadlock
 //!    of two tasks each blocking on the other) and recursion does not grow one thread's stack.
+//!
+//! A `block_on` of another runtime on this worker polls its future with the core taken aside
+//! (the future's timers must arm in its own runtime's wheels, not this core's shard), and goes to
+//! step 3 if it waits.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -95,13 +95,11 @@ fn block_on_pinned<F: Future + ?Sized>(shared: &Shared, mut future: Pin<&mut F>)
     });
     let waker = Waker::from(state.clone());
     let mut cx = Context::from_waker(&waker);
-    if !context::holds_core() {
-        return park_loop(future, &state, &mut cx);
-    }
     if !context::lends_core_of(shared) {
-        // A worker of another runtime: its core is held aside while this runtime's future is
-        // polled (the future's timers must not arm in that core's shard), and handed over if
-        // the future waits. None of this runtime's tasks sits in its queues to run inline.
+        // No core (a plain thread, or a poll whose core was claimed), or a worker of another
+        // runtime: that core is held aside while this runtime's future is polled (the future's
+        // timers must not arm in that core's shard), and handed over if the future waits. None of
+        // this runtime's tasks sits in its queues to run inline.
         let Some(core) = context::take() else {
             return park_loop(future, &state, &mut cx);
         };

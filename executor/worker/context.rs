@@ -64,12 +64,6 @@ pub(crate) fn install(core: Box<Core>) {
     }
 }
 
-/// Whether this thread polls with a core lent to it (and not known to be claimed).
-#[inline]
-pub(crate) fn holds_core() -> bool {
-    LEASE.try_with(|c| !c.get().0.is_null()).unwrap_or(false)
-}
-
 /// Whether the core lent to this thread, if any, is one of `shared`'s.
 pub(crate) fn lends_core_of(shared: &Shared) -> bool {
     lent_remote().is_some_and(|r| shared.cores.as_ptr_range().contains(&ptr::from_ref(r)))
