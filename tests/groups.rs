@@ -1111,6 +1111,96 @@ fn the_lane_never_passes_a_group_waiting_in_the_rotation() {
     });
 }
 
+/// Tasks woken from outside into groups a little ahead of one waiting in the rotation take the
+/// lane, not the rotation: the lane lets them pass that group by up to an eighth of a quantum of
+/// their own service. With no such slack, groups woken one task at a time and charged about alike
+/// (a task per connection) kept finding some group in the rotation a few microseconds behind
+/// them, and each of their wakes took the rotation too, a pick under the scheduler lock: one wake
+/// in five of the `wakes` bench's 1,024-group row. Here the woken groups are 2 ms ahead of the
+/// waiting one, the quantum 100 ms.
+#[test]
+fn groups_a_little_ahead_of_the_rotations_first_take_the_lane() {
+    const WOKEN: usize = 8;
+    watchdog(60, || {
+        let quantum = Duration::from_millis(100);
+        let rt = common::builder(1)
+            .quantum(quantum)
+            .stall_threshold(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let woken: Vec<_> = (0..WOKEN).map(|_| rt.group().build().unwrap()).collect();
+        let ready = Arc::new(AtomicUsize::new(0));
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        for g in &woken {
+            let (tx, rx) = oneshot::channel::<()>();
+            senders.push(tx);
+            let ready = ready.clone();
+            handles.push(g.spawn(async move {
+                spin(Duration::from_millis(3));
+                ready.fetch_add(1, Ordering::SeqCst);
+                rx.await.unwrap();
+            }));
+        }
+        assert!(eventually(10, || ready.load(Ordering::SeqCst) == WOKEN));
+        // F is charged 1 ms, 2 ms less than each woken group.
+        let f = rt.group().name("F").build().unwrap();
+        rt.block_on(f.spawn(async { spin(Duration::from_millis(1)) }))
+            .unwrap();
+        // S, at the highest weight, keeps the worker (its virtual runtime stays the smallest);
+        // F's new task waits in the rotation meanwhile, behind the woken groups.
+        let s = rt.group().weight(rondo::group::MAX_WEIGHT).build().unwrap();
+        let release = Arc::new(AtomicBool::new(false));
+        let spinner = {
+            let release = release.clone();
+            s.spawn(async move {
+                while !release.load(Ordering::SeqCst) {
+                    spin(Duration::from_millis(1));
+                    rondo::yield_now().await;
+                }
+            })
+        };
+        let before_busy = s.metrics().busy;
+        let f_task = f.spawn(async {});
+        // S's service reaches its metrics at its quantum ends: once 150 ms more has, a quantum end
+        // has admitted F into the rotation and published where it stands.
+        assert!(eventually(20, || s.metrics().busy
+            >= before_busy + Duration::from_millis(150)));
+        let lane_takes = |rt: &rondo::Runtime| rt.metrics().workers[0].lane_takes;
+        let before = lane_takes(&rt);
+        // A group charged much more than its 3 ms (a preempted spin) may be too far ahead.
+        let too_far = woken
+            .iter()
+            .filter(|g| g.metrics().busy > f.metrics().busy + quantum / 16)
+            .count();
+        std::thread::spawn(move || {
+            for tx in senders {
+                tx.send(()).unwrap();
+            }
+        })
+        .join()
+        .unwrap();
+        release.store(true, Ordering::SeqCst);
+        rt.block_on(async {
+            spinner.await.unwrap();
+            f_task.await.unwrap();
+            for h in handles {
+                h.await.unwrap();
+            }
+        });
+        // Counters are published when the worker parks.
+        let wanted = (WOKEN - too_far) as u64;
+        let _ = eventually(10, || lane_takes(&rt) - before >= wanted);
+        let lane = lane_takes(&rt) - before;
+        assert!(
+            lane >= wanted,
+            "{lane} of {WOKEN} tasks woken from outside took the lane ({too_far} of their groups \
+             were charged more than {:?} beyond F)",
+            quantum / 16
+        );
+    });
+}
+
 /// A nested `block_on` that runs the awaited task inline (a task of another group, let beside
 /// the caller's) gives the core back to the caller's group afterwards: the rest of the caller's
 /// poll is charged to the caller. It once stayed charged to the inlined task's group, polls and

@@ -11,9 +11,10 @@
 //! group's virtual runtime.
 //!
 //! So a woken task (one that returned `Pending` before) of an idle group that a pick would choose
-//! first goes to the lane instead (`Scheduler::lane_admits`): the group is not behind the
-//! rotation's first group (no group waiting in the rotation is passed over), and it is within one
-//! quantum of its own service (`quantum / weight`) of the floor. Workers take the lane's tasks
+//! first goes to the lane instead (`Scheduler::lane_admits`): the group is at most an eighth of a
+//! quantum of its own service ahead of the rotation's first group (a group waiting in the rotation
+//! is passed over only by groups about as far along as it is), and it is within one quantum of its
+//! own service (`quantum / weight`) of the floor. Workers take the lane's tasks
 //! before they visit the scheduler. Such a task runs in a segment charged to its own group like
 //! any other, so what it runs there counts against its share as if a pick had chosen it. A worker
 //! whose quantum ends while a task waits in the lane switches for it, as for a listed group behind

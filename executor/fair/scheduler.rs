@@ -46,6 +46,15 @@ const EXTRA_MAX_TASKS: usize = 2;
 /// The most extra groups one visit takes.
 pub(super) const EXTRA_GROUPS: usize = 8;
 
+/// A group woken from outside may take the lane while at most `1 / LANE_PASS` of a quantum of its
+/// own service ahead of the rotation's first group (`lane_admits`). Not zero: groups woken from
+/// outside one task at a time (a task per connection) are charged about alike, so whenever one of
+/// them waits in the rotation, half the others are a few microseconds ahead of it, and each of
+/// their wakes would take the rotation too (a pick under the scheduler lock) until it empties.
+/// Small, so that a group waiting in the rotation is passed only by groups less than an eighth of
+/// a quantum of service ahead of it, where a task run beside the served group may be a whole one.
+const LANE_PASS: u64 = 8;
+
 /// A served entry not refreshed for this long (or for two quanta, if longer) belongs to a worker
 /// stuck in one poll: it no longer holds the floor down. Well above a quantum, so that a worker the
 /// operating system merely preempted for a while keeps its group's credit.
@@ -232,10 +241,11 @@ impl Scheduler {
     }
 
     /// May a task of `g`, woken by a thread that holds no core of this runtime, go to the lane
-    /// (see `lane`)? Yes if `g` is not listed, has no task in the lane yet, is not behind the
-    /// rotation's first group (a pick would choose it first: no group waiting in the rotation is
-    /// passed over), and is at most a quantum of its own service (`quantum / weight`) past the
-    /// floor (so a worker's switch for it at a quantum end costs the served group at most that).
+    /// (see `lane`)? Yes if `g` is not listed, has no task in the lane yet, is at most
+    /// `1 / LANE_PASS` of a quantum of its own service past the rotation's first group (a group
+    /// waiting in the rotation is passed over by no more than that), and is at most a quantum of
+    /// its own service (`quantum / weight`) past the floor (so a worker's switch for it at a
+    /// quantum end costs the served group at most that).
     /// True means the caller holds the group's lane flag and must push the task with
     /// [`push_lane`](Self::push_lane).
     ///
@@ -250,7 +260,10 @@ impl Scheduler {
         let front = self.front_hint.load(Ordering::Relaxed);
         let vtime = g.vtime_hint.load(Ordering::Relaxed);
         let slack = own_quantum(g, u64::try_from(self.quantum_ns).unwrap_or(u64::MAX));
-        if vtime > floor.saturating_add(slack).min(front) || !g.in_lane.enter() {
+        let limit = floor
+            .saturating_add(slack)
+            .min(front.saturating_add(slack / LANE_PASS));
+        if vtime > limit || !g.in_lane.enter() {
             return false;
         }
         if vtime < floor {
