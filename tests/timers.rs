@@ -363,6 +363,27 @@ fn zero_interval_panics_clearly() {
 }
 
 /// Polls `f` once with a waker that does nothing.
+/// A zero duration is over at the first poll: `sleep(Duration::ZERO)` completes and
+/// `timeout(Duration::ZERO, ..)` gives up without a trip through the timer wheel, which processes
+/// a passed deadline only at its next pass (up to a tick later; an idle wheel's pass is due only
+/// once the timer is armed), and until then both returned `Pending`.
+#[test]
+fn a_zero_duration_is_over_at_the_first_poll() {
+    watchdog(60, || {
+        let rt = rt(1);
+        rt.block_on(async {
+            for _ in 0..100 {
+                assert!(poll_once(&mut pin!(sleep(Duration::ZERO))).is_ready());
+                let mut never = pin!(timeout(Duration::ZERO, std::future::pending::<()>()));
+                assert!(matches!(poll_once(&mut never), Poll::Ready(Err(_))));
+                // The inner future still goes first.
+                let mut ready = pin!(timeout(Duration::ZERO, async { 7 }));
+                assert_eq!(poll_once(&mut ready), Poll::Ready(Ok(7)));
+            }
+        });
+    });
+}
+
 fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
     let waker = futures::task::noop_waker();
     Pin::new(f).poll(&mut Context::from_waker(&waker))

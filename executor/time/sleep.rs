@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::driver::{Armed, Registration, Shard};
 use super::{Current, Source, later};
 
-/// Waits until `duration` has passed; see [`Sleep`].
+/// Waits until `duration` has passed; see [`Sleep`]. A zero duration completes at the first poll.
 ///
 /// Inside a runtime (a task, `block_on`, or `enter`) the timer belongs to that runtime; anywhere
 /// else it belongs to the global runtime, started on first use, as [`spawn`](crate::spawn) does.
@@ -24,8 +24,17 @@ use super::{Current, Source, later};
 /// });
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    let now = Instant::now();
-    sleep_until(later(now, duration))
+    sleep_from(Instant::now(), duration)
+}
+
+/// A sleep of `duration` from `now`. A zero duration is over at once: its first poll completes
+/// without a trip through the timer wheel (which processes a passed deadline only at its next
+/// pass, up to a tick later), as `sleep(Duration::ZERO)` and `timeout(Duration::ZERO, ..)` are
+/// expected to.
+pub(crate) fn sleep_from(now: Instant, duration: Duration) -> Sleep {
+    let mut s = sleep_until(later(now, duration));
+    s.done = duration.is_zero();
+    s
 }
 
 /// Waits until `deadline`; see [`Sleep`]. A deadline in the past completes at the next poll that

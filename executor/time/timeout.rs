@@ -6,13 +6,13 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::later;
-use super::sleep::{Sleep, sleep_until};
+use super::sleep::{Sleep, sleep_from, sleep_until};
 
 /// Runs `future` for at most `duration`: its output in `Ok`, or `Err(Elapsed)` if the time ran
 /// out first, in which case the future is dropped when the `Timeout` is. Cancel-safe exactly when
 /// `future` is: the runtime's `Semaphore::acquire` and the lock's acquisitions are, so a timed-out
-/// wait takes nothing.
+/// wait takes nothing. With a zero duration the future is polled once: its output if it is ready
+/// then, `Err(Elapsed)` if not.
 ///
 /// ```
 /// use std::time::Duration;
@@ -24,8 +24,10 @@ use super::sleep::{Sleep, sleep_until};
 /// });
 /// ```
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    let now = Instant::now();
-    timeout_at(later(now, duration), future)
+    Timeout {
+        future: future.into_future(),
+        sleep: sleep_from(Instant::now(), duration),
+    }
 }
 
 /// Runs `future` until `deadline` at most; see [`timeout`].
