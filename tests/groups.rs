@@ -1057,7 +1057,6 @@ fn the_lane_never_passes_a_group_waiting_in_the_rotation() {
         let order = Arc::new(Mutex::new(Vec::new()));
         let l = rt.group().name("L").build().unwrap();
         let h = rt.group().name("H").build().unwrap();
-        let s = rt.group().weight(rondo::group::MAX_WEIGHT).build().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
         let waiting = Arc::new(AtomicBool::new(false));
         let l_task = {
@@ -1072,16 +1071,7 @@ fn the_lane_never_passes_a_group_waiting_in_the_rotation() {
         assert!(eventually(10, || waiting.load(Ordering::SeqCst)));
         rt.block_on(h.spawn(async { spin(Duration::from_millis(20)) }))
             .unwrap();
-        let release = Arc::new(AtomicBool::new(false));
-        let spinner = {
-            let release = release.clone();
-            s.spawn(async move {
-                while !release.load(Ordering::SeqCst) {
-                    spin(Duration::from_millis(1));
-                    rondo::yield_now().await;
-                }
-            })
-        };
+        let (s, release, spinner) = keep_the_worker_at_max_weight(&rt);
         // S's service is flushed to its metrics after each of its quantum ends: once 150 ms more
         // than now is, a quantum end has admitted H's new task into the rotation.
         let before = s.metrics().busy;
@@ -1109,6 +1099,26 @@ fn the_lane_never_passes_a_group_waiting_in_the_rotation() {
         });
         assert_eq!(*order.lock().unwrap(), ["H", "H", "H", "L"]);
     });
+}
+
+/// A group at the highest weight (S) whose task spins in 1 ms slices until `release` is set: its
+/// virtual runtime stays the smallest, so it keeps the worker while groups behind it wait in the
+/// rotation.
+fn keep_the_worker_at_max_weight(
+    rt: &rondo::Runtime,
+) -> (rondo::Group, Arc<AtomicBool>, rondo::JoinHandle<()>) {
+    let s = rt.group().weight(rondo::group::MAX_WEIGHT).build().unwrap();
+    let release = Arc::new(AtomicBool::new(false));
+    let spinner = {
+        let release = release.clone();
+        s.spawn(async move {
+            while !release.load(Ordering::SeqCst) {
+                spin(Duration::from_millis(1));
+                rondo::yield_now().await;
+            }
+        })
+    };
+    (s, release, spinner)
 }
 
 /// Tasks woken from outside into groups a little ahead of one waiting in the rotation take the
@@ -1147,19 +1157,9 @@ fn groups_a_little_ahead_of_the_rotations_first_take_the_lane() {
         let f = rt.group().name("F").build().unwrap();
         rt.block_on(f.spawn(async { spin(Duration::from_millis(1)) }))
             .unwrap();
-        // S, at the highest weight, keeps the worker (its virtual runtime stays the smallest);
-        // F's new task waits in the rotation meanwhile, behind the woken groups.
-        let s = rt.group().weight(rondo::group::MAX_WEIGHT).build().unwrap();
-        let release = Arc::new(AtomicBool::new(false));
-        let spinner = {
-            let release = release.clone();
-            s.spawn(async move {
-                while !release.load(Ordering::SeqCst) {
-                    spin(Duration::from_millis(1));
-                    rondo::yield_now().await;
-                }
-            })
-        };
+        // S keeps the worker; F's new task waits in the rotation meanwhile, behind the woken
+        // groups.
+        let (s, release, spinner) = keep_the_worker_at_max_weight(&rt);
         let before_busy = s.metrics().busy;
         let f_task = f.spawn(async {});
         // S's service reaches its metrics at its quantum ends: once 150 ms more has, a quantum end
