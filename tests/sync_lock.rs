@@ -685,3 +685,35 @@ fn waiting_clones_the_waker_outside_the_lock() {
         });
     }
 }
+
+/// A release that admits several waiters wakes each of them; when one of their wakers panics,
+/// the panic goes on to the releasing caller, but only after the waiters behind it were woken: it
+/// once left them granted and never woken (a batch of readers after a writer, here, and a
+/// semaphore's release to two waiters), waiting for good.
+#[test]
+fn a_panicking_waker_does_not_keep_the_waiters_after_it_asleep() {
+    let lock = AsyncOneManyLock::new(0u32);
+    let w = lock.try_exclusive().unwrap();
+    let mut first = Box::pin(lock.shared());
+    wait_with_panicking_waker(first.as_mut());
+    let mut second = Probe::new(lock.shared());
+    second.pending();
+    let mut third = Probe::new(lock.shared());
+    third.pending();
+    assert!(catch_unwind(AssertUnwindSafe(move || drop(w))).is_err());
+    assert_eq!((second.wakes(), third.wakes()), (1, 1));
+    drop(first);
+    drop((second.ready(), third.ready()));
+    assert!(lock.try_exclusive().is_some());
+
+    let sem = rondo::sync::Semaphore::new(0);
+    let mut first = Box::pin(sem.acquire());
+    wait_with_panicking_waker(first.as_mut());
+    let mut second = Probe::new(sem.acquire());
+    second.pending();
+    assert!(catch_unwind(AssertUnwindSafe(|| sem.add_permits(2))).is_err());
+    assert_eq!(second.wakes(), 1);
+    drop(second.ready());
+    drop(first);
+    assert_eq!(sem.available_permits(), 2);
+}

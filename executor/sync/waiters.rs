@@ -118,11 +118,25 @@ impl WakeList {
     }
 
     /// Calls every collected waker. Must be called with no internal lock held.
+    ///
+    /// A waker is its owner's code and may panic. The waiters after it were served or told to
+    /// retry, and nothing else will wake them, so they are woken before the panic goes on to the
+    /// caller: on the way out, each inside `catch_unwind` (a second panic while unwinding would
+    /// abort the process).
     pub(crate) fn wake_all(self) {
+        struct Rest(std::vec::IntoIter<Waker>);
+        impl Drop for Rest {
+            fn drop(&mut self) {
+                for w in self.0.by_ref() {
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
+                }
+            }
+        }
+        let mut rest = Rest(self.rest.into_iter());
         if let Some(w) = self.first {
             w.wake();
         }
-        for w in self.rest {
+        for w in rest.0.by_ref() {
             w.wake();
         }
     }
