@@ -372,7 +372,8 @@ fn a_zero_duration_is_over_at_the_first_poll() {
     watchdog(60, || {
         let rt = rt(1);
         rt.block_on(async {
-            for _ in 0..100 {
+            // Each ready zero sleep spends a unit of this poll's budget: well under it.
+            for _ in 0..20 {
                 assert!(poll_once(&mut pin!(sleep(Duration::ZERO))).is_ready());
                 let mut never = pin!(timeout(Duration::ZERO, std::future::pending::<()>()));
                 assert!(matches!(poll_once(&mut never), Poll::Ready(Err(_))));
@@ -381,6 +382,34 @@ fn a_zero_duration_is_over_at_the_first_poll() {
                 assert_eq!(poll_once(&mut ready), Poll::Ready(Ok(7)));
             }
         });
+    });
+}
+
+/// A loop of zero-duration sleeps still gives the worker back: each ready one spends a unit of the
+/// task's cooperative budget, so another task on the only worker gets its turn (a stall rescue,
+/// which would also let it run, is kept out of reach).
+#[test]
+fn a_loop_of_zero_sleeps_lets_other_tasks_run() {
+    watchdog(60, || {
+        let rt = common::builder(1)
+            .stall_threshold(Duration::from_secs(3600))
+            .build()
+            .unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spinner = {
+            let stop = stop.clone();
+            rt.spawn(async move {
+                let mut n = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    sleep(Duration::ZERO).await;
+                    n += 1;
+                }
+                n
+            })
+        };
+        let other = rt.spawn(async move { stop.store(true, Ordering::SeqCst) });
+        rt.block_on(other).unwrap();
+        assert!(rt.block_on(spinner).unwrap() > 0);
     });
 }
 

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use super::driver::{Armed, Registration, Shard};
 use super::{Current, Source, later};
 
-/// Waits until `duration` has passed; see [`Sleep`]. A zero duration completes at the first poll.
+/// Waits until `duration` has passed; see [`Sleep`]. A zero duration completes at the first poll,
+/// spending a unit of the task's cooperative budget (`rondo::task::BUDGET`), so a loop of them
+/// still gives the worker back now and then.
 ///
 /// Inside a runtime (a task, `block_on`, or `enter`) the timer belongs to that runtime; anywhere
 /// else it belongs to the global runtime, started on first use, as [`spawn`](crate::spawn) does.
@@ -180,7 +182,9 @@ impl Future for Sleep {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         if this.done {
-            return Poll::Ready(());
+            // A zero duration is over at once (`sleep_from`): a loop of them must still give the
+            // worker back now and then, as any loop over ready rondo futures does.
+            return crate::task::coop::poll_proceed(cx);
         }
         match &this.entry {
             // Woken (by the timer, most likely) with the deadline passed: complete without taking
