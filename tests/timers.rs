@@ -362,7 +362,6 @@ fn zero_interval_panics_clearly() {
     let _ = interval(Duration::ZERO);
 }
 
-/// Polls `f` once with a waker that does nothing.
 /// A zero duration is over at the first poll: `sleep(Duration::ZERO)` completes and
 /// `timeout(Duration::ZERO, ..)` gives up without a trip through the timer wheel, which processes
 /// a passed deadline only at its next pass (up to a tick later; an idle wheel's pass is due only
@@ -413,6 +412,7 @@ fn a_loop_of_zero_sleeps_lets_other_tasks_run() {
     });
 }
 
+/// Polls `f` once with a waker that does nothing.
 fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
     let waker = futures::task::noop_waker();
     Pin::new(f).poll(&mut Context::from_waker(&waker))

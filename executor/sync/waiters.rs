@@ -124,19 +124,16 @@ impl WakeList {
     /// caller: on the way out, each inside `catch_unwind` (a second panic while unwinding would
     /// abort the process).
     pub(crate) fn wake_all(self) {
-        struct Rest(std::vec::IntoIter<Waker>);
-        impl Drop for Rest {
+        struct Rest<I: Iterator<Item = Waker>>(I);
+        impl<I: Iterator<Item = Waker>> Drop for Rest<I> {
             fn drop(&mut self) {
                 for w in self.0.by_ref() {
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
                 }
             }
         }
-        let mut rest = Rest(self.rest.into_iter());
-        if let Some(w) = self.first {
-            w.wake();
-        }
-        for w in rest.0.by_ref() {
+        let mut all = Rest(self.first.into_iter().chain(self.rest));
+        for w in all.0.by_ref() {
             w.wake();
         }
     }

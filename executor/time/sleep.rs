@@ -26,15 +26,9 @@ use super::{Current, Source, later};
 /// });
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    sleep_from(Instant::now(), duration)
-}
-
-/// A sleep of `duration` from `now`. A zero duration is over at once: its first poll completes
-/// without a trip through the timer wheel (which processes a passed deadline only at its next
-/// pass, up to a tick later), as `sleep(Duration::ZERO)` and `timeout(Duration::ZERO, ..)` are
-/// expected to.
-pub(crate) fn sleep_from(now: Instant, duration: Duration) -> Sleep {
-    let mut s = sleep_until(later(now, duration));
+    let mut s = sleep_until(later(Instant::now(), duration));
+    // Over at once: no trip through the timer wheel, which processes a passed deadline only at
+    // its next pass (up to a tick later).
     s.done = duration.is_zero();
     s
 }
@@ -182,7 +176,7 @@ impl Future for Sleep {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         if this.done {
-            // A zero duration is over at once (`sleep_from`): a loop of them must still give the
+            // A zero duration is over at once (`sleep`): a loop of them must still give the
             // worker back now and then, as any loop over ready rondo futures does.
             return crate::task::coop::poll_proceed(cx);
         }

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::sleep::{Sleep, sleep_from, sleep_until};
+use super::sleep::{Sleep, sleep, sleep_until};
 
 /// Runs `future` for at most `duration`: its output in `Ok`, or `Err(Elapsed)` if the time ran
 /// out first, in which case the future is dropped when the `Timeout` is. Cancel-safe exactly when
@@ -26,7 +26,7 @@ use super::sleep::{Sleep, sleep_from, sleep_until};
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
     Timeout {
         future: future.into_future(),
-        sleep: sleep_from(Instant::now(), duration),
+        sleep: sleep(duration),
     }
 }
 
