@@ -423,10 +423,11 @@ fn barging_lock_reader_and_writer_race_release() {
 /// retry.
 const THREE_READS: Duration = Duration::from_nanos(3);
 
-/// Two readers are woken together, and a newcomer writer barges in before they poll. While they are
-/// on their way, that writer's release skips the line (`NOTIFIED`); the reader that finds it still
-/// holding and has waited past the bound switches the lock to hand-off in the same step, so the
-/// release cannot slip by between them and leave the lock free in hand-off mode with nobody served.
+/// Two readers queue, the release wakes the first (which wakes the second once it holds the lock),
+/// and a newcomer writer barges in before they poll. While a reader is on its way, that writer's
+/// release skips the line (`NOTIFIED`); the reader that finds it still holding and has waited past
+/// the bound switches the lock to hand-off in the same step, so the release cannot slip by between
+/// them and leave the lock free in hand-off mode with nobody served.
 ///
 /// Explored with at most three preemptions, within which loom finds the lost wake-up it guards
 /// against in seconds; unbounded, a first form of this model took about nine minutes.
@@ -464,6 +465,24 @@ fn barging_lock_cancelled_woken_waiter_passes_the_wake_on() {
         canceller.join().unwrap();
         waiter.join().unwrap();
         assert_eq!(d.read(), 1);
+        assert!(d.lock.try_exclusive().is_some(), "lock leaked");
+    });
+}
+
+/// Readers are woken one at a time, each by the one before it once that one holds the lock. The
+/// first is dropped in a race with the release that wakes it: the wake, and with it the chain,
+/// must pass to the reader behind it.
+#[test]
+fn barging_lock_cancelled_woken_reader_passes_the_chain_on() {
+    model(|| {
+        let d = Data::barging(NEVER);
+        let held = d.lock.try_exclusive().unwrap();
+        let d2 = d.clone();
+        let canceller = thread::spawn(move || poll_twice_then_drop(d2.lock.shared()));
+        let reader = spawn_reader(&d);
+        drop(held);
+        canceller.join().unwrap();
+        reader.join().unwrap();
         assert!(d.lock.try_exclusive().is_some(), "lock leaked");
     });
 }

@@ -169,11 +169,49 @@ fn one_writer_release_wakes_every_reader_before_the_next_writer() {
     readers_before_a_writer_form_one_batch(AsyncOneManyLock::new(0));
 }
 
-/// Phase fairness holds in barging mode too: the release wakes (rather than grants) the same batch.
+/// Phase fairness holds in barging mode too, with the readers woken one by one rather than as one
+/// batch: the release wakes the first reader, each reader that takes the lock wakes the next, and
+/// the writer behind them, like the reader behind it, waits until they have all been in.
 #[test]
-fn barging_lock_wakes_every_reader_before_the_next_writer_as_one_batch() {
-    let bound = std::time::Duration::from_secs(3600);
-    readers_before_a_writer_form_one_batch(AsyncOneManyLock::with_barging(0, bound));
+fn barging_lock_wakes_every_reader_before_the_next_writer_one_by_one() {
+    let lock = AsyncOneManyLock::with_barging(0, std::time::Duration::from_secs(3600));
+    let w0 = lock.try_exclusive().unwrap();
+    let mut early: Vec<_> = (0..6).map(|_| Probe::new(lock.shared())).collect();
+    for r in &mut early {
+        r.pending();
+    }
+    let mut w1 = Probe::new(lock.exclusive());
+    w1.pending();
+    let mut late = Probe::new(lock.shared());
+    late.pending();
+
+    drop(w0);
+    let mut guards = Vec::new();
+    for i in 0..early.len() {
+        let woken: Vec<_> = early.iter().map(Probe::wakes).collect();
+        let mut want = vec![1; i + 1];
+        want.resize(early.len(), 0);
+        assert_eq!(woken, want, "reader {i} is the only one on its way");
+        assert_eq!((w1.wakes(), late.wakes()), (0, 0));
+        guards.push(early[i].ready());
+    }
+    w1.pending();
+    late.pending();
+    assert_eq!(
+        (w1.wakes(), late.wakes()),
+        (0, 0),
+        "the readers hold the lock"
+    );
+    drop(guards);
+    assert_eq!((w1.wakes(), late.wakes()), (1, 0));
+    let g = w1.ready();
+    late.pending();
+    drop(g);
+    assert_eq!(late.wakes(), 1);
+    drop(late.ready());
+    for r in &early {
+        assert_eq!(r.wakes(), 1, "woken exactly once");
+    }
 }
 
 fn readers_before_a_writer_form_one_batch(lock: AsyncOneManyLock<u32>) {

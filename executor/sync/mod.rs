@@ -87,14 +87,19 @@
 //!
 //! **Phase-fair admission.** The lock serves its head like this: a writer at the head is granted (or
 //! notified) only when the lock is completely free; a reader at the head is granted whenever no writer
-//! holds the lock, and `dispatch` keeps going, so every reader up to the next waiting writer is
-//! admitted (or notified) in the same pass and woken in one batch, not a chain of readers each
-//! waking the next. Readers arriving while a writer waits queue behind it (`HANDOFF` in a fair lock,
-//! `W_WAITING` in a barging one), so writers are not starved; the readers that queued before a writer
-//! are all admitted when the previous writer leaves, so readers are not starved. In barging mode a
-//! newcomer *writer* may take a free lock before readers that were woken for it; the bound caps how
-//! long that can go on. The semaphore serves its head only when the free permits cover the whole
-//! request, so an `acquire_many(5)` at the head is never overtaken by later waiters' `acquire(1)`.
+//! holds the lock. In hand-off mode `dispatch` keeps going, so every reader up to the next waiting
+//! writer is admitted in the same pass and woken in one batch. In barging mode the release wakes
+//! only the first of those readers, and each woken reader that takes the lock wakes the next: woken
+//! in one batch, the readers beyond the first went to the run queue of the releasing worker, idle
+//! workers stole them, and the readers of a hot lock stayed spread over every worker, moving the
+//! state word's cache line between them at each acquire and release; woken one by one from the
+//! thread that holds the lock, they gather on it (BENCHMARKS.md, sync primitives). Readers arriving
+//! while a writer waits queue behind it (`HANDOFF` in a fair lock, `W_WAITING` in a barging one),
+//! so writers are not starved; the readers that queued before a writer all get in before it, so
+//! readers are not starved. In barging mode a newcomer *writer* may take a free lock before readers
+//! that were woken for it; the bound caps how long that can go on. The semaphore serves its head
+//! only when the free permits cover the whole request, so an `acquire_many(5)` at the head is never
+//! overtaken by later waiters' `acquire(1)`.
 //! In barging mode one release may wake several waiters, and a newcomer may take some of the
 //! permits before they run; a woken waiter therefore takes its permits only if enough stay free
 //! for every waiter ahead of it in line (a walk from the head, which stops once the requests

@@ -29,8 +29,9 @@ pub enum OneManyMode {
 ///
 /// * Uncontended acquires complete on their first poll with a single atomic CAS, no allocation.
 /// * Waiters form one FIFO line. Once a writer waits, readers arriving later queue behind it; when a
-///   writer releases, every reader queued before the next writer is admitted at once and woken in one
-///   batch (phase-fair).
+///   writer releases, every reader queued before the next writer gets in before that writer
+///   (phase-fair): in a fair lock they are admitted at once and woken in one batch, in a
+///   bounded-barging lock each is woken by the one before it once that one holds the lock.
 /// * [`new`](Self::new) makes a *fair* lock: the lock is handed directly to the head of the line, and
 ///   while anyone waits, newcomers queue (and `try_*` fails): no barging.
 /// * [`with_barging`](Self::with_barging) makes a *bounded-barging* lock (Go's `sync.Mutex` scheme): a

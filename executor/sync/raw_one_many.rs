@@ -327,7 +327,8 @@ impl RawOneMany {
     /// Serves the line after the state changed. In hand-off mode it grants the lock to the head for
     /// as long as the head can have it: one writer when the lock is free, or every reader up to the
     /// next waiting writer while no writer holds it. In barging mode it wakes, without granting, the
-    /// waiters that could have the lock now (the same set), and they compete with newcomers.
+    /// head if it could have the lock now (readers behind it follow one by one, see `notify_head`),
+    /// and it competes with newcomers.
     /// Clears `QUEUED` when the line empties. Must be called with the mutex held; returns the wakers
     /// to call after unlocking.
     fn dispatch(&self, line: &mut Line) -> WakeList {
@@ -343,7 +344,7 @@ impl RawOneMany {
                 if self.state.load(Ordering::Relaxed) & HANDOFF != 0 {
                     self.state.fetch_and(!HANDOFF, Ordering::AcqRel);
                 }
-                self.notify_compatible(line, head, &mut wakers);
+                self.notify_head(line, head, &mut wakers);
                 break;
             }
             // Hand-off: no newcomer may take the lock from now on, so the state seen here changes
@@ -367,30 +368,27 @@ impl RawOneMany {
         wakers
     }
 
-    /// Barging mode: wakes the waiters from `head` on that could have the lock in its current state,
-    /// without granting: one writer if the lock is free, or readers up to the next writer while no
-    /// writer holds it. Waiters already woken keep their wake.
-    fn notify_compatible(&self, line: &mut Line, head: usize, wakers: &mut WakeList) {
+    /// Barging mode: wakes the head of the line, without granting, if it could have the lock in
+    /// its current state (a writer only when the lock is free, a reader while no writer holds it)
+    /// and is not awake already. Readers queued together are woken one at a time: each, once it
+    /// holds the lock, wakes the next (`compete`). Woken together, all but the first went to the
+    /// releasing worker's run queue, from which idle workers stole them, so the readers of a hot
+    /// lock stayed spread over the workers and every acquire and release moved the state word's
+    /// cache line between them; woken one by one from the thread that holds the lock, they follow
+    /// it (BENCHMARKS.md, sync primitives). The readers queued before a waiting writer still all
+    /// get in before it: it is woken only when the lock is free, and newcomer readers queue behind
+    /// it (`W_WAITING`).
+    fn notify_head(&self, line: &mut Line, head: usize, wakers: &mut WakeList) {
         let s = self.state.load(Ordering::Acquire);
-        let mut key = Some(head);
-        while let Some(k) = key {
-            let req = line.waiters.request(k);
-            let exclusive = matches!(req, Req::Exclusive | Req::Upgrade);
-            // A writer behind readers woken here would find them holding the lock.
-            if req.grant(s).is_none() || (exclusive && k != head) {
-                break;
-            }
-            if line.waiters.status(k) == Status::Waiting {
-                if line.waiters.notified() == 0 {
-                    self.state.fetch_or(NOTIFIED, Ordering::AcqRel);
-                }
-                line.waiters.notify(k, wakers);
-            }
-            if exclusive {
-                break;
-            }
-            key = line.waiters.next(k);
+        if line.waiters.request(head).grant(s).is_none()
+            || line.waiters.status(head) != Status::Waiting
+        {
+            return;
         }
+        if line.waiters.notified() == 0 {
+            self.state.fetch_or(NOTIFIED, Ordering::AcqRel);
+        }
+        line.waiters.notify(head, wakers);
     }
 
     /// Takes `key` out of the line with a final status, keeping the writer count and `W_WAITING`.
@@ -598,11 +596,11 @@ impl RawOneMany {
         if granted {
             self.forget_writer(line, req);
             *spent = line.waiters.take(key);
-            // The releases skipped while we were on our way left the line unserved: readers
-            // behind us that can share with us are woken now, as a release would have.
-            if clear != 0 && matches!(req, Req::Shared | Req::Upgradable) {
+            // A reader wakes the next waiter, which can share with it if it is a reader (see
+            // `notify_head`).
+            if matches!(req, Req::Shared | Req::Upgradable) {
                 if let Some(head) = line.waiters.head() {
-                    self.notify_compatible(line, head, wakers);
+                    self.notify_head(line, head, wakers);
                 }
             }
             return Some(true);
