@@ -455,18 +455,7 @@ fn barging_lock_woken_readers_race_a_barging_writer() {
 /// waiter behind it.
 #[test]
 fn barging_lock_cancelled_woken_waiter_passes_the_wake_on() {
-    model(|| {
-        let d = Data::barging(NEVER);
-        let held = d.lock.try_exclusive().unwrap();
-        let d2 = d.clone();
-        let canceller = thread::spawn(move || poll_twice_then_drop(d2.lock.exclusive()));
-        let waiter = spawn_writer(&d);
-        drop(held);
-        canceller.join().unwrap();
-        waiter.join().unwrap();
-        assert_eq!(d.read(), 1);
-        assert!(d.lock.try_exclusive().is_some(), "lock leaked");
-    });
+    cancelled_woken_waiter_passes_on(false);
 }
 
 /// Readers are woken one at a time, each by the one before it once that one holds the lock. The
@@ -474,15 +463,32 @@ fn barging_lock_cancelled_woken_waiter_passes_the_wake_on() {
 /// must pass to the reader behind it.
 #[test]
 fn barging_lock_cancelled_woken_reader_passes_the_chain_on() {
-    model(|| {
+    cancelled_woken_waiter_passes_on(true);
+}
+
+/// Two writers, or two readers, queue behind a held lock; the first polls twice and is dropped
+/// while the lock is released.
+fn cancelled_woken_waiter_passes_on(readers: bool) {
+    model(move || {
         let d = Data::barging(NEVER);
         let held = d.lock.try_exclusive().unwrap();
         let d2 = d.clone();
-        let canceller = thread::spawn(move || poll_twice_then_drop(d2.lock.shared()));
-        let reader = spawn_reader(&d);
+        let canceller = thread::spawn(move || {
+            if readers {
+                poll_twice_then_drop(d2.lock.shared());
+            } else {
+                poll_twice_then_drop(d2.lock.exclusive());
+            }
+        });
+        let waiter = if readers {
+            spawn_reader(&d)
+        } else {
+            spawn_writer(&d)
+        };
         drop(held);
         canceller.join().unwrap();
-        reader.join().unwrap();
+        waiter.join().unwrap();
+        assert_eq!(d.read(), usize::from(!readers));
         assert!(d.lock.try_exclusive().is_some(), "lock leaked");
     });
 }
