@@ -255,6 +255,10 @@ impl Owner for GroupInner {
         self.cancelled.load(Ordering::SeqCst)
     }
 
+    fn reports_panics(&self) -> bool {
+        self.host.panic_hook().is_some()
+    }
+
     fn report_panic(&self, payload: &(dyn Any + Send)) {
         if let Some(hook) = self.host.panic_hook() {
             let p = TaskPanic {

@@ -167,3 +167,43 @@ mod charges {
         }
     }
 }
+
+mod output_panics {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use crate::Runtime;
+
+    struct PanicOnDrop;
+
+    impl Drop for PanicOnDrop {
+        fn drop(&mut self) {
+            panic!("output destructor");
+        }
+    }
+
+    /// A task that completes between its handle's look at it and the handle's `detach` has its
+    /// output dropped inside `detach`, on the dropping thread. The panic of that output's
+    /// destructor reaches `on_task_panic` (it was caught and then lost), and the dropping thread
+    /// does not unwind.
+    #[test]
+    fn an_output_panic_is_reported_when_the_task_finishes_as_its_handle_drops() {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let s = seen.clone();
+        let rt = Runtime::builder()
+            .worker_threads(1)
+            .on_task_panic(move |_| {
+                s.fetch_add(1, Ordering::SeqCst);
+            })
+            .build()
+            .unwrap();
+        let h = rt.spawn(async { PanicOnDrop });
+        while !h.is_finished() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        h.drop_as_if_it_finished_after_the_look();
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
+        assert_eq!(rt.block_on(rt.spawn(async { 2 })).unwrap(), 2);
+    }
+}

@@ -150,7 +150,7 @@ thread_local! {
     static ANY_DEFERRED: Cell<bool> = const { Cell::new(false) };
 }
 
-fn defer_panic(payload: Payload) {
+pub(crate) fn defer_panic(payload: Payload) {
     let mut slot = Some(payload);
     let _ = ANY_DEFERRED.try_with(|a| a.set(true));
     let _ = DEFERRED.try_with(|d| {

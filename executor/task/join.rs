@@ -6,14 +6,15 @@ use std::future::Future;
 use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::pin::Pin;
 use std::ptr::NonNull;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use async_task::FallibleTask;
 
 use super::coop;
 use super::error::JoinError;
-use super::future::{TaskOutput, drop_reporting};
-use super::meta::{TaskMeta, task_id};
+use super::future::{TaskOutput, defer_panic, drop_payload, drop_reporting, take_deferred_panic};
+use super::meta::{Owner, OwnerOf, TaskMeta, task_id};
 
 /// An owned permission to await a spawned task's output.
 ///
@@ -157,9 +158,6 @@ impl<T> Future for JoinHandle<T> {
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
-        let Some(mut task) = self.task.take() else {
-            return;
-        };
         // A handle polled `Pending` and dropped (a `select` or `timeout` that gave up on it) gets
         // the same treatment as a finished one: `detach` leaves the awaiter registered, and the
         // task would keep the poller's waker, and with it the polling task and its group, until
@@ -168,13 +166,57 @@ impl<T> Drop for JoinHandle<T> {
         let take_back = match self.polled {
             Polled::Ready => false,
             Polled::Pending => true,
-            Polled::Never => task.is_finished(),
+            Polled::Never => self.task.as_ref().is_some_and(|t| t.is_finished()),
         };
-        if take_back {
-            // SAFETY: see `meta`; `task` is still alive here.
-            drop_output(&mut task, unsafe { self.meta.as_ref() });
+        self.release(take_back);
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// Gives up the handle's hold on its task: takes the output back first if `take_back` (see
+    /// `drop_output`), then detaches the task.
+    ///
+    /// A task that completes after the caller looked (between `is_finished` and `detach`) has its
+    /// output dropped inside `detach`, on this thread, where `TaskOutput` can only defer a panic
+    /// of its destructor; and `detach` may free the task, and its group with it, before it
+    /// returns. So for an output with a destructor the group is kept alive across `detach`, and a
+    /// panic deferred during it is reported to that group. Outputs without a destructor, and
+    /// runtimes without an `on_task_panic` hook, skip the reference count (an `Arc` increment and
+    /// decrement on a line the workers write).
+    fn release(&mut self, take_back: bool) {
+        let Some(mut task) = self.task.take() else {
+            return;
+        };
+        // SAFETY: see `meta`; `task` is still alive here. `meta` is not used after `detach`,
+        // which may free it.
+        let meta = unsafe { self.meta.as_ref() };
+        let taken = take_back && drop_output(&mut task, meta);
+        if !taken && std::mem::needs_drop::<T>() && meta.group.reports_panics() {
+            detach_reporting(task, meta.group.clone());
+        } else {
+            task.detach();
         }
-        task.detach();
+    }
+
+    /// Drops the handle the way `Drop` does when the task completes between the handle's look
+    /// at it (`is_finished`) and its `detach`.
+    #[cfg(test)]
+    pub(crate) fn drop_as_if_it_finished_after_the_look(mut self) {
+        self.release(false);
+    }
+}
+
+#[inline(never)]
+fn detach_reporting<T>(task: FallibleTask<TaskOutput<T>, TaskMeta>, group: Arc<OwnerOf>) {
+    // A panic deferred earlier on this thread is not this task's: set aside and put back.
+    let earlier = take_deferred_panic();
+    task.detach();
+    if let Some(p) = take_deferred_panic() {
+        group.report_panic(&*p);
+        drop_payload(p);
+    }
+    if let Some(p) = earlier {
+        defer_panic(p);
     }
 }
 
@@ -185,12 +227,18 @@ impl<T> Drop for JoinHandle<T> {
 /// - an unfinished task's awaiter is replaced by the no-op waker, which drops the waker of the
 ///   handle's last `Pending` poll now instead of when the task completes.
 ///
-/// Out of line: a handle dropped right after its spawn (a detached task) never gets here.
+/// Returns whether the task is over (its output, if any, dropped here), so that `detach` has
+/// nothing left to drop. Out of line: a handle dropped right after its spawn (a detached task) never gets here.
 #[inline(never)]
-fn drop_output<T>(task: &mut FallibleTask<TaskOutput<T>, TaskMeta>, meta: &TaskMeta) {
+fn drop_output<T>(task: &mut FallibleTask<TaskOutput<T>, TaskMeta>, meta: &TaskMeta) -> bool {
     let mut cx = Context::from_waker(Waker::noop());
-    if let Poll::Ready(Some(out)) = Pin::new(task).poll(&mut cx) {
-        drop_reporting(out.into_inner(), &*meta.group);
+    match Pin::new(task).poll(&mut cx) {
+        Poll::Ready(Some(out)) => {
+            drop_reporting(out.into_inner(), &*meta.group);
+            true
+        }
+        Poll::Ready(None) => true,
+        Poll::Pending => false,
     }
 }
 

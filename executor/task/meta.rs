@@ -46,6 +46,8 @@ pub(crate) trait Owner: Send + Sync + Sized + 'static {
     fn is_cancelled(&self) -> bool;
     /// Reports a panic caught in the task's future, its destructor or its output's destructor.
     fn report_panic(&self, payload: &(dyn Any + Send));
+    /// Whether `report_panic` goes anywhere (a hook is installed).
+    fn reports_panics(&self) -> bool;
     /// Runs `f` (the destructor of a task's unfinished future) with `this` as the current set, as
     /// during a poll of the task: the future is the task's code wherever it is dropped (a worker,
     /// the thread shutting the runtime down, a thread whose push found the queues closed), so what
