@@ -64,8 +64,7 @@ use concurrent_queue::ConcurrentQueue;
 use crate::group::GroupScope;
 use crate::shim::{AtomicBool, AtomicUsize, Mutex, Ordering, fence, lock};
 use crate::task::Runnable;
-use crate::task::future::{drop_payload, take_deferred_panic};
-use crate::task::meta::Owner;
+use crate::task::future::report_deferred;
 
 #[cfg(loom)]
 use loom::thread::{self, Thread};
@@ -98,10 +97,7 @@ impl Job for Runnable {
         // A detached task drops its own output as it completes; a panic of the output's destructor
         // was caught and left on this thread for whoever knows the task's group, as a worker does
         // after a poll.
-        if let Some(p) = take_deferred_panic() {
-            group.report_panic(&*p);
-            drop_payload(p);
-        }
+        report_deferred(&*group);
     }
 }
 

@@ -100,8 +100,7 @@ impl<F: Future> Future for TaskFuture<'_, F> {
 fn drop_future<F>(future: Pin<&mut Option<F>>, meta: &TaskMeta) {
     let mut future = future;
     if let Err(payload) = catch_unwind(AssertUnwindSafe(|| future.set(None))) {
-        meta.group.report_panic(&*payload);
-        drop_payload(payload);
+        report_and_drop(&*meta.group, payload);
     }
 }
 
@@ -176,7 +175,18 @@ pub(crate) fn take_deferred_panic() -> Option<Payload> {
 /// Drops `value` (a task's output) and reports a panic of its destructor to `owner`.
 pub(crate) fn drop_reporting<T, O: Owner>(value: T, owner: &O) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
-        owner.report_panic(&*payload);
-        drop_payload(payload);
+        report_and_drop(owner, payload);
     }
+}
+
+/// Reports to `owner` a panic that a `TaskOutput` destructor deferred on this thread, if any.
+pub(crate) fn report_deferred<O: Owner>(owner: &O) {
+    if let Some(payload) = take_deferred_panic() {
+        report_and_drop(owner, payload);
+    }
+}
+
+fn report_and_drop<O: Owner>(owner: &O, payload: Payload) {
+    owner.report_panic(&*payload);
+    drop_payload(payload);
 }

@@ -13,7 +13,9 @@ use async_task::FallibleTask;
 
 use super::coop;
 use super::error::JoinError;
-use super::future::{TaskOutput, defer_panic, drop_payload, drop_reporting, take_deferred_panic};
+use super::future::{
+    TaskOutput, defer_panic, drop_reporting, report_deferred, take_deferred_panic,
+};
 use super::meta::{Owner, OwnerOf, TaskMeta, task_id};
 
 /// An owned permission to await a spawned task's output.
@@ -211,10 +213,7 @@ fn detach_reporting<T>(task: FallibleTask<TaskOutput<T>, TaskMeta>, group: Arc<O
     // A panic deferred earlier on this thread is not this task's: set aside and put back.
     let earlier = take_deferred_panic();
     task.detach();
-    if let Some(p) = take_deferred_panic() {
-        group.report_panic(&*p);
-        drop_payload(p);
-    }
+    report_deferred(&*group);
     if let Some(p) = earlier {
         defer_panic(p);
     }
@@ -228,7 +227,8 @@ fn detach_reporting<T>(task: FallibleTask<TaskOutput<T>, TaskMeta>, group: Arc<O
 ///   handle's last `Pending` poll now instead of when the task completes.
 ///
 /// Returns whether the task is over (its output, if any, dropped here), so that `detach` has
-/// nothing left to drop. Out of line: a handle dropped right after its spawn (a detached task) never gets here.
+/// nothing left to drop. Out of line: a handle dropped right after its spawn (a detached task)
+/// never gets here.
 #[inline(never)]
 fn drop_output<T>(task: &mut FallibleTask<TaskOutput<T>, TaskMeta>, meta: &TaskMeta) -> bool {
     let mut cx = Context::from_waker(Waker::noop());
