@@ -552,6 +552,54 @@ fn a_batch_of_blocking_tasks_costs_one_detection() {
     });
 }
 
+/// A poll that begins on a rescued core late in its probation is stalled after the short
+/// threshold too: the monitor looks every short threshold until the probation ends. Here the
+/// thread that takes the rescued core runs short polls for most of a threshold, while the monitor's
+/// regular tick grows to half a threshold, then a poll that blocks with a task behind it, right
+/// after one of the monitor's ticks. The task waits about two short thresholds. It waited more
+/// than a whole threshold when the monitor first saw the blocked poll at its next regular tick:
+/// the probation was over by then.
+#[test]
+fn a_poll_that_blocks_late_in_a_probation_is_stalled_after_the_short_threshold() {
+    const THRESHOLD: Duration = Duration::from_millis(150);
+    watchdog(60, || {
+        let rt = builder(1).stall_threshold(THRESHOLD).build().unwrap();
+        let handle = rt.handle().clone();
+        let waited = rt
+            .block_on(rt.spawn(async move {
+                // In the LIFO slot behind the stuck poll: the rescue thread runs it first.
+                let late = rondo::spawn(async move {
+                    let start = Instant::now();
+                    let ticks = || handle.metrics().monitor_wakeups;
+                    let mut seen = ticks();
+                    loop {
+                        spin(Duration::from_millis(1));
+                        rondo::yield_now().await;
+                        let now = ticks();
+                        if now != seen && start.elapsed() >= THRESHOLD * 7 / 10 {
+                            break;
+                        }
+                        seen = now;
+                    }
+                    let spawned = Instant::now();
+                    let behind = rondo::spawn(async move { spawned.elapsed() });
+                    std::thread::sleep(Duration::from_millis(400));
+                    behind.await.unwrap()
+                });
+                std::thread::sleep(Duration::from_millis(400));
+                late.await.unwrap()
+            }))
+            .unwrap();
+        assert!(
+            waited < THRESHOLD / 2,
+            "a task waited {waited:?} behind a poll that blocked in its core's probation \
+             (threshold {THRESHOLD:?}: the probation's is {:?})",
+            THRESHOLD / 32
+        );
+        assert!(rt.metrics().rescues >= 2, "{}", rt.metrics());
+    });
+}
+
 /// Weighted groups keep their shares through a stall: with every worker stuck in a blocking poll,
 /// the rescue thread that takes a core over serves two spinning groups weighted 1:3 by weight, as
 /// the workers did before the stall (without rescue, neither group would run at all).

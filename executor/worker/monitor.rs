@@ -24,8 +24,10 @@
 //! A rescued core goes to a thread that runs what waited behind the stuck poll, often more tasks
 //! of the same kind: a batch of blocking calls queued together. For one threshold after a
 //! rescue, a poll that begins on that core is *on probation*: it counts as stalled after
-//! `stall_threshold / 32` (at least one minimum tick) instead of the whole threshold, and the
-//! monitor looks at the core a minimum tick after the rescue. So a batch of blocking tasks costs
+//! `stall_threshold / 32` (at least one minimum tick) instead of the whole threshold, and until
+//! the probation ends the monitor looks at least that often (its first look a minimum tick after
+//! the rescue), so a poll that begins late in the probation is seen in time to be on it, and is
+//! stalled one short threshold later. So a batch of blocking tasks costs
 //! one detection and a fraction of a millisecond per further wave, not a threshold per wave: with
 //! four sleepers on two workers, the small tasks behind them used to wait two thresholds. The
 //! same check of the poll's thread applies (a poll the operating system merely preempted is not
@@ -62,7 +64,8 @@
 //!   `1.5 × stall_threshold` after it began (plus the operating system's wake-up latency). Each
 //!   tick reads one word per core; with the default threshold (5 ms) a busy runtime's monitor
 //!   wakes about 400 to 550 times a second (polls that span a tick are common under load: a
-//!   worker preempted in the middle of one).
+//!   worker preempted in the middle of one). A rescue adds at most 32 ticks, in the threshold
+//!   after it (the probation).
 //!
 //! # Shutdown
 //! Once shutdown begins the monitor rescues nothing: shutdown waits for every poll, a stuck one
@@ -193,16 +196,21 @@ fn run(shared: &Shared) {
         if shared.idle.counts().0 > 0 {
             active_at = now;
         }
+        // While a core is on probation, look at least every `probation`: a poll that begins
+        // there is seen within one and is due at the next, however late in the probation.
+        let mut probing = false;
         for (i, c) in shared.cores.iter().enumerate() {
             let word = c.lent.observe();
             let s = &mut seen[i];
+            let on_probation = probation_until[i].is_some_and(|until| now < until);
+            probing |= on_probation;
             if generation(word) != s.generation {
                 active_at = now;
                 *s = Seen {
                     generation: generation(word),
                     since: now,
                     thread: None,
-                    probation: probation_until[i].is_some_and(|until| now < until),
+                    probation: on_probation,
                 };
             } else if is_lent(word) {
                 let limit = if s.probation { probation } else { threshold };
@@ -220,9 +228,10 @@ fn run(shared: &Shared) {
             for i in rescue(shared, &stalled) {
                 probation_until[i] = Some(now + threshold);
                 rescued = true;
+                probing = true;
             }
         }
-        tick = match next_due {
+        let regular = match next_due {
             // A poll spans a tick: wake when it would be stalled, or at the bound that lets the
             // next tick see new polls in time.
             Some(due) => due.saturating_duration_since(now).clamp(MIN_TICK, long),
@@ -230,6 +239,11 @@ fn run(shared: &Shared) {
             None if rescued => MIN_TICK,
             None if !stalled.is_empty() => short,
             None => (tick * 2).min(long),
+        };
+        tick = if probing {
+            regular.min(probation)
+        } else {
+            regular
         };
     }
 }
