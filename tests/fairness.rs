@@ -313,6 +313,43 @@ fn lane_tasks_taken_along_are_not_starved_by_the_first_ones_yields() {
     });
 }
 
+/// Two one-task groups on two workers keep a worker each. A pick used to take the other group's
+/// task along as an extra while the second worker, woken by that group's listing, was on its
+/// way to the scheduler: it found nothing and parked, was woken at the next listing, found nothing
+/// again, and one worker served both groups for up to hundreds of milliseconds (each group then
+/// waited 15–28% of `group_wait_counts_the_time_no_worker_serves_the_group`'s window, in about one
+/// run of six). A pick now leaves a group in the rotation for each other worker searching.
+#[test]
+fn two_one_task_groups_on_two_workers_keep_a_worker_each() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    watchdog(120, || {
+        for round in 0..16 {
+            let rt = two_workers();
+            let (a, b) = (rt.group().build().unwrap(), rt.group().build().unwrap());
+            let stop = Arc::new(AtomicBool::new(false));
+            let total = Arc::new(AtomicU64::new(0));
+            let chunk = Duration::from_micros(50);
+            let mut hs = spawn_backlogged(&a, 1, chunk, &total, &stop);
+            hs.extend(spawn_backlogged(&b, 1, chunk, &total, &stop));
+            std::thread::sleep(Duration::from_millis(10));
+            let (a0, b0, t0) = (a.metrics().wait, b.metrics().wait, Instant::now());
+            std::thread::sleep(Duration::from_millis(100));
+            let (a1, b1, window) = (a.metrics().wait, b.metrics().wait, t0.elapsed());
+            let m = rt.metrics();
+            stop_all(&rt, &stop, hs);
+            let (wa, wb) = ((a1 - a0).as_secs_f64(), (b1 - b0).as_secs_f64());
+            let w = window.as_secs_f64();
+            assert!(
+                wa < 0.1 * w && wb < 0.1 * w,
+                "round {round}: a waited {:.0}% and b {:.0}% of {window:?} with a worker each \
+                 (about 0%)\n{m}",
+                wa / w * 100.0,
+                wb / w * 100.0
+            );
+        }
+    });
+}
+
 /// `GroupMetrics::wait` is the time a group had queued work that no worker serving it took: on
 /// one worker, two equal backlogged groups each wait about half the time, a weight-1 group beside
 /// a weight-9 one about 90%, and the weight-9 one only while the other is served (about 10%). With

@@ -18,5 +18,5 @@ mod rotation;
 pub(crate) mod scheduler;
 pub(crate) mod segment;
 
-pub(crate) use scheduler::{Scheduler, Verdict, WaitFrom};
+pub(crate) use scheduler::{Picker, Scheduler, Verdict, WaitFrom};
 pub(crate) use segment::Service;

@@ -160,6 +160,17 @@ pub(crate) enum Verdict {
     Stay { others_listed: bool },
 }
 
+/// Who asks `Scheduler::pick_and_take` for work, and how much it may take.
+pub(crate) struct Picker<L: FnOnce() -> usize> {
+    /// The worker's index (its served entry).
+    pub(crate) worker: usize,
+    /// The most tasks of one group its local queue can take.
+    pub(crate) max_batch: usize,
+    /// How many would-be extra groups to leave in the rotation (the other workers searching);
+    /// asked only when a pick may take extras.
+    pub(crate) leave: L,
+}
+
 pub(crate) struct Scheduler {
     state: Mutex<SchedState>,
     /// How many groups are in the rotation or its inbox; read without the lock as a hint.
@@ -497,6 +508,10 @@ impl Scheduler {
     /// into many groups (a task per connection, each in its group) then cost one visit per
     /// several groups. A backlogged group is never an extra unless its queue is down to
     /// `EXTRA_MAX_TASKS`, and then only while it is due, so shares stay those of the weights.
+    /// The first `leave` groups that would be extras stay in the rotation: the caller passes the
+    /// number of other workers searching for work, each woken to take a group like them. (Taken
+    /// as extras, two one-task groups that yield in turn kept one worker between them for
+    /// hundreds of milliseconds while the other, woken at each listing, found nothing and parked.)
     ///
     /// A group whose queue this empties leaves the rotation; the listing protocol's re-check runs
     /// after the lock is released. Returns the group and its first task (`None` if another worker
@@ -505,11 +520,15 @@ impl Scheduler {
         &self,
         pending: &[Charge],
         now: Instant,
-        worker: usize,
-        max_batch: usize,
+        picker: Picker<impl FnOnce() -> usize>,
         batch: &mut Vec<Runnable>,
         extras: &mut Vec<Runnable>,
     ) -> Option<(Arc<GroupInner>, Option<Runnable>)> {
+        let Picker {
+            worker,
+            max_batch,
+            leave,
+        } = picker;
         let mut st = lock(&self.state);
         self.admit_inbox(&mut st);
         Self::charge_pending(&mut st, pending);
@@ -545,7 +564,8 @@ impl Scheduler {
         drop(gs);
         let mut extra_groups: FewGroups = Default::default();
         if first.is_some() && batch.len() < EXTRA_MAX_TASKS {
-            self.take_extras(&mut st, &g, picked_vruntime, now, extras, &mut extra_groups);
+            let picked = (&*g, picked_vruntime);
+            self.take_extras(&mut st, picked, leave(), now, extras, &mut extra_groups);
         }
         self.publish_front(&st);
         drop(st);
@@ -577,13 +597,14 @@ impl Scheduler {
         true
     }
 
-    /// The extra groups of a pick (see `pick_and_take`): their tasks go to `extras`, and the groups
-    /// it unlisted to `unlisted`, for the caller's re-check after the lock.
+    /// The extra groups of a pick (see `pick_and_take`), the first `leave` of them left in the
+    /// rotation: their tasks go to `extras`, and the groups it unlisted to `unlisted`, for the
+    /// caller's re-check after the lock.
     fn take_extras(
         &self,
         st: &mut SchedState,
-        picked: &GroupInner,
-        picked_vruntime: u128,
+        (picked, picked_vruntime): (&GroupInner, u128),
+        mut leave: usize,
         now: Instant,
         extras: &mut Vec<Runnable>,
         unlisted: &mut FewGroups,
@@ -608,6 +629,10 @@ impl Scheduler {
             let mut gs = lock(&e.sched);
             let due = picked_vruntime + self.quantum_ns * SCALE / u128::from(gs.weight.max(1));
             if !gs.in_rotation || gs.vruntime > due {
+                continue;
+            }
+            if leave > 0 {
+                leave -= 1;
                 continue;
             }
             let before = extras.len();

@@ -60,7 +60,7 @@ use std::sync::Arc;
 use std::task::Waker;
 use std::time::Instant;
 
-use crate::fair::{Scheduler, Service, Verdict, WaitFrom};
+use crate::fair::{Picker, Scheduler, Service, Verdict, WaitFrom};
 use crate::group::Host;
 use crate::group::{GroupInner, GroupScope};
 use crate::shim::{Ordering, fence};
@@ -436,8 +436,15 @@ impl Core {
             let picked = shared.scheduler.pick_and_take(
                 self.service.charges(),
                 now,
-                self.idx,
-                LOCAL_CAPACITY / 2,
+                Picker {
+                    worker: self.idx,
+                    max_batch: LOCAL_CAPACITY / 2,
+                    // Workers woken to take work and on their way: a group each is left for them.
+                    leave: || {
+                        let searching = shared.idle.counts().1;
+                        searching.saturating_sub(usize::from(self.searching))
+                    },
+                },
                 &mut batch,
                 &mut extras,
             );

@@ -211,8 +211,8 @@ impl Idle {
         self.watcher.unpark();
     }
 
-    /// (awake, searching), for tests and models.
-    #[allow(dead_code)]
+    /// (awake, searching): for the monitor, a pick's extras (a group is left for each other
+    /// searcher), tests and models.
     pub fn counts(&self) -> (usize, usize) {
         let s = self.state.load(Ordering::SeqCst);
         (s / AWAKE, s & SEARCH_MASK)
