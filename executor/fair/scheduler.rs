@@ -167,7 +167,7 @@ pub(crate) struct Picker<L: FnOnce() -> usize> {
     /// The most tasks of one group its local queue can take.
     pub(crate) max_batch: usize,
     /// How many would-be extra groups to leave in the rotation (the other workers searching);
-    /// asked only when a pick may take extras.
+    /// asked only when a pick finds a group it could take as an extra.
     pub(crate) leave: L,
 }
 
@@ -565,7 +565,7 @@ impl Scheduler {
         let mut extra_groups: FewGroups = Default::default();
         if first.is_some() && batch.len() < EXTRA_MAX_TASKS {
             let picked = (&*g, picked_vruntime);
-            self.take_extras(&mut st, picked, leave(), now, extras, &mut extra_groups);
+            self.take_extras(&mut st, picked, leave, now, extras, &mut extra_groups);
         }
         self.publish_front(&st);
         drop(st);
@@ -604,7 +604,7 @@ impl Scheduler {
         &self,
         st: &mut SchedState,
         (picked, picked_vruntime): (&GroupInner, u128),
-        mut leave: usize,
+        leave: impl FnOnce() -> usize,
         now: Instant,
         extras: &mut Vec<Runnable>,
         unlisted: &mut FewGroups,
@@ -625,14 +625,18 @@ impl Scheduler {
             *slot = Some(g);
         }
         let mut unlisted_n = 0;
+        let mut leave = Some(leave);
+        let mut to_leave: Option<usize> = None;
         for e in candidates.into_iter().flatten() {
             let mut gs = lock(&e.sched);
             let due = picked_vruntime + self.quantum_ns * SCALE / u128::from(gs.weight.max(1));
             if !gs.in_rotation || gs.vruntime > due {
                 continue;
             }
-            if leave > 0 {
-                leave -= 1;
+            // Asked at the first group that could be taken: a pick with none reads nothing.
+            let n = to_leave.get_or_insert_with(|| leave.take().map_or(0, |ask| ask()));
+            if *n > 0 {
+                *n -= 1;
                 continue;
             }
             let before = extras.len();
