@@ -161,7 +161,7 @@ pub(crate) enum Verdict {
 }
 
 /// Who asks `Scheduler::pick_and_take` for work, and how much it may take.
-pub(crate) struct Picker<L: FnOnce() -> usize> {
+pub(crate) struct Picker<L: Fn() -> usize> {
     /// The worker's index (its served entry).
     pub(crate) worker: usize,
     /// The most tasks of one group its local queue can take.
@@ -520,7 +520,7 @@ impl Scheduler {
         &self,
         pending: &[Charge],
         now: Instant,
-        picker: Picker<impl FnOnce() -> usize>,
+        picker: Picker<impl Fn() -> usize>,
         batch: &mut Vec<Runnable>,
         extras: &mut Vec<Runnable>,
     ) -> Option<(Arc<GroupInner>, Option<Runnable>)> {
@@ -604,7 +604,7 @@ impl Scheduler {
         &self,
         st: &mut SchedState,
         (picked, picked_vruntime): (&GroupInner, u128),
-        leave: impl FnOnce() -> usize,
+        leave: impl Fn() -> usize,
         now: Instant,
         extras: &mut Vec<Runnable>,
         unlisted: &mut FewGroups,
@@ -625,7 +625,6 @@ impl Scheduler {
             *slot = Some(g);
         }
         let mut unlisted_n = 0;
-        let mut leave = Some(leave);
         let mut to_leave: Option<usize> = None;
         for e in candidates.into_iter().flatten() {
             let mut gs = lock(&e.sched);
@@ -634,7 +633,7 @@ impl Scheduler {
                 continue;
             }
             // Asked at the first group that could be taken: a pick with none reads nothing.
-            let n = to_leave.get_or_insert_with(|| leave.take().map_or(0, |ask| ask()));
+            let n = to_leave.get_or_insert_with(&leave);
             if *n > 0 {
                 *n -= 1;
                 continue;
