@@ -211,3 +211,26 @@ fn two_spawners_and_a_searching_thread_lose_no_job() {
         shut_down(&pool);
     });
 }
+
+/// One closure at a time (a `spawn_blocking(..).await` loop): the pool's thread, counted searching
+/// as its job's closure returned, goes to wait while the next job is spawned. Whichever of the two
+/// sees the other, the thread that waits is the one that runs the job: no second thread starts.
+#[test]
+fn a_job_spawned_as_the_only_thread_goes_to_wait_starts_no_second_thread() {
+    model(|| {
+        let pool = std::sync::Arc::new(BlockingPool::new(2, FOREVER, "m".to_string()));
+        let log = Arc::new(Log::default());
+        for n in 1..=2 {
+            let mut job = Probe::new(&log);
+            job.early = true;
+            pool.schedule(job);
+            log.wait_ran(n);
+        }
+        assert_eq!(
+            pool.threads(),
+            1,
+            "a second thread started for one job at a time"
+        );
+        shut_down(&pool);
+    });
+}

@@ -10,11 +10,15 @@
 //!   waking a thread per spawn (a futex call each, and soon hundreds of threads, each woken for one
 //!   job) made 16 spawning threads 2–3× slower than tokio with 8 or 16 workers.
 //! - **Spawning** pushes the job to `jobs`, issues a SeqCst fence and reads `searching`. If nobody
-//!   searches, it *wakes one*: it counts one more searcher on behalf of the thread it wakes, pops a
+//!   searches and a job is still queued, it *wakes one*: it counts one searcher on behalf of the
+//!   thread it wakes (by compare-exchange from zero, see *Waiting*), pops a
 //!   waiting thread from `idle`, claims it by compare-exchange of its state (`WAITING → NOTIFIED`)
 //!   and unparks it; with none waiting it starts a thread (born searching), unless `max_threads`
 //!   run already: then it takes its count back, and a running thread takes the job when its own
-//!   ends.
+//!   ends. A queue found empty means a searcher took the job after the push (and stopped
+//!   searching as it did): the spawner gives its count back and looks at `jobs` once more, the
+//!   other half of the Dekker pair for a spawner that saw its count. Waking anyway started a
+//!   second thread in a `spawn_blocking(..).await` loop.
 //! - **Ramping up.** A searcher that takes a job stops searching; if it was the last one and jobs
 //!   remain, it wakes one more. So a burst of jobs that block gets one thread each, the threads
 //!   started one after another, and a burst of short jobs is served by as many threads as keep up
@@ -27,8 +31,12 @@
 //!   previous thread was back in its loop.
 //! - **Waiting**: a thread that found `jobs` empty sets its state to `WAITING`, pushes its sleeper to
 //!   `idle`, stops searching, fences and looks at `jobs` again (the other half of the spawner's Dekker
-//!   pair: a spawner that saw it searching woke nobody). If a job arrived, it wakes one thread
-//!   itself (possibly itself). Then it parks until its state is `NOTIFIED`.
+//!   pair: a spawner that saw it searching woke nobody). If a job arrived and still nobody
+//!   searches, it claims a waiting thread itself (possibly itself), never starting one. When both
+//!   sides see each other, both would wake a thread for one job, and the second wake, finding no
+//!   thread waiting, would start one: so a spawner and a waiting thread each count a searcher
+//!   only by compare-exchange from zero, and only the one that wins it wakes. Then it parks until
+//!   its state is `NOTIFIED`.
 //! - **Keep-alive.** A thread that waits `keep_alive` without being claimed leaves by
 //!   compare-exchange `WAITING → GONE` (its stale entry in `idle` is skipped by whoever pops it).
 //!   It then gives back its place in `threads`, fences, and looks at `jobs` once more: a spawner
@@ -180,11 +188,35 @@ impl<J: Job> Pool<J> {
             return;
         }
         fence(Ordering::SeqCst);
-        if self.searching.load(Ordering::SeqCst) == 0
-            && let Err(e) = self.wake_one()
-        {
-            self.no_thread_started(e);
+        while self.start_search() {
+            if !self.jobs.is_empty() {
+                if let Err(e) = self.wake_counted() {
+                    self.no_thread_started(e);
+                }
+                return;
+            }
+            // A searcher took this job between the push and the read of `searching` (it stopped
+            // searching as it took it): nobody needs waking, and a thread started now would have
+            // no job. Give the count back, then look once more: a spawner that saw the count
+            // meanwhile woke nobody for its job (a Dekker pair, as with a thread going to wait).
+            self.searching.fetch_sub(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if self.jobs.is_empty() {
+                return;
+            }
         }
+    }
+
+    /// If no thread searches, counts one on behalf of the thread the caller is to wake, and
+    /// returns true. Several parties may see nobody searching for the same job (a spawner and a
+    /// thread going to wait, see the module docs): the compare-exchange lets one of them wake a
+    /// thread, where adding a count each would wake or start one each.
+    fn start_search(&self) -> bool {
+        self.searching.load(Ordering::SeqCst) == 0
+            && self
+                .searching
+                .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
     }
 
     /// The spawner's answer to a thread that could not start: if some thread still runs, it takes
@@ -212,6 +244,11 @@ impl<J: Job> Pool<J> {
         // Counted first, on behalf of the thread woken or started: it may stop searching (and
         // take its count back) as soon as it runs.
         self.searching.fetch_add(1, Ordering::SeqCst);
+        self.wake_counted()
+    }
+
+    /// `wake_one` once the caller has counted the thread it wakes as searching.
+    fn wake_counted(self: &Arc<Self>) -> std::io::Result<()> {
         if self.claim_waiting() {
             return Ok(());
         }
@@ -359,9 +396,14 @@ impl<J: Job> Pool<J> {
         }
         fence(Ordering::SeqCst);
         if !self.jobs.is_empty() {
-            // A spawner that saw this thread searching woke nobody for its job. (This thread is
-            // in `idle` already, so the claim finds a thread and nothing needs to start.)
-            let _ = self.wake_one();
+            // A spawner that saw this thread searching woke nobody for its job: if still nobody
+            // searches, claim a waiting thread (possibly this one) for it, as the spawner would.
+            // Never start one: this thread is in `idle`, so a claim that finds nobody means
+            // another waker popped it first and claims it (only this thread moves itself off
+            // `WAITING`, after its keep-alive).
+            if self.start_search() && !self.claim_waiting() {
+                self.searching.fetch_sub(1, Ordering::SeqCst);
+            }
         }
         // `None`: a keep-alive no `Instant` can express, which never ends.
         let deadline = Instant::now().checked_add(self.keep_alive);
