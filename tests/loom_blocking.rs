@@ -234,3 +234,24 @@ fn a_job_spawned_as_the_only_thread_goes_to_wait_starts_no_second_thread() {
         shut_down(&pool);
     });
 }
+
+/// Two jobs spawned back to back: the spawner of the second and the thread that takes the first
+/// (the last searcher, which then wakes one more thread for what waits) may both see the second
+/// job with nobody searching. One of them wakes a thread for it, not both: two threads at most.
+#[test]
+fn a_spawner_and_the_searcher_that_ramps_up_wake_one_thread_between_them() {
+    model(|| {
+        let pool = std::sync::Arc::new(BlockingPool::new(3, FOREVER, "m".to_string()));
+        let log = Arc::new(Log::default());
+        for _ in 0..2 {
+            pool.schedule(Probe::new(&log));
+        }
+        log.wait_ran(2);
+        assert!(
+            pool.threads() <= 2,
+            "{} threads started for two jobs",
+            pool.threads()
+        );
+        shut_down(&pool);
+    });
+}

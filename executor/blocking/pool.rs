@@ -20,7 +20,8 @@
 //!   other half of the Dekker pair for a spawner that saw its count. Waking anyway started a
 //!   second thread in a `spawn_blocking(..).await` loop.
 //! - **Ramping up.** A searcher that takes a job stops searching; if it was the last one and jobs
-//!   remain, it wakes one more. So a burst of jobs that block gets one thread each, the threads
+//!   remain, it wakes one more (by the spawner's rule: a spawner and this searcher that both see
+//!   the other's job unsearched wake one thread between them). So a burst of jobs that block gets one thread each, the threads
 //!   started one after another, and a burst of short jobs is served by as many threads as keep up
 //!   with it. The spawner and the searcher each publish (push, decrement), fence, then read what the
 //!   other published, so at least one of them sees the other (a Dekker pair).
@@ -188,29 +189,37 @@ impl<J: Job> Pool<J> {
             return;
         }
         fence(Ordering::SeqCst);
+        if let Err(e) = self.wake_if_unsearched() {
+            self.no_thread_started(e);
+        }
+    }
+
+    /// If a job waits and nobody searches, wakes one thread (see `wake_counted`). The caller has
+    /// published what the other side of its Dekker pair reads (pushed a job, or stopped
+    /// searching) and fenced. The error is the system's reason a thread could not start.
+    fn wake_if_unsearched(self: &Arc<Self>) -> std::io::Result<()> {
         while self.start_search() {
             if !self.jobs.is_empty() {
-                if let Err(e) = self.wake_counted() {
-                    self.no_thread_started(e);
-                }
-                return;
+                return self.wake_counted();
             }
-            // A searcher took this job between the push and the read of `searching` (it stopped
+            // A searcher took the job between its push and this read of `searching` (it stopped
             // searching as it took it): nobody needs waking, and a thread started now would have
             // no job. Give the count back, then look once more: a spawner that saw the count
             // meanwhile woke nobody for its job (a Dekker pair, as with a thread going to wait).
             self.searching.fetch_sub(1, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             if self.jobs.is_empty() {
-                return;
+                break;
             }
         }
+        Ok(())
     }
 
     /// If no thread searches, counts one on behalf of the thread the caller is to wake, and
-    /// returns true. Several parties may see nobody searching for the same job (a spawner and a
-    /// thread going to wait, see the module docs): the compare-exchange lets one of them wake a
-    /// thread, where adding a count each would wake or start one each.
+    /// returns true. Several parties may see nobody searching for the same job (a spawner, the
+    /// last searcher as it takes a job, a thread going to wait; see the module docs): the
+    /// compare-exchange lets one of them wake a thread, where adding a count each would wake or
+    /// start one each.
     fn start_search(&self) -> bool {
         self.searching.load(Ordering::SeqCst) == 0
             && self
@@ -236,18 +245,12 @@ impl<J: Job> Pool<J> {
         );
     }
 
-    /// Makes one more thread search: a waiting one, claimed and unparked, else a new one. At the
-    /// thread limit (or if the thread cannot start) nobody is added: every thread then runs a job
-    /// or is about to look at `jobs`, and searches when its job ends. The error is the system's
-    /// reason a thread could not start.
-    fn wake_one(self: &Arc<Self>) -> std::io::Result<()> {
-        // Counted first, on behalf of the thread woken or started: it may stop searching (and
-        // take its count back) as soon as it runs.
-        self.searching.fetch_add(1, Ordering::SeqCst);
-        self.wake_counted()
-    }
-
-    /// `wake_one` once the caller has counted the thread it wakes as searching.
+    /// Makes one more thread search: a waiting one, claimed and unparked, else a new one. The
+    /// caller has counted it in `searching` already, on its behalf: it may stop searching (and
+    /// take its count back) as soon as it runs. At the thread limit (or if the thread cannot
+    /// start) nobody is added and the count is taken back: every thread then runs a job or is
+    /// about to look at `jobs`, and searches when its job ends. The error is the system's reason a
+    /// thread could not start.
     fn wake_counted(self: &Arc<Self>) -> std::io::Result<()> {
         if self.claim_waiting() {
             return Ok(());
@@ -342,12 +345,10 @@ impl<J: Job> Pool<J> {
             if let Ok(job) = self.jobs.pop() {
                 reg.searching = false;
                 if self.searching.fetch_sub(1, Ordering::SeqCst) == 1 {
-                    // The last searcher took a job: if more wait, one more thread must search.
+                    // The last searcher took a job: if more wait, one more thread must search. A
+                    // thread that cannot start leaves the job to this one, after its own.
                     fence(Ordering::SeqCst);
-                    if !self.jobs.is_empty() {
-                        // A thread that cannot start leaves the job to this one, after its own.
-                        let _ = self.wake_one();
-                    }
+                    let _ = self.wake_if_unsearched();
                 }
                 let _ = SEARCH.try_with(|c| c.set(Search::Armed(&self.searching)));
                 job.run();
@@ -537,11 +538,9 @@ impl<J: Job> Drop for Registration<'_, J> {
         // A spawner may have left its job to this thread (it searched, or it held the last place):
         // the other half of the spawner's Dekker pair, as a thread that leaves after its keep-alive.
         fence(Ordering::SeqCst);
-        if !pool.jobs.is_empty() && pool.searching.load(Ordering::SeqCst) == 0 {
-            // If no thread can start, the job waits for the next spawn, whose spawner then finds
-            // the pool empty and reports it (see `no_thread_started`).
-            let _ = pool.wake_one();
-        }
+        // If no thread can start, the job waits for the next spawn, whose spawner then finds the
+        // pool empty and reports it (see `no_thread_started`).
+        let _ = pool.wake_if_unsearched();
     }
 }
 
