@@ -20,11 +20,12 @@
 //!   other half of the Dekker pair for a spawner that saw its count. Waking anyway started a
 //!   second thread in a `spawn_blocking(..).await` loop.
 //! - **Ramping up.** A searcher that takes a job stops searching; if it was the last one and jobs
-//!   remain, it wakes one more (by the spawner's rule: a spawner and this searcher that both see
-//!   the other's job unsearched wake one thread between them). So a burst of jobs that block gets one thread each, the threads
-//!   started one after another, and a burst of short jobs is served by as many threads as keep up
-//!   with it. The spawner and the searcher each publish (push, decrement), fence, then read what the
-//!   other published, so at least one of them sees the other (a Dekker pair).
+//!   remain, it wakes one more, by the spawner's rule (so a spawner and this searcher that both
+//!   see a job with nobody searching wake one thread between them). So a burst of jobs that block
+//!   gets one thread each, the threads started one after another, and a burst of short jobs is
+//!   served by as many threads as keep up with it. The spawner and the searcher each publish
+//!   (push, decrement), fence, then read what the other published, so at least one of them sees
+//!   the other (a Dekker pair).
 //! - **A thread** runs jobs from `jobs` until the queue is empty. After each job it counts itself
 //!   searching again. It counts itself as soon as the closure returns, before the task completes
 //!   and wakes whoever awaits it (`closure_returned`): without this, a sequence of
