@@ -11,14 +11,14 @@
 //!   job) made 16 spawning threads 2–3× slower than tokio with 8 or 16 workers.
 //! - **Spawning** pushes the job to `jobs`, issues a SeqCst fence and reads `searching`. If nobody
 //!   searches and a job is still queued, it *wakes one*: it counts one searcher on behalf of the
-//!   thread it wakes (by compare-exchange from zero, see *Waiting*), pops a
-//!   waiting thread from `idle`, claims it by compare-exchange of its state (`WAITING → NOTIFIED`)
-//!   and unparks it; with none waiting it starts a thread (born searching), unless `max_threads`
-//!   run already: then it takes its count back, and a running thread takes the job when its own
-//!   ends. A queue found empty means a searcher took the job after the push (and stopped
-//!   searching as it did): the spawner gives its count back and looks at `jobs` once more, the
-//!   other half of the Dekker pair for a spawner that saw its count. Waking anyway started a
-//!   second thread in a `spawn_blocking(..).await` loop.
+//!   thread it wakes (by compare-exchange from zero, see *Waiting*), pops a waiting thread from
+//!   `idle`, claims it by compare-exchange of its state (`WAITING → NOTIFIED`) and unparks it; with
+//!   none waiting it starts a thread (born searching), unless `max_threads` run already: then it
+//!   takes its count back, and a running thread takes the job when its own ends. A queue found empty
+//!   means a searcher took the job after the push (and stopped searching as it did): the spawner
+//!   gives its count back and looks at `jobs` once more, the other half of the Dekker pair for a
+//!   spawner that saw its count. Waking anyway started a second thread in a
+//!   `spawn_blocking(..).await` loop.
 //! - **Ramping up.** A searcher that takes a job stops searching; if it was the last one and jobs
 //!   remain, it wakes one more, by the spawner's rule (so a spawner and this searcher that both
 //!   see a job with nobody searching wake one thread between them). So a burst of jobs that block
