@@ -77,10 +77,15 @@ struct Probe {
 
 impl Probe {
     fn new(log: &Arc<Log>) -> Self {
+        Self::early(log, false)
+    }
+
+    /// A probe that counts its thread searching as its body returns if `early`.
+    fn early(log: &Arc<Log>, early: bool) -> Self {
         Probe {
             log: log.clone(),
             body: None,
-            early: false,
+            early,
             done: false,
         }
     }
@@ -107,6 +112,15 @@ impl Drop for Probe {
     }
 }
 
+/// A pool of at most `max_threads` threads and the log its jobs will report to.
+fn pool(
+    max_threads: usize,
+    keep_alive: Duration,
+) -> (std::sync::Arc<BlockingPool<Probe>>, Arc<Log>) {
+    let pool = BlockingPool::new(max_threads, keep_alive, "m".to_string());
+    (std::sync::Arc::new(pool), Arc::new(Log::default()))
+}
+
 /// Closes the pool and joins its threads; then no thread is left, and none counts as searching.
 fn shut_down(pool: &BlockingPool<Probe>) {
     pool.close();
@@ -127,12 +141,9 @@ fn a_job_spawned_while_the_thread_goes_idle_or_leaves_is_never_lost() {
         (FOREVER, true),
     ] {
         model(move || {
-            let pool = std::sync::Arc::new(BlockingPool::new(1, keep_alive, "m".to_string()));
-            let log = Arc::new(Log::default());
+            let (pool, log) = pool(1, keep_alive);
             for _ in 0..2 {
-                let mut job = Probe::new(&log);
-                job.early = early;
-                pool.schedule(job);
+                pool.schedule(Probe::early(&log, early));
             }
             log.wait_ran(2);
             shut_down(&pool);
@@ -146,8 +157,7 @@ fn a_job_spawned_while_the_thread_goes_idle_or_leaves_is_never_lost() {
 #[test]
 fn jobs_that_wait_for_each_other_get_a_thread_each() {
     model(|| {
-        let pool = std::sync::Arc::new(BlockingPool::new(2, FOREVER, "m".to_string()));
-        let log = Arc::new(Log::default());
+        let (pool, log) = pool(2, FOREVER);
         let arrived = Arc::new((Mutex::new(0usize), Condvar::new()));
         for _ in 0..2 {
             let mut job = Probe::new(&log);
@@ -174,8 +184,7 @@ fn jobs_that_wait_for_each_other_get_a_thread_each() {
 #[test]
 fn shutdown_against_a_concurrent_spawn_runs_or_drops_the_job_once() {
     model(|| {
-        let pool = std::sync::Arc::new(BlockingPool::new(1, FOREVER, "m".to_string()));
-        let log = Arc::new(Log::default());
+        let (pool, log) = pool(1, FOREVER);
         // A thread that has run a job and waits (or is about to).
         pool.schedule(Probe::new(&log));
         log.wait_ran(1);
@@ -199,8 +208,7 @@ fn shutdown_against_a_concurrent_spawn_runs_or_drops_the_job_once() {
 #[test]
 fn two_spawners_and_a_searching_thread_lose_no_job() {
     model(|| {
-        let pool = std::sync::Arc::new(BlockingPool::new(1, FOREVER, "m".to_string()));
-        let log = Arc::new(Log::default());
+        let (pool, log) = pool(1, FOREVER);
         let other = {
             let (pool, log) = (pool.clone(), log.clone());
             thread::spawn(move || pool.schedule(Probe::new(&log)))
@@ -218,12 +226,9 @@ fn two_spawners_and_a_searching_thread_lose_no_job() {
 #[test]
 fn a_job_spawned_as_the_only_thread_goes_to_wait_starts_no_second_thread() {
     model(|| {
-        let pool = std::sync::Arc::new(BlockingPool::new(2, FOREVER, "m".to_string()));
-        let log = Arc::new(Log::default());
+        let (pool, log) = pool(2, FOREVER);
         for n in 1..=2 {
-            let mut job = Probe::new(&log);
-            job.early = true;
-            pool.schedule(job);
+            pool.schedule(Probe::early(&log, true));
             log.wait_ran(n);
         }
         assert_eq!(
@@ -241,8 +246,7 @@ fn a_job_spawned_as_the_only_thread_goes_to_wait_starts_no_second_thread() {
 #[test]
 fn a_spawner_and_the_searcher_that_ramps_up_wake_one_thread_between_them() {
     model(|| {
-        let pool = std::sync::Arc::new(BlockingPool::new(3, FOREVER, "m".to_string()));
-        let log = Arc::new(Log::default());
+        let (pool, log) = pool(3, FOREVER);
         for _ in 0..2 {
             pool.schedule(Probe::new(&log));
         }
