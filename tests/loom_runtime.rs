@@ -185,47 +185,6 @@ fn park_and_notify_lose_no_wakeup() {
     });
 }
 
-/// The last searcher, having found a task, stops searching and wakes one more sleeper only if
-/// more work is visible (`Core::found_work`), while a pusher queues more work and notifies: the
-/// sleeper is woken for it whichever of the two sees the other (a pusher that saw the searcher
-/// wakes nobody; the searcher's look after its fence then sees the push).
-#[test]
-fn the_last_searchers_look_and_a_pusher_wake_a_sleeper_for_the_work() {
-    loom::model(|| {
-        let idle = Arc::new(Idle::new(2));
-        let work = Arc::new(AtomicUsize::new(0));
-        let woken = Arc::new(AtomicUsize::new(0));
-        // Worker 1 sleeps; worker 0 is awake and searching.
-        idle.sleep(1, false);
-        assert!(idle.try_search());
-
-        let searcher = {
-            let (idle, work, woken) = (idle.clone(), work.clone(), woken.clone());
-            thread::spawn(move || {
-                if idle.stop_searching() {
-                    fence(Ordering::SeqCst);
-                    if work.load(Ordering::SeqCst) != 0 {
-                        idle.notify_one(|_| {
-                            woken.fetch_add(1, Ordering::Relaxed);
-                        });
-                    }
-                }
-            })
-        };
-        work.store(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        idle.notify_one(|_| {
-            woken.fetch_add(1, Ordering::Relaxed);
-        });
-        searcher.join().unwrap();
-        assert_eq!(
-            woken.load(Ordering::Relaxed),
-            1,
-            "the sleeper was not woken for the work, or woken twice"
-        );
-    });
-}
-
 /// A worker that wakes on its own (a `block_on` future fired) races a notifier that chose it:
 /// the counts stay exact and the notification is consumed exactly once.
 #[test]

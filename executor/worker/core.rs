@@ -515,14 +515,9 @@ impl Core {
 
     pub(super) fn found_work(&mut self) {
         if std::mem::replace(&mut self.searching, false) && self.shared.idle.stop_searching() {
-            // The last searcher found work: if more is visible to the other cores, wake one more
-            // (idle step 2). Work pushed from now on is its pusher's to notify, as this core no
-            // longer searches. A wake for nothing costs a sleeper its sleep, and the keeper its
-            // wait in the reactor.
+            // The last searcher found work: more may be queued, so wake one more (idle step 2).
             fence(Ordering::SeqCst);
-            if !self.remote().local.is_empty() || self.shared.has_visible_work(self.idx) {
-                self.shared.notify_work();
-            }
+            self.shared.notify_work();
         }
     }
 

@@ -7,12 +7,9 @@
 //!    and then calls [`Idle::notify_one`]. If some worker is searching, that searcher will find the
 //!    work (or re-check before it parks), so nobody is woken. Otherwise one sleeper is woken and
 //!    counted as awake *and searching* before it runs: a burst of spawns wakes at most one worker.
-//! 2. A searching worker that finds work leaves the searching state; if it was the last searcher
-//!    ([`Idle::stop_searching`] returns true), it fences and, if more work is visible to the other
-//!    workers, wakes one more sleeper, so a batch ramps all workers up one hop at a time but in
-//!    parallel with the work, never one sleeper per task. Work pushed after it stopped searching
-//!    is its pusher's to notify (the pusher sees no searcher), so the look misses nothing, and a
-//!    lone task wakes nobody else.
+//! 2. A searching worker that finds work leaves the searching state; if it was the last searcher it
+//!    wakes one more sleeper ([`Idle::stop_searching`] returns true), so a batch ramps all workers
+//!    up one hop at a time but in parallel with the work, never one sleeper per task.
 //! 3. A worker with nothing to do calls [`Idle::sleep`] (registering itself under the sleepers lock
 //!    and leaving the counts), issues a SeqCst fence, and re-checks every place work can appear.
 //!    Only if it still finds nothing does it block. A pusher and a parker thus each write then
@@ -33,19 +30,6 @@
 use crate::shim::{AtomicBool, AtomicUsize, Mutex, Ordering, fence, lock};
 
 use super::parker::Parker;
-
-/// Which sleeper a notification wakes ([`Idle::notify_preferring`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-// Only the `io` feature's notifications prefer; the loom models and the build without it do not.
-#[cfg_attr(not(all(feature = "io", not(loom), not(miri))), allow(dead_code))]
-pub enum Prefer {
-    /// The one that slept last.
-    Last,
-    /// Core `k` if it sleeps, else the one that slept last.
-    Core(usize),
-    /// The one that slept last other than core `k`; core `k` only if it sleeps alone.
-    NotCore(usize),
-}
 
 const SEARCHING: usize = 1;
 const AWAKE: usize = 1 << 16;
@@ -99,12 +83,16 @@ impl Idle {
     // and the build without the feature call this.
     #[cfg_attr(all(feature = "io", not(loom), not(miri)), allow(dead_code))]
     pub fn notify_one(&self, mark: impl FnOnce(usize)) -> Option<usize> {
-        self.notify_preferring(Prefer::Last, mark)
+        self.notify_preferring(None, mark)
     }
 
-    /// [`Idle::notify_one`], choosing the sleeper as `prefer` says (the keeper or another, see
-    /// `reactor`).
-    pub fn notify_preferring(&self, prefer: Prefer, mark: impl FnOnce(usize)) -> Option<usize> {
+    /// [`Idle::notify_one`], choosing sleeper `prefer` if it is one (the keeper, see `reactor`),
+    /// otherwise the one that slept last.
+    pub fn notify_preferring(
+        &self,
+        prefer: Option<usize>,
+        mark: impl FnOnce(usize),
+    ) -> Option<usize> {
         if self.nobody_to_wake() {
             return None;
         }
@@ -113,15 +101,9 @@ impl Idle {
         if s & SEARCH_MASK != 0 {
             return None;
         }
-        let preferred = match prefer {
-            Prefer::Last => None,
-            Prefer::Core(k) => sleepers.iter().position(|&i| i == k),
-            Prefer::NotCore(k) => sleepers.iter().rposition(|&i| i != k),
-        };
-        // `remove`, not `swap_remove`: the others keep their order (the last to sleep is woken
-        // first), and the list is at most one entry per worker.
+        let preferred = prefer.and_then(|p| sleepers.iter().position(|&i| i == p));
         let idx = match preferred {
-            Some(pos) => sleepers.remove(pos),
+            Some(pos) => sleepers.swap_remove(pos),
             None => sleepers.pop()?,
         };
         let prev = self.state.fetch_add(AWAKE + SEARCHING, Ordering::SeqCst);

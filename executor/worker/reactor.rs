@@ -58,14 +58,11 @@
 //! else; a second wake in the same dispatch sees no searcher and wakes a sleeping core, as for
 //! any batch.
 //!
-//! A wake dispatched by a thread that may hold the reactor (async-io's fallback thread, or the
-//! keeper of another runtime in the process) that must wake a sleeping core wakes the keeper if it
-//! sleeps (`Idle::notify_preferring`): that keeper found the reactor taken and sleeps without it,
-//! and would otherwise never try again, so the other thread would keep dispatching. Any other
-//! wake (from the runtime's own threads, a blocking closure's completion, a plain thread) wakes
-//! another sleeper if there is one, leaving the keeper in the reactor: waking it there costs an
-//! interruption of its wait (an `eventfd` write, a pass of `epoll_wait` and the re-arming of the
-//! reactor's timeout) where a core parked in its parker wakes with one futex call.
+//! A wake from outside the runtime (async-io's fallback thread dispatching while it holds the
+//! reactor, any foreign thread) that must wake a sleeping core wakes the keeper if it sleeps
+//! (`Idle::notify_preferring`): a keeper that found the reactor taken sleeps without it and would
+//! otherwise never try again, so the fallback thread would keep dispatching. A wake from one of
+//! the runtime's own threads wakes another sleeper, leaving the keeper in the reactor.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -115,25 +112,6 @@ fn io_recent(shared: &Shared, now: Instant) -> bool {
 pub(crate) fn reacting_core(shared: &Shared) -> Option<usize> {
     let (s, idx) = REACTING.try_with(Cell::get).ok()?;
     ptr::eq(s, shared).then_some(idx)
-}
-
-/// Whether this thread may hold async-io's reactor now: it is async-io's own thread, or a keeper
-/// (of any runtime in the process) waiting in the reactor. A wake from such a thread comes from
-/// the reactor's dispatch (see the module docs).
-pub(crate) fn may_hold_reactor() -> bool {
-    thread_local! {
-        /// Whether this thread is async-io's (its name, read once per thread).
-        static ASYNC_IO_THREAD: Cell<Option<bool>> = const { Cell::new(None) };
-    }
-    let keeper = REACTING.try_with(|c| !c.get().0.is_null());
-    let async_io = ASYNC_IO_THREAD.try_with(|c| {
-        c.get().unwrap_or_else(|| {
-            let is = std::thread::current().name() == Some("async-io");
-            c.set(Some(is));
-            is
-        })
-    });
-    keeper.unwrap_or(false) || async_io.unwrap_or(false)
 }
 
 fn set_reacting(v: (*const Shared, usize)) {

@@ -251,25 +251,12 @@ impl Shared {
             if self.idle.nobody_to_wake() {
                 return;
             }
-            // A wake dispatched by a thread that may hold the reactor (async-io's own, or another
-            // runtime's keeper) goes to the keeper, which sleeps without the reactor then and
-            // retries it when it parks again. Any other wake (a worker's, a blocking closure's
-            // completion, a plain thread's) leaves the keeper where it is, likely in the reactor,
-            // where waking it costs an interruption of its wait (see `reactor`).
-            use super::idle::Prefer;
-            match self.keeper.core() {
-                None => Prefer::Last,
-                Some(k) => {
-                    let ours = super::context::with_thread(|t| {
-                        t.is_some_and(|t| ptr::eq(&*t.shared, self))
-                    });
-                    if !ours && super::reactor::may_hold_reactor() {
-                        Prefer::Core(k)
-                    } else {
-                        Prefer::NotCore(k)
-                    }
-                }
-            }
+            // A wake from outside the runtime (async-io's thread dispatching while it holds the
+            // reactor, a foreign thread) goes to the keeper, which then retries the reactor when
+            // it parks again; a worker's wake leaves the keeper where it is (see `reactor`).
+            let ours =
+                super::context::with_thread(|t| t.is_some_and(|t| ptr::eq(&*t.shared, self)));
+            if ours { None } else { self.keeper.core() }
         };
         #[cfg(all(feature = "io", not(loom), not(miri)))]
         let chosen = self.idle.notify_preferring(prefer, mark);
