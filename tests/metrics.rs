@@ -322,3 +322,59 @@ fn polls_count_only_the_polls_made() {
         assert_eq!((m.spawned, m.completed, m.cancelled), (150, 100, 50));
     });
 }
+
+/// A task woken from outside into an idle group takes the scheduler's lane; the time it waited
+/// there, behind another group's long poll, counts in its group's `wait` (the time from its wake
+/// to the moment a worker took it).
+#[test]
+fn a_lane_tasks_wait_counts_for_its_group() {
+    watchdog(30, || {
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .stall_threshold(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let g = rt.group().build().unwrap();
+        let (tx, rx) = futures::channel::oneshot::channel::<()>();
+        let waiting = Arc::new(AtomicBool::new(false));
+        let w = waiting.clone();
+        let b = g.spawn(async move {
+            w.store(true, Ordering::SeqCst);
+            rx.await.unwrap();
+        });
+        assert!(eventually(5, || waiting.load(Ordering::SeqCst)));
+        // Let the worker go idle after the task's `Pending`, so its group is idle at the floor.
+        std::thread::sleep(Duration::from_millis(20));
+        let spinning = Arc::new(AtomicBool::new(false));
+        let s = spinning.clone();
+        let a = rt.spawn(async move {
+            s.store(true, Ordering::SeqCst);
+            spin(Duration::from_millis(60));
+            Instant::now()
+        });
+        assert!(eventually(5, || spinning.load(Ordering::SeqCst)));
+        let before_wake = Instant::now();
+        tx.send(()).unwrap();
+        let after_wake = Instant::now();
+        rt.block_on(b).unwrap();
+        let ran_by = before_wake.elapsed();
+        // The only worker takes the woken task after the spinning poll returns, not before.
+        let spun_until = rt.block_on(a).unwrap();
+        let at_least = spun_until.saturating_duration_since(after_wake);
+        // A worker publishes its counters at quantum ends and when it parks.
+        assert!(
+            eventually(5, || rt.metrics().workers[0].lane_takes >= 1),
+            "the woken task did not take the lane"
+        );
+        assert!(
+            eventually(5, || g.metrics().wait >= at_least),
+            "wait {:?}, while the task waited at least {at_least:?} behind the spinning poll",
+            g.metrics().wait
+        );
+        let wait = g.metrics().wait;
+        assert!(
+            wait <= ran_by + Duration::from_millis(5),
+            "wait {wait:?}, more than the {ran_by:?} from the wake to the task's end"
+        );
+    });
+}
