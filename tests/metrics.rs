@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use common::{eventually, rt, spin, spinner, watchdog};
+use common::{builder, eventually, rt, spin, spinner, watchdog};
 
 /// Waits until the single worker has parked and published, and returns its counters.
 fn settled(rt: &rondo::Runtime, parks_at_least: u64) -> rondo::WorkerMetrics {
@@ -329,8 +329,8 @@ fn polls_count_only_the_polls_made() {
 #[test]
 fn a_lane_tasks_wait_counts_for_its_group() {
     watchdog(30, || {
-        let rt = rondo::Runtime::builder()
-            .worker_threads(1)
+        // No rescue of the long poll below: the woken task must wait behind it.
+        let rt = builder(1)
             .stall_threshold(Duration::from_secs(10))
             .build()
             .unwrap();
