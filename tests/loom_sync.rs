@@ -36,10 +36,10 @@ fn block_on<F: Future>(f: F) -> F::Output {
 }
 
 /// Explores every interleaving, unless `RONDO_LOOM_PREEMPTIONS` bounds the preemptions per
-/// execution. `scripts/verify --ci` sets it, so that CI ends in its time: unbounded, each of the
-/// cancelled-woken-waiter models runs for 10 to 20 minutes on a 2-core machine, and a bound of a
-/// few preemptions still finds a wake that a cancelled waiter fails to pass on within a second.
-/// `scripts/verify` without `--ci` runs them unbounded.
+/// execution. `scripts/verify --ci` sets it, so that CI ends in its time: unbounded, the slowest
+/// models run for 6 to 24 minutes each on a 2-core machine, and a bound of a few preemptions
+/// still finds a wake that a cancelled waiter fails to pass on within a second. `scripts/verify`
+/// without `--ci` runs them unbounded.
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = std::env::var("RONDO_LOOM_PREEMPTIONS").ok().map(|v| {
