@@ -9,12 +9,12 @@
 //!
 //! Where the kernel itself keeps time with the processor's time-stamp counter (x86-64 Linux with
 //! the `tsc` clocksource, which the kernel selects only when the counter is invariant and
-//! synchronized across CPUs), [`now`] reads the counter and adds the ticks
+//! synchronized across CPUs), [`stamp`] reads the counter and adds the ticks
 //! since the thread's last real reading, converted with a rate measured once per process. The
 //! thread takes a real reading again once about a millisecond's worth of ticks have passed, or
 //! when the counter reads lower than at its last real reading (another CPU's counter), so a value
 //! is never further from `Instant::now()` than the rate's error over a millisecond (well under a
-//! microsecond). Everywhere else, and under Miri and loom, [`now`] is `Instant::now()`.
+//! microsecond). Everywhere else, and under Miri and loom, [`stamp`] reads `Instant::now()`.
 //!
 //! [`stamp`] is the same reading as nanoseconds since the clock's epoch (its first use in the
 //! process), a `u64`: the segments keep stamps, so that a segment's length is one subtraction
@@ -27,12 +27,6 @@
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-
-/// The current time, for a segment boundary (see the module docs).
-#[inline]
-pub(crate) fn now() -> Instant {
-    instant_of(stamp())
-}
 
 /// The clock as nanoseconds since its epoch (its first use in the process): what the segments
 /// keep, so that a segment's length is one subtraction, not `Instant` arithmetic.
@@ -193,15 +187,15 @@ mod tests {
         let slack = Duration::from_micros(20);
         for _ in 0..10_000 {
             let before = Instant::now();
-            let cheap = super::now();
+            let cheap = super::instant_of(super::stamp());
             let after = Instant::now();
             assert!(cheap + slack >= before, "{cheap:?} behind {before:?}");
             assert!(cheap <= after + slack, "{cheap:?} ahead of {after:?}");
         }
-        let start = super::now();
+        let start = super::instant_of(super::stamp());
         let start_stamp = super::stamp();
         std::thread::sleep(Duration::from_millis(3));
-        let slept = super::now().saturating_duration_since(start);
+        let slept = super::instant_of(super::stamp()).saturating_duration_since(start);
         let stamped = Duration::from_nanos(super::stamp().saturating_sub(start_stamp));
         for d in [slept, stamped] {
             assert!(

@@ -699,9 +699,8 @@ fn foreign_wakes_into_many_groups_do_not_send_workers_to_an_empty_scheduler() {
 
 /// Tasks spawned from outside into many groups at once (a task per request, each in its group)
 /// cost a worker one scheduler visit per several groups, not one per group: a pick also takes the
-/// other one-shot groups that are due, and their service is charged at the next pick rather than
-/// in a visit of its own. 64 groups of one task each, queued while the only worker is busy, then
-/// run: far fewer picks than groups, next to no visits only to charge, every task run once. (New
+/// other one-shot groups that are due. 64 groups of one task each, queued while the only worker is
+/// busy, then run: far fewer picks than groups, every task run once. (New
 /// tasks never take the lane, which is for tasks woken after a wait: the picks must move.)
 #[test]
 fn one_scheduler_visit_takes_several_one_shot_groups() {
@@ -712,7 +711,6 @@ fn one_scheduler_visit_takes_several_one_shot_groups() {
             .unwrap();
         let (release, busy) = hold_a_worker(&rt);
         let picks = |rt: &rondo::Runtime| rt.metrics().workers[0].picks;
-        let charge_visits = |rt: &rondo::Runtime| rt.metrics().workers[0].charge_visits;
         let ran = Arc::new(AtomicUsize::new(0));
         let groups: Vec<_> = (0..64).map(|_| rt.group().build().unwrap()).collect();
         let handles: Vec<_> = groups
@@ -725,7 +723,6 @@ fn one_scheduler_visit_takes_several_one_shot_groups() {
             })
             .collect();
         let before = picks(&rt);
-        let charges_before = charge_visits(&rt);
         release.store(true, Ordering::SeqCst);
         rt.block_on(busy).unwrap();
         for h in handles {
@@ -739,12 +736,6 @@ fn one_scheduler_visit_takes_several_one_shot_groups() {
         assert!(
             used <= 24,
             "{used} scheduler picks for 64 one-shot groups (one per group before batching)"
-        );
-        let charges = charge_visits(&rt) - charges_before;
-        assert!(
-            charges <= 2,
-            "{charges} scheduler visits only to charge the groups of {used} picks (one per pick \
-             when a pick's groups outnumbered the charges a worker may hold)"
         );
     });
 }
@@ -808,10 +799,9 @@ fn foreign_wakes_into_idle_groups_run_from_the_lane_without_picks() {
         let all_but_overcharged = before.lane_takes + 64 - overcharged;
         assert!(eventually(10, || worker(&rt).lane_takes >= all_but_overcharged));
         let after = worker(&rt);
-        let (lane, picks, charges) = (
+        let (lane, picks) = (
             after.lane_takes - before.lane_takes,
             after.picks - before.picks,
-            after.charge_visits - before.charge_visits,
         );
         assert!(
             (64 - overcharged..=64).contains(&lane),
@@ -819,8 +809,8 @@ fn foreign_wakes_into_idle_groups_run_from_the_lane_without_picks() {
              charged more than a quantum and may take the rotation, every other one must not"
         );
         assert!(
-            picks + charges <= 12 + overcharged,
-            "{picks} picks and {charges} visits to charge for 64 groups woken into the lane"
+            picks <= 12 + overcharged,
+            "{picks} picks for 64 groups woken into the lane"
         );
     });
 }
@@ -942,39 +932,6 @@ fn group_metrics_count_every_poll_when_workers_alternate_between_groups() {
         // Every task was polled (a poll may run several round trips: a reply can arrive before
         // the task asks for it).
         assert!(polls_a.load(Ordering::SeqCst) >= 16 && polls_b.load(Ordering::SeqCst) >= 16);
-    });
-}
-
-/// A group per request: a worker that charged ten groups takes the scheduler lock to charge them,
-/// unless the groups are gone (no handle, no task), whose charges it simply forgets. One task
-/// creating groups one after another on one worker then costs no such visit.
-#[test]
-fn groups_dropped_after_one_task_cost_no_scheduler_visit_to_charge() {
-    watchdog(120, || {
-        let rt = rt(1);
-        let handle = rt.handle().clone();
-        rt.block_on(rt.spawn(async move {
-            for i in 0..2_000u32 {
-                let g = handle.group().build().unwrap();
-                assert_eq!(g.spawn(async move { i }).await.unwrap(), i);
-            }
-        }))
-        .unwrap();
-        let visits = || {
-            rt.metrics()
-                .workers
-                .iter()
-                .map(|w| w.charge_visits)
-                .sum::<u64>()
-        };
-        // Counts are published at quantum ends and when the worker parks.
-        assert!(eventually(5, || rt.metrics().workers[0].polls >= 4_000));
-        // Without forgetting dropped groups: one visit per nine groups, about 220.
-        assert!(
-            visits() < 20,
-            "{} charge-only visits for 2,000 groups",
-            visits()
-        );
     });
 }
 

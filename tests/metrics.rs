@@ -147,13 +147,10 @@ fn the_metrics_export_as_a_table_and_as_prometheus_text() {
     for i in 0..m.workers.len() {
         assert!(text.contains(&format!("rondo_worker_polls_total{{worker=\"{i}\"}}")));
         assert!(text.contains(&format!("rondo_worker_empty_picks_total{{worker=\"{i}\"}}")));
-        assert!(text.contains(&format!(
-            "rondo_worker_charge_visits_total{{worker=\"{i}\"}}"
-        )));
     }
     assert!(
         table.lines().next().unwrap().contains("empty picks")
-            && table.lines().next().unwrap().contains("charge visits"),
+            && table.lines().next().unwrap().contains("lane takes"),
         "{table}"
     );
 }

@@ -10,10 +10,10 @@
 //! listed in a burst entered a tree of thousands at the same virtual runtime: about 470
 //! instructions of search per listing (BENCHMARKS.md).
 //!
-//! A group that leaves from inside the run (a charge re-keys it, or a pick took it as an extra)
-//! leaves an empty slot, found by binary search (the run is sorted); empty slots at the front are
-//! dropped at once, so the run's front is always a group. Everything here happens under the
-//! scheduler's lock.
+//! A group that leaves from inside the run (a visit re-keys it after charges, or a pick took it as
+//! an extra) leaves an empty slot, found by binary search (the run is sorted); empty slots at the
+//! front are dropped at once, so the run's front is always a group. The scheduler keeps one rotation per
+//! shard; everything here happens under that shard's lock.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::iter::Peekable;

@@ -14,12 +14,36 @@
 //!   served by a worker*: a group whose tasks all sit in workers' local queues is out of the
 //!   rotation but not idle, and keeps its credit when it re-enters (`update_floor`).
 //! - Only groups with queued work are in the rotation, so idle groups cost nothing per decision.
-//! - Pushers never take the scheduler lock: a group that becomes runnable goes through a lock-free
-//!   inbox that workers fold into the rotation when they next hold the lock.
+//! - Pushers never take a scheduler lock: a group that becomes runnable goes through a lock-free
+//!   inbox that workers fold into the rotation when they next hold its lock.
+//!
+//! # Shards: no runtime-wide lock
+//! The rotation is split into shards (a power of two, up to one per worker, at most
+//! [`MAX_SHARDS`]), each behind its own mutex with its own inbox; a group always lists in the same
+//! shard (a hash of its id). Virtual runtimes stay global: a group's share is the same whichever
+//! shard holds it and whichever workers serve it. What ties the shards together is lock-free:
+//! - each shard publishes its first group's virtual runtime (`Shard::front`) at the end of every
+//!   visit; a worker that needs work reads the fronts and visits the shard whose front is lowest
+//!   (a shard with groups waiting in its inbox counts as at the floor, where they enter);
+//! - the floor is the smallest of the fronts and of the virtual runtimes the workers last
+//!   published for the groups they serve (`Served`), raised with `fetch_max` so that it only
+//!   rises (`update_floor`);
+//! - a worker whose quantum ends compares its group with the fronts, and visits a shard only if
+//!   its front is behind.
+//!
+//! **Charges take no scheduler lock.** A charge raises the group's virtual runtime under the
+//! group's own lock and leaves its rotation key as it was (*lazy keys*): a key is at most the
+//! group's virtual runtime, never more. A visit re-keys the first groups of its shard until the
+//! first one's key is current (`fix_front`) before it picks or publishes the front, so a pick
+//! never takes a group that a charge has put behind another. A stale key further back only makes
+//! the published front and the floor lower than they could be, which is the conservative side.
+//!
+//! So the pick path takes one shard's lock, and a charge, a wake and a spawn take none; the
+//! locks a quantum end takes are those of the shards whose front is behind the served group.
 //!
 //! The listing protocol (lock-free part): `GroupInner::listed` is true while the group is in the
 //! rotation or about to be inserted (`group::listed`). The remover's half runs here: `pick_and_take`
-//! clears the flag under the scheduler lock when it empties the queue, then re-checks the queue
+//! clears the flag under the shard's lock when it empties the queue, then re-checks the queue
 //! after releasing the lock and re-lists the group if a push slipped in.
 
 use std::sync::Arc;
@@ -45,12 +69,14 @@ const SMALL_QUEUE: usize = 16;
 const EXTRA_MAX_TASKS: usize = 2;
 /// The most extra groups one visit takes.
 pub(super) const EXTRA_GROUPS: usize = 8;
+/// The most shards the rotation is split into.
+pub(crate) const MAX_SHARDS: usize = 8;
 
 /// A group woken from outside may take the lane while at most `1 / LANE_PASS` of a quantum of its
 /// own service ahead of the rotation's first group (`lane_admits`). Not zero: groups woken from
 /// outside one task at a time (a task per connection) are charged about alike, so whenever one of
 /// them waits in the rotation, half the others are a few microseconds ahead of it, and each of
-/// their wakes would take the rotation too (a pick under the scheduler lock) until it empties.
+/// their wakes would take the rotation too (a pick under a shard lock) until it empties.
 /// Small, so that a group waiting in the rotation is passed only by groups less than an eighth of
 /// a quantum of service ahead of it, where a task run beside the served group may be a whole one.
 const LANE_PASS: u64 = 8;
@@ -59,6 +85,10 @@ const LANE_PASS: u64 = 8;
 /// stuck in one poll: it no longer holds the floor down. Well above a quantum, so that a worker the
 /// operating system merely preempted for a while keeps its group's credit.
 const STALE_AFTER: Duration = Duration::from_millis(20);
+
+/// The most stale keys one visit re-keys at its shard's front (see `fix_front`); charges that keep
+/// landing on the first group meanwhile cannot hold the visit.
+const FIX_FRONT_MAX: usize = 64;
 
 /// A virtual runtime in whole virtual nanoseconds (`vruntime / SCALE`), as the hints give it.
 fn virtual_ns(vruntime: u128) -> u64 {
@@ -71,18 +101,18 @@ fn from_virtual_ns(v: u64) -> u128 {
     u128::from(v) * SCALE
 }
 
-/// A group's place in the rotation (see `rotation::Key`), from what its lock holds: its virtual
-/// runtime in whole virtual nanoseconds (half the size of the exact `u128`; groups less than a
-/// virtual nanosecond apart are served in the order they entered, which no share can tell), then
-/// its entry count.
+/// The key under which a group in the rotation is stored (see `rotation::Key`): its virtual
+/// runtime in whole virtual nanoseconds when it was (re-)keyed, then its entry count. At most its
+/// current virtual runtime (lazy keys, see the module docs).
 fn rotation_key(gs: &GroupSched) -> Key {
-    (virtual_ns(gs.vruntime), gs.entered)
+    (gs.key_vns, gs.entered)
 }
 
 /// A fresh rotation key for a group about to be inserted at its current virtual runtime; stores
-/// its entry count so that [`rotation_key`] finds it again.
-fn enter_key(st: &mut SchedState, gs: &mut GroupSched) -> Key {
-    let key = st.rotation.key(virtual_ns(gs.vruntime));
+/// it in the group's state so that [`rotation_key`] finds it again.
+fn enter_key(rotation: &mut Rotation<GroupInner>, gs: &mut GroupSched) -> Key {
+    let key = rotation.key(virtual_ns(gs.vruntime));
+    gs.key_vns = key.0;
     gs.entered = key.1;
     key
 }
@@ -95,7 +125,7 @@ fn set_vruntime(g: &GroupInner, gs: &mut GroupSched, vruntime: u128) {
 }
 
 /// Charges `ns` of service to a group, under its lock: its virtual runtime rises by
-/// `ns / weight`. The caller moves its rotation entry if it has one.
+/// `ns / weight`. Its rotation key, if it has one, stays (lazy keys).
 fn add_service(g: &GroupInner, gs: &mut GroupSched, ns: u64) {
     let delta = u128::from(ns) * SCALE / u128::from(gs.weight.max(1));
     let charged = gs.vruntime + delta;
@@ -120,6 +150,27 @@ fn lift_to(g: &GroupInner, floor: u64) {
     if !gs.in_rotation {
         let lifted = gs.vruntime.max(from_virtual_ns(floor));
         set_vruntime(g, &mut gs, lifted);
+    }
+}
+
+/// Re-keys the first groups of a shard's rotation whose keys a charge left behind their virtual
+/// runtimes, until the first key is current (or `FIX_FRONT_MAX` re-keys), so that the first group
+/// is the one with the smallest virtual runtime. A group's hint is its virtual runtime, written
+/// under its lock with it; a charge racing this visit makes the key stale again, as if it came a
+/// moment later.
+fn fix_front(rotation: &mut Rotation<GroupInner>) {
+    for _ in 0..FIX_FRONT_MAX {
+        let key = match rotation.first() {
+            Some((key, g)) if g.vtime_hint.load(Ordering::Relaxed) > key.0 => *key,
+            _ => return,
+        };
+        let Some(g) = rotation.remove(&key) else {
+            return;
+        };
+        let mut gs = lock(&g.sched);
+        let key = enter_key(rotation, &mut gs);
+        drop(gs);
+        rotation.insert(key, g, false);
     }
 }
 
@@ -162,7 +213,7 @@ pub(crate) enum Verdict {
 
 /// Who asks `Scheduler::pick_and_take` for work, and how much it may take.
 pub(crate) struct Picker<L: Fn() -> usize> {
-    /// The worker's index (its served entry).
+    /// The worker's index (its served entry, and the shard it prefers among equals).
     pub(crate) worker: usize,
     /// The most tasks of one group its local queue can take.
     pub(crate) max_batch: usize,
@@ -171,72 +222,114 @@ pub(crate) struct Picker<L: Fn() -> usize> {
     pub(crate) leave: L,
 }
 
-pub(crate) struct Scheduler {
-    state: Mutex<SchedState>,
-    /// How many groups are in the rotation or its inbox; read without the lock as a hint.
-    listed: AtomicUsize,
-    /// The rotation's length, stored under the lock whenever it changes; read without it (see
-    /// `may_pick`).
-    rotation_len: AtomicUsize,
+/// One shard of the rotation, on cache lines of its own.
+#[repr(align(128))]
+struct Shard {
+    /// Keyed by [`rotation_key`].
+    rotation: Mutex<Rotation<GroupInner>>,
     /// Groups a pusher just made runnable, with the clock stamp from which they count as waiting
     /// (`None`: a worker serves them; see [`WaitFrom`]), waiting to enter the rotation. Pushers
-    /// never take the scheduler lock: workers move the inbox into the rotation inside the critical
-    /// sections they take anyway (`pick_and_take`, `charge_and_check`).
+    /// never take the lock: workers move the inbox into the rotation when they visit the shard.
     inbox: ConcurrentQueue<(Arc<GroupInner>, Option<u64>)>,
+    /// The rotation's length, stored under the lock whenever it changes; read without it.
+    len: AtomicUsize,
+    /// The virtual runtime of the rotation's first group in virtual nanoseconds (`u64::MAX` for
+    /// an empty rotation), stored under the lock at the end of each visit, after `fix_front`.
+    front: AtomicU64,
+}
+
+impl Shard {
+    fn new() -> Self {
+        Shard {
+            rotation: Mutex::new(Rotation::default()),
+            inbox: ConcurrentQueue::unbounded(),
+            len: AtomicUsize::new(0),
+            front: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// Stores the rotation's length and first key (see `len`, `front`), under the lock.
+    fn publish(&self, rotation: &Rotation<GroupInner>) {
+        self.len.store(rotation.len(), Ordering::Relaxed);
+        let front = rotation.first().map_or(u64::MAX, |((v, _), _)| *v);
+        if self.front.load(Ordering::Relaxed) != front {
+            self.front.store(front, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a worker last published about the group it serves (see `update_floor`), on a cache line
+/// of its own: only that worker writes it.
+#[repr(align(128))]
+struct Served {
+    /// The group's virtual runtime in virtual nanoseconds at the worker's last visit, or
+    /// `u64::MAX` while the worker serves nothing (parked).
+    vtime: AtomicU64,
+    /// The clock stamp of that visit. A worker that serves normally visits at least once a
+    /// quantum.
+    at: AtomicU64,
+}
+
+pub(crate) struct Scheduler {
+    shards: Box<[Shard]>,
+    /// Per worker.
+    served: Box<[Served]>,
+    /// How many groups are in the rotation or an inbox; read as a hint.
+    listed: AtomicUsize,
     /// The quantum in nanoseconds: how far past the picked group's virtual runtime (scaled by the
     /// other group's weight) an extra group may be and still be taken with it.
     quantum_ns: u128,
-    /// The floor in virtual nanoseconds (`floor / SCALE`), stored under the lock whenever it
-    /// rises; read without it by `lane_admits`.
-    floor_hint: AtomicU64,
-    /// The virtual runtime of the rotation's first group in virtual nanoseconds (`u64::MAX` for
-    /// an empty rotation), stored under the lock at the end of each visit that may change it;
-    /// read without it by `lane_admits`.
-    front_hint: AtomicU64,
+    /// The floor in virtual nanoseconds: only rises (`fetch_max`, see `update_floor`).
+    floor: AtomicU64,
+    /// A served entry older than this (in nanoseconds of the clock's stamps) is left out of the
+    /// floor (see `update_floor`).
+    stale_after: u64,
     /// Tasks woken from outside the workers whose groups were idle at the floor (see `lane`).
     lane: Lane<Runnable>,
-}
-
-struct SchedState {
-    /// Keyed by [`rotation_key`].
-    rotation: Rotation<GroupInner>,
-    floor: u128,
-    /// Per worker: the group it serves, or `None` while it parks. Set at each of the worker's
-    /// visits here; every charge to that group updates the runtime. What it misses is service not
-    /// charged yet (at most a quantum per worker), which makes it only lower, so the floor stays
-    /// conservative.
-    served: Box<[Option<Served>]>,
-    /// A served entry older than this is left out of the floor (see `update_floor`).
-    stale_after: Duration,
-}
-
-/// What a worker last told the scheduler about the group it serves.
-#[derive(Clone, Copy)]
-struct Served {
-    group: u64,
-    vruntime: u128,
-    /// The worker's last visit. A worker that serves normally visits at least once a quantum.
-    at: Instant,
 }
 
 impl Scheduler {
     /// A scheduler for `workers` workers that charge at least once per `quantum` while serving.
     pub(crate) fn new(workers: usize, quantum: Duration) -> Self {
+        let shards = workers.max(1).next_power_of_two().min(MAX_SHARDS);
         Scheduler {
-            state: Mutex::new(SchedState {
-                rotation: Rotation::default(),
-                floor: 0,
-                served: vec![None; workers].into_boxed_slice(),
-                stale_after: (quantum * 2).max(STALE_AFTER),
-            }),
+            shards: (0..shards).map(|_| Shard::new()).collect(),
+            served: (0..workers)
+                .map(|_| Served {
+                    vtime: AtomicU64::new(u64::MAX),
+                    at: AtomicU64::new(0),
+                })
+                .collect(),
             listed: AtomicUsize::new(0),
-            rotation_len: AtomicUsize::new(0),
-            inbox: ConcurrentQueue::unbounded(),
             quantum_ns: quantum.as_nanos(),
-            floor_hint: AtomicU64::new(0),
-            front_hint: AtomicU64::new(u64::MAX),
+            floor: AtomicU64::new(0),
+            stale_after: crate::clock::nanos((quantum * 2).max(STALE_AFTER)),
             lane: Lane::default(),
         }
+    }
+
+    /// The shard a group lists in: a hash of its id (ids are not spread evenly by themselves).
+    fn shard_of(&self, g: &GroupInner) -> &Shard {
+        let h = g.id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+        // The shard count is a power of two.
+        &self.shards[(h as usize) & (self.shards.len() - 1)]
+    }
+
+    /// The smallest published front (see `Shard::front`), in virtual nanoseconds.
+    fn front(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| s.front.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Groups in the rotation's shards (a hint).
+    fn rotation_len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.len.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Tasks waiting in the lane (a snapshot, for metrics).
@@ -267,8 +360,8 @@ impl Scheduler {
         if g.listed.is_set() || g.in_lane.is_set() {
             return false;
         }
-        let floor = self.floor_hint.load(Ordering::Relaxed);
-        let front = self.front_hint.load(Ordering::Relaxed);
+        let floor = self.floor.load(Ordering::Relaxed);
+        let front = self.front();
         let vtime = g.vtime_hint.load(Ordering::Relaxed);
         let slack = own_quantum(g, u64::try_from(self.quantum_ns).unwrap_or(u64::MAX));
         let limit = floor
@@ -305,25 +398,28 @@ impl Scheduler {
         std::iter::from_fn(|| self.pop_lane().map(|(r, _)| r)).collect()
     }
 
-    /// True if some group has queued work (a hint; exact under the lock).
+    /// True if some group has queued work (a hint; exact under the locks).
     pub(crate) fn has_listed(&self) -> bool {
         self.listed.load(Ordering::SeqCst) > 0
     }
 
-    /// True if a pick may find a group: the rotation or the inbox holds one (a hint, read without
-    /// the lock). `has_listed` can be true while neither does: a pusher counts a group as listed
-    /// before it queues it in the inbox (so that a worker about to park sees it), and between the
-    /// two a pick finds nothing. A worker that saw the count looks elsewhere and checks again
-    /// instead of taking the scheduler lock for nothing each turn, which would contend with the
-    /// workers doing real picks (foreign wakes into many groups open this window once per wake).
+    /// True if a pick may find a group: a shard's rotation or inbox holds one (a hint, read
+    /// without the locks). `has_listed` can be true while none does: a pusher counts a group as
+    /// listed before it queues it in an inbox (so that a worker about to park sees it), and
+    /// between the two a pick finds nothing. A worker that saw the count looks elsewhere and
+    /// checks again instead of taking a shard lock for nothing each turn, which would contend with
+    /// the workers doing real picks (foreign wakes into many groups open this window once per
+    /// wake).
     pub(crate) fn may_pick(&self) -> bool {
-        self.rotation_len.load(Ordering::Relaxed) > 0 || !self.inbox.is_empty()
+        self.shards
+            .iter()
+            .any(|s| s.len.load(Ordering::Relaxed) > 0 || !s.inbox.is_empty())
     }
 
     /// True if a task waits in the lane, or a listed group has tasks queued now: a group just
-    /// listed (in the inbox: a push listed it), or one in the rotation whose queue is not empty.
+    /// listed (in an inbox: a push listed it), or one in the rotation whose queue is not empty.
     /// `has_listed` alone also counts a group a worker has emptied, which stays listed until that
-    /// worker's next pick. Takes the lock; for rare callers (the stall monitor).
+    /// worker's next pick. Takes the shard locks; for rare callers (the stall monitor).
     pub(crate) fn has_queued_work(&self) -> bool {
         if self.lane_has_work() {
             return true;
@@ -331,18 +427,14 @@ impl Scheduler {
         if !self.has_listed() {
             return false;
         }
-        if !self.inbox.is_empty() {
-            return true;
-        }
-        lock(&self.state)
-            .rotation
-            .iter()
-            .any(|(_, g)| !g.queue.is_empty())
+        self.shards.iter().any(|s| {
+            !s.inbox.is_empty() || lock(&s.rotation).iter().any(|(_, g)| !g.queue.is_empty())
+        })
     }
 
-    /// Called after a pusher flipped `g.listed` from false to true: queues `g` for the rotation.
-    /// The count goes up first, so a worker about to park sees work (see `idle`). `wait` says from
-    /// when the group counts as waiting in its metrics.
+    /// Called after a pusher flipped `g.listed` from false to true: queues `g` for its shard's
+    /// rotation. The count goes up first, so a worker about to park sees work (see `idle`).
+    /// `wait` says from when the group counts as waiting in its metrics.
     pub(crate) fn list(&self, g: &Arc<GroupInner>, wait: WaitFrom) {
         // Everything but the push before the count: the window in which the group is counted but
         // not in the inbox stays as short as it can be (see `may_pick`).
@@ -352,162 +444,171 @@ impl Scheduler {
             WaitFrom::Served => None,
         };
         let entry = (g.clone(), since);
+        let shard = self.shard_of(g);
         self.listed.fetch_add(1, Ordering::SeqCst);
-        if let Err(e) = self.inbox.push(entry) {
+        if let Err(e) = shard.inbox.push(entry) {
             // The inbox is never closed; keep the count honest anyway.
             drop(e.into_inner());
             self.listed.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
-    /// Moves the inbox into the rotation; a group enters at `max(own, floor)` (no banked credit).
-    fn admit_inbox(&self, st: &mut SchedState) {
-        while let Ok((g, since)) = self.inbox.pop() {
+    /// Moves a shard's inbox into its rotation, under its lock; a group enters at
+    /// `max(own, floor)` (no banked credit). The floor is read under the lock, so the groups that
+    /// enter a shard at the floor arrive in key order (see `rotation`).
+    fn admit_inbox(&self, shard: &Shard, rotation: &mut Rotation<GroupInner>) {
+        if shard.inbox.is_empty() {
+            return;
+        }
+        let floor = from_virtual_ns(self.floor.load(Ordering::Relaxed));
+        while let Ok((g, since)) = shard.inbox.pop() {
             let mut gs = lock(&g.sched);
             if gs.in_rotation {
                 // Cannot happen (one lister per false-to-true flip of `listed`); keep the count exact.
                 self.listed.fetch_sub(1, Ordering::SeqCst);
                 continue;
             }
-            let at_floor = gs.vruntime <= st.floor;
-            let entered = gs.vruntime.max(st.floor);
+            let at_floor = gs.vruntime <= floor;
+            let entered = gs.vruntime.max(floor);
             set_vruntime(&g, &mut gs, entered);
             gs.in_rotation = true;
             // 0 for a group a worker serves: it does not wait (see `WaitFrom`).
             g.waiting_since
                 .store(since.map_or(0, |s| s.max(1)), Ordering::Relaxed);
-            let key = enter_key(st, &mut gs);
+            let key = enter_key(rotation, &mut gs);
             drop(gs);
-            st.rotation.insert(key, g, at_floor);
-        }
-        self.rotation_len
-            .store(st.rotation.len(), Ordering::Relaxed);
-    }
-
-    fn charge_locked(st: &mut SchedState, g: &GroupInner, gs: &mut GroupSched, ns: u64) {
-        let entry = if gs.in_rotation {
-            st.rotation.remove(&rotation_key(gs))
-        } else {
-            None
-        };
-        add_service(g, gs, ns);
-        if let Some(entry) = entry {
-            let key = enter_key(st, gs);
-            st.rotation.insert(key, entry, false);
-        }
-        for s in st.served.iter_mut().flatten() {
-            if s.group == g.id {
-                s.vruntime = gs.vruntime;
-            }
+            rotation.insert(key, g, at_floor);
         }
     }
 
-    /// Raises the floor to the smallest virtual runtime among the active groups: those in the
-    /// rotation and those the workers last said they serve. A served group counts even while it
-    /// is out of the rotation (its tasks are in a worker's local queue): otherwise the floor would
-    /// pass it, and when it re-entered the rotation it would lose the credit it is owed, which is
-    /// what kept a weight-4 group with two tasks at about 2.4× a weight-1 group instead of 4×.
+    /// Raises the floor to the smallest virtual runtime among the active groups: the shards'
+    /// fronts and the groups the workers last said they serve. A served group counts even while
+    /// it is out of the rotation (its tasks are in a worker's local queue): otherwise the floor
+    /// would pass it, and when it re-entered the rotation it would lose the credit it is owed,
+    /// which is what kept a weight-4 group with two tasks at about 2.4× a weight-1 group instead
+    /// of 4×.
     ///
     /// A served entry the worker has not refreshed for `stale_after` is left out: that worker is
     /// stuck in one poll, and its group's frozen virtual runtime would otherwise pin the floor, so
     /// a group arriving meanwhile would enter far behind the groups still being served and take
     /// the free workers for itself.
-    fn update_floor(&self, st: &mut SchedState, now: Instant) {
-        // The key's whole virtual nanoseconds, scaled back: at most the exact value, so the floor
-        // stays at or below the front group.
-        let listed = st.rotation.first().map(|((v, _), _)| from_virtual_ns(*v));
-        let fresh_since = now.checked_sub(st.stale_after);
-        let served = st
+    ///
+    /// Lock-free: every value read is at most the virtual runtime it stands for (fronts are keys,
+    /// served entries are published before later charges), so the floor stays at or below every
+    /// active group but those a racing visit is inserting (which enter at a floor read under their
+    /// shard's lock, at most a visit earlier).
+    fn update_floor(&self, now: u64) {
+        let fresh_since = now.saturating_sub(self.stale_after);
+        let served = self
             .served
             .iter()
-            .flatten()
-            .filter(|s| fresh_since.is_none_or(|t| s.at >= t))
-            .map(|s| s.vruntime);
-        if let Some(lowest) = listed.into_iter().chain(served).min() {
-            if lowest > st.floor {
-                st.floor = lowest;
-                self.floor_hint.store(virtual_ns(lowest), Ordering::Relaxed);
-            }
-        }
-        self.publish_front(st);
-    }
-
-    /// Stores the rotation's first virtual runtime for `lane_admits` (see `front_hint`).
-    fn publish_front(&self, st: &SchedState) {
-        let front = st.rotation.first().map_or(u64::MAX, |((v, _), _)| *v);
-        if self.front_hint.load(Ordering::Relaxed) != front {
-            self.front_hint.store(front, Ordering::Relaxed);
+            .filter(|s| s.at.load(Ordering::Relaxed) >= fresh_since)
+            .map(|s| s.vtime.load(Ordering::Relaxed));
+        let lowest = self
+            .shards
+            .iter()
+            .map(|s| s.front.load(Ordering::Relaxed))
+            .chain(served)
+            .min()
+            .unwrap_or(u64::MAX);
+        if lowest != u64::MAX && lowest > self.floor.load(Ordering::Relaxed) {
+            self.floor.fetch_max(lowest, Ordering::Relaxed);
         }
     }
 
-    /// Applies a worker's pending charges under an already-held lock. The caller clears them
-    /// after the visit (outside the lock: a charge may hold a group's last `Arc`).
-    fn charge_pending(st: &mut SchedState, pending: &[Charge]) {
-        for c in pending.iter().filter(|c| c.ns > 0) {
+    /// Publishes the group `worker` serves (its virtual runtime, `vruntime`) for the floor.
+    fn publish_served(&self, worker: usize, vruntime: u128, now: u64) {
+        let s = &self.served[worker];
+        s.vtime.store(virtual_ns(vruntime), Ordering::Relaxed);
+        s.at.store(now, Ordering::Relaxed);
+    }
+
+    /// Applies `c` under its group's lock alone: raises the group's virtual runtime (its rotation
+    /// key, if it is listed, stays: see the module docs). Always succeeds; true for the caller's
+    /// list of charges (`segment`).
+    pub(crate) fn charge(&self, c: &Charge) -> bool {
+        if c.ns > 0 {
             let mut gs = lock(&c.group.sched);
-            Self::charge_locked(st, &c.group, &mut gs, c.ns);
+            add_service(&c.group, &mut gs, c.ns);
         }
-    }
-
-    /// Applies `c` if that needs no scheduler lock: a group out of the rotation has no key there
-    /// to move, so its own lock is enough to raise its virtual runtime. True if `c` is applied
-    /// (or has nothing to apply); otherwise the caller charges it with
-    /// [`charge_all`](Self::charge_all).
-    ///
-    /// A worker that serves one group after another (tasks woken from outside, each in its own
-    /// group, through the lane) then lists their charges without a scheduler visit per handful of
-    /// groups. Two things a visit also does are left to the next one (a pick or a quantum end, at
-    /// most a quantum away): updating the served entries' virtual runtimes, which only keeps the
-    /// floor lower (conservative, as the module docs say of charges not applied yet), and raising
-    /// the floor. Groups listed meanwhile wait in the inbox for a visit to admit them, so with the
-    /// inbox not empty it applies nothing and the caller visits, as before.
-    pub(crate) fn charge_off_rotation(&self, c: &Charge) -> bool {
-        if c.ns == 0 {
-            return true;
-        }
-        if !self.inbox.is_empty() {
-            return false;
-        }
-        let mut gs = lock(&c.group.sched);
-        if gs.in_rotation {
-            return false;
-        }
-        add_service(&c.group, &mut gs, c.ns);
         true
     }
 
-    /// Applies `pending` (segments a worker finished since its last visit) under one lock. With
-    /// `parking`, that worker serves nothing from now on.
+    /// Applies a worker's pending charges (segments it finished since its last visit), each under
+    /// its group's lock alone. The caller clears them after the visit.
+    fn charge_pending(&self, pending: &[Charge]) {
+        for c in pending {
+            self.charge(c);
+        }
+    }
+
+    /// Applies `pending` and raises the floor. With `parking`, that worker serves nothing from
+    /// now on.
     pub(crate) fn charge_all(&self, pending: &[Charge], parking: Option<usize>) {
         if pending.is_empty() && parking.is_none() {
             return;
         }
-        let mut st = lock(&self.state);
-        self.admit_inbox(&mut st);
-        Self::charge_pending(&mut st, pending);
+        self.charge_pending(pending);
         if let Some(worker) = parking {
-            st.served[worker] = None;
+            self.served[worker].vtime.store(u64::MAX, Ordering::Relaxed);
         }
-        self.update_floor(&mut st, crate::clock::now());
+        self.update_floor(crate::clock::stamp());
+    }
+
+    /// Admits every shard's inbox that holds groups (a lock each), so that the published fronts
+    /// show where those groups entered: a group listed a moment ago may be far ahead of the
+    /// floor, and a shard cannot tell from outside.
+    fn admit_inboxes(&self) {
+        for shard in self.shards.iter().filter(|s| !s.inbox.is_empty()) {
+            let mut rotation = lock(&shard.rotation);
+            self.admit_inbox(shard, &mut rotation);
+            fix_front(&mut rotation);
+            shard.publish(&rotation);
+        }
+    }
+
+    /// The shard a pick should visit: the one whose published front is lowest, the worker's own
+    /// among equals; one with groups only in its inbox (listed since `admit_inboxes`) last.
+    /// `None` if no shard holds a group or an inbox entry.
+    fn shard_to_pick(&self, worker: usize) -> Option<&Shard> {
+        let n = self.shards.len();
+        let mine = worker & (n - 1);
+        let mut best: Option<(u64, usize)> = None;
+        for i in 0..n {
+            let at = (mine + i) & (n - 1);
+            let s = &self.shards[at];
+            let front = if s.len.load(Ordering::Relaxed) > 0 {
+                s.front.load(Ordering::Relaxed).min(u64::MAX - 1)
+            } else if !s.inbox.is_empty() {
+                u64::MAX
+            } else {
+                continue;
+            };
+            if best.is_none_or(|(b, _)| front < b) {
+                best = Some((front, at));
+            }
+        }
+        best.map(|(_, at)| &self.shards[at])
     }
 
     /// Applies the worker's pending charges, then takes work from the listed group with the
-    /// smallest virtual runtime, all in one critical section: a long queue is shared out
-    /// (`len / workers + 1` tasks, at most `max_batch`, what the worker's local queue can take), a short one (at most `SMALL_QUEUE`) is
-    /// taken whole. The worker's local queue gets that one group's tasks, so that it serves
-    /// groups in virtual-runtime order, not in queue order. (Putting several short groups' tasks in
-    /// the local queue saved scheduler round trips for one-shot groups, but made backlogged groups
-    /// share by task count: weights 1:2:4 came out 53:34:13.)
+    /// smallest virtual runtime: it visits the shard whose front is lowest (one shard lock) and
+    /// takes that shard's first group. A long queue is shared out (`len / workers + 1` tasks, at
+    /// most `max_batch`, what the worker's local queue can take), a short one (at most
+    /// `SMALL_QUEUE`) is taken whole. The worker's local queue gets that one group's tasks, so
+    /// that it serves groups in virtual-runtime order, not in queue order. (Putting several short
+    /// groups' tasks in the local queue saved scheduler round trips for one-shot groups, but made
+    /// backlogged groups share by task count: weights 1:2:4 came out 53:34:13.)
     ///
     /// **Extra groups.** When the picked group gives at most `EXTRA_MAX_TASKS` tasks, the same
-    /// visit also takes up to `EXTRA_GROUPS` further groups from the front of the rotation, each
-    /// whole, if each has at most `EXTRA_MAX_TASKS` tasks queued and is *due*: its virtual runtime
-    /// is at most a quantum of its own (`quantum / weight`) past the picked group's, so a pick
-    /// would reach it within a quantum anyway. Their tasks go to `extras`, which the worker runs
-    /// after its local queue, each charged to its own group by time like any task. Foreign wakes
-    /// into many groups (a task per connection, each in its group) then cost one visit per
-    /// several groups. A backlogged group is never an extra unless its queue is down to
-    /// `EXTRA_MAX_TASKS`, and then only while it is due, so shares stay those of the weights.
+    /// visit also takes up to `EXTRA_GROUPS` further groups from the front of the shard's
+    /// rotation, each whole, if each has at most `EXTRA_MAX_TASKS` tasks queued and is *due*: its
+    /// virtual runtime is at most a quantum of its own (`quantum / weight`) past the picked
+    /// group's, so a pick would reach it within a quantum anyway. Their tasks go to `extras`,
+    /// which the worker runs after its local queue, each charged to its own group by time like any
+    /// task. Foreign wakes into many groups (a task per connection, each in its group) then cost
+    /// one visit per several groups. A backlogged group is never an extra unless its queue is down
+    /// to `EXTRA_MAX_TASKS`, and then only while it is due, so shares stay those of the weights.
     /// The first `leave` groups that would be extras stay in the rotation: the caller passes the
     /// number of other workers searching for work, each woken to take a group like them. (Taken
     /// as extras, two one-task groups that yield in turn kept one worker between them for
@@ -515,7 +616,8 @@ impl Scheduler {
     ///
     /// A group whose queue this empties leaves the rotation; the listing protocol's re-check runs
     /// after the lock is released. Returns the group and its first task (`None` if another worker
-    /// emptied the queue first); the rest of the batch goes to `batch`.
+    /// emptied the queue first); the rest of the batch goes to `batch`. `None` if no shard held a
+    /// group.
     pub(crate) fn pick_and_take(
         &self,
         pending: &[Charge],
@@ -529,14 +631,33 @@ impl Scheduler {
             max_batch,
             leave,
         } = picker;
-        let mut st = lock(&self.state);
-        self.admit_inbox(&mut st);
-        Self::charge_pending(&mut st, pending);
-        self.update_floor(&mut st, now);
-        let workers = st.served.len();
-        let g = st.rotation.first()?.1.clone();
+        let stamp = crate::clock::stamp_of(now);
+        self.charge_pending(pending);
+        self.admit_inboxes();
+        self.update_floor(stamp);
+        // Another worker may empty the chosen shard first: then the next one (its published
+        // length is 0 now, so it is not chosen again).
+        let (shard, mut rotation, g) = (0..self.shards.len()).find_map(|_| {
+            let Some(shard) = self.shard_to_pick(worker) else {
+                return Some(None);
+            };
+            let mut rotation = lock(&shard.rotation);
+            self.admit_inbox(shard, &mut rotation);
+            fix_front(&mut rotation);
+            match rotation.first() {
+                Some((_, first)) => {
+                    let g = first.clone();
+                    Some(Some((shard, rotation, g)))
+                }
+                None => {
+                    shard.publish(&rotation);
+                    None
+                }
+            }
+        })??;
+        let workers = self.served.len();
         let mut gs = lock(&g.sched);
-        g.end_wait(|| crate::clock::stamp_of(now));
+        g.end_wait(|| stamp);
         let taken = g.queue.take_batch(
             |len| {
                 if len <= SMALL_QUEUE {
@@ -553,22 +674,26 @@ impl Scheduler {
             None => (None, 0),
         };
         if first.is_some() {
-            st.served[worker] = Some(Served {
-                group: g.id,
-                vruntime: gs.vruntime,
-                at: now,
-            });
+            self.publish_served(worker, gs.vruntime, stamp);
         }
         let picked_vruntime = gs.vruntime;
-        let unlisted = left == 0 && self.unlist(&mut st, &g, &mut gs);
+        let unlisted = left == 0 && self.unlist(&mut rotation, &g, &mut gs);
         drop(gs);
         let mut extra_groups: FewGroups = Default::default();
         if first.is_some() && batch.len() < EXTRA_MAX_TASKS {
             let picked = (&*g, picked_vruntime);
-            self.take_extras(&mut st, picked, leave, now, extras, &mut extra_groups);
+            self.take_extras(
+                &mut rotation,
+                picked,
+                leave,
+                stamp,
+                extras,
+                &mut extra_groups,
+            );
         }
-        self.publish_front(&st);
-        drop(st);
+        fix_front(&mut rotation);
+        shard.publish(&rotation);
+        drop(rotation);
         if unlisted && g.listed.after_clear(|| g.queue.is_empty()) {
             self.list(&g, WaitFrom::Now);
         }
@@ -580,16 +705,19 @@ impl Scheduler {
         Some((g, first))
     }
 
-    /// Takes `g`, whose queue the caller just found empty, out of the rotation (the remover's half
-    /// of the listing protocol: the caller re-checks the queue after releasing the lock). True if
-    /// it did.
-    fn unlist(&self, st: &mut SchedState, g: &GroupInner, gs: &mut GroupSched) -> bool {
+    /// Takes `g`, whose queue the caller just found empty, out of its shard's rotation (the
+    /// remover's half of the listing protocol: the caller re-checks the queue after releasing the
+    /// lock). True if it did.
+    fn unlist(
+        &self,
+        rotation: &mut Rotation<GroupInner>,
+        g: &GroupInner,
+        gs: &mut GroupSched,
+    ) -> bool {
         if !gs.in_rotation {
             return false;
         }
-        st.rotation.remove(&rotation_key(gs));
-        self.rotation_len
-            .store(st.rotation.len(), Ordering::Relaxed);
+        rotation.remove(&rotation_key(gs));
         gs.in_rotation = false;
         g.waiting_since.store(0, Ordering::Relaxed);
         g.listed.clear();
@@ -602,20 +730,20 @@ impl Scheduler {
     /// caller's re-check after the lock.
     fn take_extras(
         &self,
-        st: &mut SchedState,
+        rotation: &mut Rotation<GroupInner>,
         (picked, picked_vruntime): (&GroupInner, u128),
         leave: impl Fn() -> usize,
-        now: Instant,
+        now: u64,
         extras: &mut Vec<Runnable>,
         unlisted: &mut FewGroups,
     ) {
         // The furthest any group may be past the picked one: a weight-1 quantum, in the keys'
-        // whole virtual nanoseconds (a key at most this is at most the exact horizon).
+        // whole virtual nanoseconds (a key at most this is at most the exact horizon; a stale key
+        // is lower still, and the check below reads the group's own virtual runtime).
         let horizon = virtual_ns(picked_vruntime + self.quantum_ns * SCALE);
         // Candidates by their queues' lock-free lengths; the take below checks the length again.
         let mut candidates: FewGroups = Default::default();
-        let front = st
-            .rotation
+        let front = rotation
             .iter()
             .take_while(|((v, _), _)| *v <= horizon)
             .take(4 * EXTRA_GROUPS)
@@ -644,8 +772,8 @@ impl Scheduler {
             let Some((first, left)) = taken else { continue };
             // `take_batch` hands the first task back and the rest into `extras`: keep queue order.
             extras.insert(before, first);
-            e.end_wait(|| crate::clock::stamp_of(now));
-            if left == 0 && self.unlist(st, &e, &mut gs) {
+            e.end_wait(|| now);
+            if left == 0 && self.unlist(rotation, &e, &mut gs) {
                 drop(gs);
                 unlisted[unlisted_n] = Some(e);
                 unlisted_n += 1;
@@ -654,7 +782,9 @@ impl Scheduler {
     }
 
     /// Applies a worker's charges at the end of its quantum (`g`, the group it was serving, among
-    /// them) and decides what the worker does next.
+    /// them) and decides what the worker does next: it switches if a shard's first group (after
+    /// the shard's inbox is admitted and its front re-keyed) is another group behind `g`. Shards
+    /// whose published front is not behind `g` and whose inbox is empty are not visited.
     pub(crate) fn charge_and_check(
         &self,
         pending: &[Charge],
@@ -662,30 +792,43 @@ impl Scheduler {
         g: &GroupInner,
         now: Instant,
     ) -> Verdict {
-        let mut st = lock(&self.state);
-        self.admit_inbox(&mut st);
-        Self::charge_pending(&mut st, pending);
-        let gs = lock(&g.sched);
-        st.served[worker] = Some(Served {
-            group: g.id,
-            vruntime: gs.vruntime,
-            at: now,
-        });
-        self.update_floor(&mut st, now);
-        match st.rotation.first() {
-            Some(((v, _), first)) if first.id != g.id && *v < virtual_ns(gs.vruntime) => {
-                // The worker leaves `g`: if `g` stays in the rotation with tasks queued (a pick
-                // took only part of its queue, so no new listing will start its wait), it waits
-                // from now. Under the lock, so no unlisting (which clears the stamp) races it.
-                if gs.in_rotation && g.waiting_since.load(Ordering::Relaxed) == 0 {
-                    g.waiting_since
-                        .store(crate::clock::stamp_of(now).max(1), Ordering::Relaxed);
-                }
-                Verdict::Switch
+        let stamp = crate::clock::stamp_of(now);
+        self.charge_pending(pending);
+        let (vruntime, in_rotation) = {
+            let gs = lock(&g.sched);
+            (gs.vruntime, gs.in_rotation)
+        };
+        self.publish_served(worker, vruntime, stamp);
+        let own = virtual_ns(vruntime);
+        let mut behind = false;
+        for shard in self.shards.iter() {
+            if shard.front.load(Ordering::Relaxed) >= own && shard.inbox.is_empty() {
+                continue;
             }
-            _ => Verdict::Stay {
-                others_listed: st.rotation.len() > usize::from(gs.in_rotation),
-            },
+            let mut rotation = lock(&shard.rotation);
+            self.admit_inbox(shard, &mut rotation);
+            fix_front(&mut rotation);
+            shard.publish(&rotation);
+            if let Some(((v, _), first)) = rotation.first() {
+                behind |= first.id != g.id && *v < own;
+            }
+        }
+        self.update_floor(stamp);
+        if behind {
+            // The worker leaves `g`: if `g` stays in the rotation with tasks queued (a pick
+            // took only part of its queue, so no new listing will start its wait), it waits
+            // from now. Under its shard's lock, so no unlisting (which clears the stamp) races it.
+            if in_rotation {
+                let _rotation = lock(&self.shard_of(g).rotation);
+                let gs = lock(&g.sched);
+                if gs.in_rotation && g.waiting_since.load(Ordering::Relaxed) == 0 {
+                    g.waiting_since.store(stamp.max(1), Ordering::Relaxed);
+                }
+            }
+            return Verdict::Switch;
+        }
+        Verdict::Stay {
+            others_listed: self.rotation_len() > usize::from(in_rotation),
         }
     }
 
@@ -719,24 +862,28 @@ impl Scheduler {
         true
     }
 
-    /// Empties the rotation, the inbox and the served entries (shutdown's last step): they hold
-    /// `Arc`s of groups, which hold the runtime's shared state, so leaving them would keep the
-    /// whole runtime alive after it is dropped.
+    /// Empties the rotation's shards, their inboxes and the served entries (shutdown's last
+    /// step): they hold `Arc`s of groups, which hold the runtime's shared state, so leaving them
+    /// would keep the whole runtime alive after it is dropped.
     pub(crate) fn clear(&self) {
-        let rotation = {
-            let mut st = lock(&self.state);
-            st.served.iter_mut().for_each(|s| *s = None);
-            self.rotation_len.store(0, Ordering::Relaxed);
-            self.front_hint.store(u64::MAX, Ordering::Relaxed);
-            std::mem::take(&mut st.rotation)
-        };
-        let mut inbox = Vec::new();
-        while let Ok((g, _)) = self.inbox.pop() {
-            inbox.push(g);
+        for s in self.served.iter() {
+            s.vtime.store(u64::MAX, Ordering::Relaxed);
+        }
+        for shard in self.shards.iter() {
+            let rotation = {
+                let mut rotation = lock(&shard.rotation);
+                shard.len.store(0, Ordering::Relaxed);
+                shard.front.store(u64::MAX, Ordering::Relaxed);
+                std::mem::take(&mut *rotation)
+            };
+            let mut inbox = Vec::new();
+            while let Ok((g, _)) = shard.inbox.pop() {
+                inbox.push(g);
+            }
+            // Dropped outside the lock: the last `Arc` of a group runs its destructor.
+            drop(rotation);
+            drop(inbox);
         }
         self.listed.store(0, Ordering::SeqCst);
-        // Dropped outside the lock: the last `Arc` of a group runs its destructor.
-        drop(rotation);
-        drop(inbox);
     }
 }

@@ -4,18 +4,17 @@
 //! group, parks, hands its core to another thread, or its quantum ends. Its measured duration and
 //! polls are added to the group's entry in the worker's list of *charges*, one entry per group
 //! served since the worker's last visit to the scheduler. At the next visit (a pick, a quantum
-//! end, parking) the scheduler charges them to the groups' virtual runtimes; then the durations
-//! and polls are flushed to the groups' metrics and the list is emptied. So a charge is never more
-//! than a quantum late and costs no extra lock, and a worker alternating between groups (a message
-//! and its reply) touches no group's shared counters and no reference count per segment: the entry
-//! holds the group's `Arc` for the whole stretch between two visits.
+//! end, parking) the scheduler charges them to the groups' virtual runtimes, each under its
+//! group's own lock (no scheduler lock: see `scheduler`, lazy keys); then the durations and polls
+//! are flushed to the groups' metrics and the list is emptied. So a charge is never more than a
+//! quantum late, and a worker alternating between groups (a message and its reply) touches no
+//! group's shared counters and no reference count per segment: the entry holds the group's `Arc`
+//! for the whole stretch between two visits.
 //!
 //! When a segment for a new group finds [`MAX_PENDING_CHARGES`] groups listed, the list is charged
-//! early: under each group's own lock where the group is out of the rotation (its virtual runtime
-//! is no rotation key then), with a scheduler visit only if some group is in the rotation or newly
-//! listed groups wait to be admitted (`Scheduler::charge_off_rotation`). A worker serving one
-//! group after another outside the rotation (tasks woken from outside into groups of their own,
-//! through the lane) so takes the scheduler lock at its picks and quantum ends only.
+//! early, under each group's own lock. A worker serving one group after another (tasks woken from
+//! outside into groups of their own, through the lane) so visits the scheduler at its picks and
+//! quantum ends only.
 //!
 //! The clock is read at segment boundaries and every `interval` polls, an interval adapted so that
 //! reading it costs about one read per [`CLOCK_EVERY`] of work.
@@ -31,7 +30,7 @@ use super::scheduler::{Charge, Scheduler};
 
 /// Groups whose service a worker may list before it charges them early (see the module docs):
 /// the groups one pick hands it (the picked group and its extras) and one more, so the groups of a
-/// pick are charged at the next pick, under the lock it takes anyway.
+/// pick are charged at the next pick.
 const MAX_PENDING_CHARGES: usize = super::scheduler::EXTRA_GROUPS + 2;
 /// Target amount of work between two clock reads.
 const CLOCK_EVERY: Duration = Duration::from_micros(10);
@@ -89,16 +88,9 @@ impl Service {
 
     /// Starts a segment on `g` (no segment may be open): borrowed, the list clones it if it needs
     /// an `Arc`; owned (a pick hands the worker one), the list keeps that one. If the list of
-    /// charges is full and has no entry for `g`, charges it first (one scheduler visit); true if
-    /// it did.
-    pub(crate) fn begin(
-        &mut self,
-        g: Cow<'_, Arc<GroupInner>>,
-        now: u64,
-        scheduler: &Scheduler,
-    ) -> bool {
+    /// charges is full and has no entry for `g`, charges it first (under the groups' own locks).
+    pub(crate) fn begin(&mut self, g: Cow<'_, Arc<GroupInner>>, now: u64, scheduler: &Scheduler) {
         debug_assert_eq!(self.current, NONE, "a segment is already open");
-        let mut visited = false;
         // From the newest: a worker alternating between two groups finds either at once.
         let addr = Arc::as_ptr(&g) as usize;
         let at = match self
@@ -113,16 +105,11 @@ impl Service {
                     // never be scheduled again: their virtual runtimes no longer matter, and
                     // nothing can make them reachable again but shutdown's snapshot of the live
                     // groups. A task in a group of its own (a group per request) then costs no
-                    // scheduler visit to charge it.
+                    // charge under its lock.
                     self.settle_where(|c| Arc::strong_count(&c.group) == 1);
                 }
                 if self.charges.len() >= MAX_PENDING_CHARGES {
-                    self.settle_where(|c| scheduler.charge_off_rotation(c));
-                    if !self.charges.is_empty() {
-                        scheduler.charge_all(&self.charges, None);
-                        self.settle();
-                        visited = true;
-                    }
+                    self.settle_where(|c| scheduler.charge(c));
                 }
                 self.charges.push(Charge {
                     group: g.into_owned(),
@@ -136,7 +123,6 @@ impl Service {
         self.addr = addr;
         self.start = now;
         self.polls = 0;
-        visited
     }
 
     /// Ends the current segment: adds its duration and polls to its group's charge. Returns the
@@ -161,7 +147,7 @@ impl Service {
 
     /// After the scheduler charged the list (or at shutdown, where nothing is charged): flushes
     /// each group's service and polls to its metrics and empties the list, dropping the `Arc`s
-    /// outside the scheduler's lock.
+    /// outside any scheduler lock.
     pub(crate) fn settle(&mut self) {
         debug_assert_eq!(self.current, NONE, "charges settled with a segment open");
         self.charges.drain(..).for_each(flush);

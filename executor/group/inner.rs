@@ -65,12 +65,19 @@ impl Binding for Tasks {
 
 /// A group's scheduling state. The scheduler (`fair`) owns the rules; the data lives in the group
 /// and is only touched under this mutex.
+///
+/// Packed to 8-byte alignment: a `u128` would align it to 16 and pad it from 40 bytes to 48,
+/// which would take the group over its 512 bytes. Fields are read and written by value (the
+/// compiler refuses a reference to a field of a packed struct).
+#[repr(C, packed(8))]
 pub(crate) struct GroupSched {
     pub(crate) weight: u32,
     pub(crate) vruntime: u128,
     pub(crate) in_rotation: bool,
-    /// The rotation's entry count when the group last entered it (the second half of its key
-    /// there, see `fair::rotation`).
+    /// The group's key in the rotation while it is in it (see `fair::rotation`): the virtual
+    /// runtime it was keyed at (at most `vruntime`: charges leave the key as it is), then the
+    /// rotation's entry count when it was keyed.
+    pub(crate) key_vns: u64,
     pub(crate) entered: u64,
 }
 
@@ -180,6 +187,7 @@ impl GroupInner {
                     weight,
                     vruntime: 0,
                     in_rotation: false,
+                    key_vns: 0,
                     entered: 0,
                 }),
                 vtime_hint: AtomicU64::new(0),

@@ -3,7 +3,7 @@
 //!
 //! `true` while the group is in the scheduler's rotation or about to be inserted. A pusher pushes
 //! to the group queue, then flips the flag from false to true and, if it did, lists the group. The
-//! remover (a worker that emptied the queue, under the scheduler lock) clears the flag, then
+//! remover (a worker that emptied the queue, under its rotation shard's lock) clears the flag, then
 //! re-checks the queue after releasing the lock and re-lists the group if a push slipped in. Both
 //! sides write, fence, then read the other side's location, so one of them always sees the other:
 //! no task is left in an unlisted queue (loom models in `tests/loom_runtime.rs`).
@@ -31,7 +31,7 @@ impl ListFlag {
         !self.0.load(Ordering::Relaxed) && !self.0.swap(true, Ordering::AcqRel)
     }
 
-    /// Remover side, under the scheduler lock, having seen the queue empty.
+    /// Remover side, under the rotation shard's lock, having seen the queue empty.
     pub fn clear(&self) {
         self.0.store(false, Ordering::SeqCst);
     }

@@ -82,15 +82,9 @@ pub struct WorkerMetrics {
     /// (a pick may take several one-shot groups that are due at once).
     pub picks: u64,
     /// Visits to the group scheduler that found nothing to take (another worker took the group
-    /// first). Each takes the scheduler's lock for nothing; a figure far above `picks` means
-    /// workers contend there.
+    /// first). Each takes a lock of the scheduler (one shard's) for nothing; a figure far above
+    /// `picks` means workers contend there.
     pub empty_picks: u64,
-    /// Visits to the group scheduler only to apply the service charges of the groups the worker
-    /// ran since its last visit (each takes the scheduler's lock). Charges normally wait for the
-    /// next pick, which takes the lock anyway; these visits happen when a worker serves more groups
-    /// in a row than a pick hands it and one of them is in the rotation or newly listed groups
-    /// wait to enter it (groups out of the rotation are charged under their own locks).
-    pub charge_visits: u64,
     /// Tasks taken from the scheduler's lane: tasks woken from outside the workers whose groups
     /// were idle and at the scheduler's floor, which run without a scheduler visit (see
     /// ARCHITECTURE.md).
@@ -115,7 +109,6 @@ impl RuntimeMetrics {
                     lifo_hits: n.lifo_hits,
                     picks: n.picks,
                     empty_picks: n.empty_picks,
-                    charge_visits: n.charge_visits,
                     lane_takes: n.lane_takes,
                     local_queue_depth: c.local.len(),
                     busy: Duration::from_nanos(n.busy_ns),
@@ -165,7 +158,7 @@ impl RuntimeMetrics {
             &'static str,
             fn(&WorkerMetrics) -> String,
         );
-        let per_worker: [Series; 10] = [
+        let per_worker: [Series; 9] = [
             ("rondo_worker_polls_total", "counter", "Task polls.", |w| {
                 w.polls.to_string()
             }),
@@ -198,12 +191,6 @@ impl RuntimeMetrics {
                 "counter",
                 "Visits to the group scheduler that found nothing to take.",
                 |w| w.empty_picks.to_string(),
-            ),
-            (
-                "rondo_worker_charge_visits_total",
-                "counter",
-                "Visits to the group scheduler only to apply service charges.",
-                |w| w.charge_visits.to_string(),
             ),
             (
                 "rondo_worker_lane_takes_total",
@@ -300,7 +287,7 @@ impl fmt::Display for RuntimeMetrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>11} {:>13} {:>10} {:>6} {:>12}",
+            "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>11} {:>10} {:>6} {:>12}",
             "worker",
             "polls",
             "steals",
@@ -308,7 +295,6 @@ impl fmt::Display for RuntimeMetrics {
             "lifo hits",
             "picks",
             "empty picks",
-            "charge visits",
             "lane takes",
             "queue",
             "busy"
@@ -316,7 +302,7 @@ impl fmt::Display for RuntimeMetrics {
         for (i, w) in self.workers.iter().enumerate() {
             writeln!(
                 f,
-                "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>11} {:>13} {:>10} {:>6} {:>12}",
+                "{:>6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>11} {:>10} {:>6} {:>12}",
                 i,
                 w.polls,
                 w.steals,
@@ -324,7 +310,6 @@ impl fmt::Display for RuntimeMetrics {
                 w.lifo_hits,
                 w.picks,
                 w.empty_picks,
-                w.charge_visits,
                 w.lane_takes,
                 w.local_queue_depth,
                 format!("{:.1?}", w.busy)

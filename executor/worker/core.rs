@@ -21,13 +21,13 @@
 //!    LIFO slot, which were due when they were woken), then the extras: tasks of further groups
 //!    that were due when the last scheduler visit took them along with the picked group
 //!    (`Scheduler::pick_and_take`), or that the last visit to the lane took.
-//! 4. While its quantum lasts, a batch of the served group's global queue, without the scheduler
+//! 4. While its quantum lasts, a batch of the served group's global queue, without a scheduler
 //!    lock (`len / workers + 1`, at most half a local queue).
 //! 5. The scheduler's lane: tasks woken from outside whose groups were idle at the floor
-//!    (`fair::lane`), without the scheduler lock: the oldest, and this worker's share of the
+//!    (`fair::lane`), without a scheduler lock: the oldest, and this worker's share of the
 //!    others (`lane length / workers`, at most `LANE_BATCH`) for its extras.
-//! 6. The group scheduler: the listed group with the smallest virtual runtime; it takes a batch of
-//!    that group's global queue (a short queue whole).
+//! 6. The group scheduler: the listed group with the smallest virtual runtime (one shard of the
+//!    rotation's lock); it takes a batch of that group's global queue (a short queue whole).
 //! 7. Stealing half of another core's local queue (at most half the workers search at once).
 //! 8. Parking (see `idle`). Due timers are fired first; one parked core, the keeper, sleeps
 //!    until the earliest timer (see `time::driver`), the others until woken. With the `io`
@@ -363,7 +363,7 @@ impl Core {
     /// While its quantum lasts, a worker takes its next batch straight from the global queue of
     /// the group it serves (lock-free), instead of asking the scheduler. The quantum end still
     /// decides whether it must switch (`quantum_end`), so this changes no share, only how often
-    /// workers serving one busy group meet at the scheduler lock.
+    /// workers serving one busy group meet at its rotation shard's lock.
     fn take_from_own_group(&mut self) -> Option<Runnable> {
         // A group that is not listed has nothing queued (a push lists it), so its queue's lock is
         // not worth taking: the last group served is often one whose only task came from the lane.
@@ -527,9 +527,7 @@ impl Core {
         self.remote()
             .serving
             .store(Arc::as_ptr(&g) as *mut GroupInner, Ordering::Relaxed);
-        if self.service.begin(g, now, &self.shared.scheduler) {
-            self.counts.charge_visits += 1;
-        }
+        self.service.begin(g, now, &self.shared.scheduler);
     }
 
     /// Ends the current segment, if any; its service waits in the core's charges for the next

@@ -16,7 +16,6 @@ pub(crate) struct Counts {
     pub(crate) lifo_hits: u64,
     pub(crate) picks: u64,
     pub(crate) empty_picks: u64,
-    pub(crate) charge_visits: u64,
     pub(crate) lane_takes: u64,
     pub(crate) busy_ns: u64,
 }
@@ -32,7 +31,6 @@ pub(crate) struct Published {
     lifo_hits: AtomicU64,
     picks: AtomicU64,
     empty_picks: AtomicU64,
-    charge_visits: AtomicU64,
     lane_takes: AtomicU64,
     busy_ns: AtomicU64,
 }
@@ -46,7 +44,6 @@ impl Published {
         self.lifo_hits.store(c.lifo_hits, Ordering::Relaxed);
         self.picks.store(c.picks, Ordering::Relaxed);
         self.empty_picks.store(c.empty_picks, Ordering::Relaxed);
-        self.charge_visits.store(c.charge_visits, Ordering::Relaxed);
         self.lane_takes.store(c.lane_takes, Ordering::Relaxed);
         self.busy_ns.store(c.busy_ns, Ordering::Relaxed);
     }
@@ -59,7 +56,6 @@ impl Published {
             lifo_hits: self.lifo_hits.load(Ordering::Relaxed),
             picks: self.picks.load(Ordering::Relaxed),
             empty_picks: self.empty_picks.load(Ordering::Relaxed),
-            charge_visits: self.charge_visits.load(Ordering::Relaxed),
             lane_takes: self.lane_takes.load(Ordering::Relaxed),
             busy_ns: self.busy_ns.load(Ordering::Relaxed),
         }
