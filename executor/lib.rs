@@ -165,6 +165,7 @@ struct ReadmeDoctests;
 #[doc(hidden)]
 pub mod loom_support {
     pub use crate::blocking::pool::{Job, Pool as BlockingPool, closure_returned};
+    pub use crate::fair::inbox::Inbox;
     pub use crate::fair::lane::Lane;
     pub use crate::group::listed::{LaneFlag, ListFlag};
     pub use crate::group::queue::GroupQueue;

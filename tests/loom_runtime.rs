@@ -6,7 +6,7 @@
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
-use rondo::loom_support::{GroupQueue, Idle, Lane, LaneFlag, ListFlag, LocalQueue, Parker};
+use rondo::loom_support::{GroupQueue, Idle, Inbox, Lane, LaneFlag, ListFlag, LocalQueue, Parker};
 
 /// A group queue (the runtime's own type), its list flag, and the "in rotation" bit the scheduler
 /// lock protects.
@@ -723,4 +723,49 @@ fn a_push_into_the_lane_reaches_a_parking_worker() {
         assert_eq!(worker.join().unwrap(), Some(5), "woken without the task");
         assert!(!flag.is_set());
     });
+}
+
+/// A worker visiting a rotation shard drains its inbox (the hint reset first) while a pusher
+/// lists a group there, behind an earlier listing: no listed group is lost, and whatever is left
+/// in the inbox is never hidden behind a hint higher than where it enters (`Inbox::front` may be
+/// too low, or the floor for a hint not set yet, never too high), so picks and quantum ends that
+/// compare shards by their hints never pass over it for good. Both orders of the two listings'
+/// entry points: a later group entering lower and one entering higher.
+#[test]
+fn an_inbox_never_hides_a_listed_group() {
+    for (earlier, later) in [(9u64, 5u64), (5, 9)] {
+        loom::model(move || {
+            let inbox = Arc::new(Inbox::<u64>::default());
+            inbox.push(earlier, earlier).unwrap();
+            let lister = {
+                let inbox = inbox.clone();
+                thread::spawn(move || inbox.push(later, later).unwrap())
+            };
+            let visitor = {
+                let inbox = inbox.clone();
+                thread::spawn(move || {
+                    let mut got = Vec::new();
+                    inbox.drain(|v| got.push(v));
+                    got
+                })
+            };
+            lister.join().unwrap();
+            let mut all = visitor.join().unwrap();
+            let front = inbox.front(0);
+            let mut left = Vec::new();
+            inbox.drain(|v| left.push(v));
+            match left.iter().min() {
+                Some(&lowest) => assert!(
+                    front.is_some_and(|f| f <= lowest),
+                    "{left:?} waiting behind a hint of {front:?}"
+                ),
+                None => assert_eq!(front, None, "a hint for an empty inbox"),
+            }
+            all.extend(left);
+            all.sort_unstable();
+            let mut want = vec![earlier, later];
+            want.sort_unstable();
+            assert_eq!(all, want, "a listed group was lost or doubled");
+        });
+    }
 }

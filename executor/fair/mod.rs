@@ -4,6 +4,7 @@
 //!   into shards with a lock each; the floor that keeps idle groups from banking credit; the
 //!   inboxes through which pushers list groups without a lock; the remover's half of the listing
 //!   protocol (the pusher's half is the group's `ListFlag`, `group::listed`).
+//! - `inbox`: a shard's listed groups on their way in, and a hint of where the first one enters.
 //! - `rotation`: the ordered set behind one shard of the rotation: a FIFO for the groups that
 //!   enter in order (at the floor, which only rises), a B-tree for the others.
 //! - `lane`: tasks woken from outside into groups idle at the floor, taken without a lock.
@@ -13,6 +14,7 @@
 //! This layer knows groups and tasks; it knows nothing of workers or threads. A worker calls it
 //! with the time it measured and the group it served.
 
+pub(crate) mod inbox;
 pub(crate) mod lane;
 mod rotation;
 pub(crate) mod scheduler;

@@ -24,7 +24,7 @@
 //! shard holds it and whichever workers serve it. What ties the shards together is lock-free:
 //! - each shard publishes its first group's virtual runtime (`Shard::front`) at the end of every
 //!   visit; a worker that needs work reads the fronts and visits the shard whose front is lowest
-//!   (a shard with groups waiting in its inbox counts as at the floor, where they enter);
+//!   (counting the groups waiting in its inbox where they will enter, see `inbox`);
 //! - the floor is the smallest of the fronts and of the virtual runtimes the workers last
 //!   published for the groups they serve (`Served`), raised with `fetch_max` so that it only
 //!   rises (`update_floor`);
@@ -49,13 +49,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use concurrent_queue::ConcurrentQueue;
-
 use crate::group::GroupInner;
 use crate::group::inner::GroupSched;
 use crate::shim::{AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 use crate::task::Runnable;
 
+use super::inbox::Inbox;
 use super::lane::Lane;
 use super::rotation::{Key, Rotation};
 
@@ -230,7 +229,7 @@ struct Shard {
     /// Groups a pusher just made runnable, with the clock stamp from which they count as waiting
     /// (`None`: a worker serves them; see [`WaitFrom`]), waiting to enter the rotation. Pushers
     /// never take the lock: workers move the inbox into the rotation when they visit the shard.
-    inbox: ConcurrentQueue<(Arc<GroupInner>, Option<u64>)>,
+    inbox: Inbox<(Arc<GroupInner>, Option<u64>)>,
     /// The rotation's length, stored under the lock whenever it changes; read without it.
     len: AtomicUsize,
     /// The virtual runtime of the rotation's first group in virtual nanoseconds (`u64::MAX` for
@@ -242,10 +241,17 @@ impl Shard {
     fn new() -> Self {
         Shard {
             rotation: Mutex::new(Rotation::default()),
-            inbox: ConcurrentQueue::unbounded(),
+            inbox: Inbox::default(),
             len: AtomicUsize::new(0),
             front: AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// Where the first group would be after the inbox is admitted (a hint): the published front
+    /// or the inbox's (`floor` if the inbox does not know yet).
+    fn front_with_inbox(&self, floor: u64) -> u64 {
+        let front = self.front.load(Ordering::Relaxed);
+        self.inbox.front(floor).map_or(front, |f| front.min(f))
     }
 
     /// Stores the rotation's length and first key (see `len`, `front`), under the lock.
@@ -315,21 +321,14 @@ impl Scheduler {
         &self.shards[(h as usize) & (self.shards.len() - 1)]
     }
 
-    /// The smallest published front (see `Shard::front`), in virtual nanoseconds.
-    fn front(&self) -> u64 {
+    /// Where the rotation's first group is, or will be once the inboxes are admitted (a hint, in
+    /// virtual nanoseconds; `floor` stands in for an inbox's unknown front).
+    fn front(&self, floor: u64) -> u64 {
         self.shards
             .iter()
-            .map(|s| s.front.load(Ordering::Relaxed))
+            .map(|s| s.front_with_inbox(floor))
             .min()
             .unwrap_or(u64::MAX)
-    }
-
-    /// Groups in the rotation's shards (a hint).
-    fn rotation_len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.len.load(Ordering::Relaxed))
-            .sum()
     }
 
     /// Tasks waiting in the lane (a snapshot, for metrics).
@@ -361,7 +360,7 @@ impl Scheduler {
             return false;
         }
         let floor = self.floor.load(Ordering::Relaxed);
-        let front = self.front();
+        let front = self.front(floor);
         let vtime = g.vtime_hint.load(Ordering::Relaxed);
         let slack = own_quantum(g, u64::try_from(self.quantum_ns).unwrap_or(u64::MAX));
         let limit = floor
@@ -445,10 +444,14 @@ impl Scheduler {
         };
         let entry = (g.clone(), since);
         let shard = self.shard_of(g);
+        let enters_at = g
+            .vtime_hint
+            .load(Ordering::Relaxed)
+            .max(self.floor.load(Ordering::Relaxed));
         self.listed.fetch_add(1, Ordering::SeqCst);
-        if let Err(e) = shard.inbox.push(entry) {
+        if let Err(e) = shard.inbox.push(entry, enters_at) {
             // The inbox is never closed; keep the count honest anyway.
-            drop(e.into_inner());
+            drop(e);
             self.listed.fetch_sub(1, Ordering::SeqCst);
         }
     }
@@ -457,16 +460,13 @@ impl Scheduler {
     /// `max(own, floor)` (no banked credit). The floor is read under the lock, so the groups that
     /// enter a shard at the floor arrive in key order (see `rotation`).
     fn admit_inbox(&self, shard: &Shard, rotation: &mut Rotation<GroupInner>) {
-        if shard.inbox.is_empty() {
-            return;
-        }
         let floor = from_virtual_ns(self.floor.load(Ordering::Relaxed));
-        while let Ok((g, since)) = shard.inbox.pop() {
+        shard.inbox.drain(|(g, since)| {
             let mut gs = lock(&g.sched);
             if gs.in_rotation {
                 // Cannot happen (one lister per false-to-true flip of `listed`); keep the count exact.
                 self.listed.fetch_sub(1, Ordering::SeqCst);
-                continue;
+                return;
             }
             let at_floor = gs.vruntime <= floor;
             let entered = gs.vruntime.max(floor);
@@ -478,7 +478,7 @@ impl Scheduler {
             let key = enter_key(rotation, &mut gs);
             drop(gs);
             rotation.insert(key, g, at_floor);
-        }
+        });
     }
 
     /// Raises the floor to the smallest virtual runtime among the active groups: the shards'
@@ -555,35 +555,21 @@ impl Scheduler {
         self.update_floor(crate::clock::stamp());
     }
 
-    /// Admits every shard's inbox that holds groups (a lock each), so that the published fronts
-    /// show where those groups entered: a group listed a moment ago may be far ahead of the
-    /// floor, and a shard cannot tell from outside.
-    fn admit_inboxes(&self) {
-        for shard in self.shards.iter().filter(|s| !s.inbox.is_empty()) {
-            let mut rotation = lock(&shard.rotation);
-            self.admit_inbox(shard, &mut rotation);
-            fix_front(&mut rotation);
-            shard.publish(&rotation);
-        }
-    }
-
-    /// The shard a pick should visit: the one whose published front is lowest, the worker's own
-    /// among equals; one with groups only in its inbox (listed since `admit_inboxes`) last.
-    /// `None` if no shard holds a group or an inbox entry.
+    /// The shard a pick should visit: the one whose first group, counting the groups waiting in
+    /// its inbox, is lowest (`Shard::front_with_inbox`), the worker's own among equals. `None` if
+    /// no shard holds a group or an inbox entry.
     fn shard_to_pick(&self, worker: usize) -> Option<&Shard> {
         let n = self.shards.len();
         let mine = worker & (n - 1);
+        let floor = self.floor.load(Ordering::Relaxed);
         let mut best: Option<(u64, usize)> = None;
         for i in 0..n {
             let at = (mine + i) & (n - 1);
             let s = &self.shards[at];
-            let front = if s.len.load(Ordering::Relaxed) > 0 {
-                s.front.load(Ordering::Relaxed).min(u64::MAX - 1)
-            } else if !s.inbox.is_empty() {
-                u64::MAX
-            } else {
+            if s.len.load(Ordering::Relaxed) == 0 && s.inbox.is_empty() {
                 continue;
-            };
+            }
+            let front = s.front_with_inbox(floor);
             if best.is_none_or(|(b, _)| front < b) {
                 best = Some((front, at));
             }
@@ -633,7 +619,6 @@ impl Scheduler {
         } = picker;
         let stamp = crate::clock::stamp_of(now);
         self.charge_pending(pending);
-        self.admit_inboxes();
         self.update_floor(stamp);
         // Another worker may empty the chosen shard first: then the next one (its published
         // length is 0 now, so it is not chosen again).
@@ -801,8 +786,9 @@ impl Scheduler {
         self.publish_served(worker, vruntime, stamp);
         let own = virtual_ns(vruntime);
         let mut behind = false;
+        let floor = self.floor.load(Ordering::Relaxed);
         for shard in self.shards.iter() {
-            if shard.front.load(Ordering::Relaxed) >= own && shard.inbox.is_empty() {
+            if shard.front_with_inbox(floor) >= own {
                 continue;
             }
             let mut rotation = lock(&shard.rotation);
@@ -828,7 +814,7 @@ impl Scheduler {
             return Verdict::Switch;
         }
         Verdict::Stay {
-            others_listed: self.rotation_len() > usize::from(in_rotation),
+            others_listed: self.listed.load(Ordering::Relaxed) > usize::from(in_rotation),
         }
     }
 
@@ -877,9 +863,7 @@ impl Scheduler {
                 std::mem::take(&mut *rotation)
             };
             let mut inbox = Vec::new();
-            while let Ok((g, _)) = shard.inbox.pop() {
-                inbox.push(g);
-            }
+            shard.inbox.drain(|(g, _)| inbox.push(g));
             // Dropped outside the lock: the last `Arc` of a group runs its destructor.
             drop(rotation);
             drop(inbox);
