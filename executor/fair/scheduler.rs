@@ -287,6 +287,11 @@ pub(crate) struct Scheduler {
     quantum_ns: u128,
     /// The floor in virtual nanoseconds: only rises (`fetch_max`, see `update_floor`).
     floor: AtomicU64,
+    /// The smallest of the shards' fronts, counting their inboxes (`Shard::front_with_inbox`),
+    /// for `lane_admits`, which runs on every wake from outside and reads this one word instead
+    /// of every shard's. Recomputed at the end of each shard visit, lowered by each listing; two
+    /// visits that end at once may leave it a little high until the next one.
+    front: AtomicU64,
     /// A served entry older than this (in nanoseconds of the clock's stamps) is left out of the
     /// floor (see `update_floor`).
     stale_after: u64,
@@ -309,6 +314,7 @@ impl Scheduler {
             listed: AtomicUsize::new(0),
             quantum_ns: quantum.as_nanos(),
             floor: AtomicU64::new(0),
+            front: AtomicU64::new(u64::MAX),
             stale_after: crate::clock::nanos((quantum * 2).max(STALE_AFTER)),
             lane: Lane::default(),
         }
@@ -321,14 +327,21 @@ impl Scheduler {
         &self.shards[(h as usize) & (self.shards.len() - 1)]
     }
 
-    /// Where the rotation's first group is, or will be once the inboxes are admitted (a hint, in
-    /// virtual nanoseconds; `floor` stands in for an inbox's unknown front).
-    fn front(&self, floor: u64) -> u64 {
-        self.shards
+    /// Ends a visit to `shard`: publishes its length and front, then the smallest front of all
+    /// (see `front`), recomputed from every shard (the visit may have admitted the inbox whose
+    /// listing lowered it, and taken that group out again).
+    fn publish(&self, shard: &Shard, rotation: &Rotation<GroupInner>) {
+        shard.publish(rotation);
+        let floor = self.floor.load(Ordering::Relaxed);
+        let front = self
+            .shards
             .iter()
             .map(|s| s.front_with_inbox(floor))
             .min()
-            .unwrap_or(u64::MAX)
+            .unwrap_or(u64::MAX);
+        if self.front.load(Ordering::Relaxed) != front {
+            self.front.store(front, Ordering::Relaxed);
+        }
     }
 
     /// Tasks waiting in the lane (a snapshot, for metrics).
@@ -360,7 +373,7 @@ impl Scheduler {
             return false;
         }
         let floor = self.floor.load(Ordering::Relaxed);
-        let front = self.front(floor);
+        let front = self.front.load(Ordering::Relaxed);
         let vtime = g.vtime_hint.load(Ordering::Relaxed);
         let slack = own_quantum(g, u64::try_from(self.quantum_ns).unwrap_or(u64::MAX));
         let limit = floor
@@ -410,9 +423,13 @@ impl Scheduler {
     /// the workers doing real picks (foreign wakes into many groups open this window once per
     /// wake).
     pub(crate) fn may_pick(&self) -> bool {
-        self.shards
-            .iter()
-            .any(|s| s.len.load(Ordering::Relaxed) > 0 || !s.inbox.is_empty())
+        // The smallest front (see `front`) says at once that some shard holds a group; "none"
+        // may lag behind a listing, so it is checked shard by shard.
+        self.front.load(Ordering::Relaxed) != u64::MAX
+            || self
+                .shards
+                .iter()
+                .any(|s| s.len.load(Ordering::Relaxed) > 0 || !s.inbox.is_empty())
     }
 
     /// True if a task waits in the lane, or a listed group has tasks queued now: a group just
@@ -453,6 +470,10 @@ impl Scheduler {
             // The inbox is never closed; keep the count honest anyway.
             drop(e);
             self.listed.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        if enters_at < self.front.load(Ordering::Relaxed) {
+            self.front.fetch_min(enters_at, Ordering::Relaxed);
         }
     }
 
@@ -635,7 +656,7 @@ impl Scheduler {
                     Some(Some((shard, rotation, g)))
                 }
                 None => {
-                    shard.publish(&rotation);
+                    self.publish(shard, &rotation);
                     None
                 }
             }
@@ -677,7 +698,7 @@ impl Scheduler {
             );
         }
         fix_front(&mut rotation);
-        shard.publish(&rotation);
+        self.publish(shard, &rotation);
         drop(rotation);
         if unlisted && g.listed.after_clear(|| g.queue.is_empty()) {
             self.list(&g, WaitFrom::Now);
@@ -794,7 +815,7 @@ impl Scheduler {
             let mut rotation = lock(&shard.rotation);
             self.admit_inbox(shard, &mut rotation);
             fix_front(&mut rotation);
-            shard.publish(&rotation);
+            self.publish(shard, &rotation);
             if let Some(((v, _), first)) = rotation.first() {
                 behind |= first.id != g.id && *v < own;
             }
@@ -868,6 +889,7 @@ impl Scheduler {
             drop(rotation);
             drop(inbox);
         }
+        self.front.store(u64::MAX, Ordering::Relaxed);
         self.listed.store(0, Ordering::SeqCst);
     }
 }
