@@ -480,7 +480,16 @@ impl Scheduler {
     /// Moves a shard's inbox into its rotation, under its lock; a group enters at
     /// `max(own, floor)` (no banked credit). The floor is read under the lock, so the groups that
     /// enter a shard at the floor arrive in key order (see `rotation`).
+    ///
+    /// The shard's length is stored at once, not at the end of the visit: a group that left the
+    /// inbox must not vanish from the other workers' sight while the visit goes on. A worker
+    /// reads a listed group that no shard shows as one a pusher is still queueing: it looks again
+    /// instead of parking, and never takes the lock that would make it wait for this visit, so a
+    /// visitor preempted mid-visit would keep every idle worker spinning until it ran again.
     fn admit_inbox(&self, shard: &Shard, rotation: &mut Rotation<GroupInner>) {
+        if shard.inbox.is_empty() {
+            return;
+        }
         let floor = from_virtual_ns(self.floor.load(Ordering::Relaxed));
         shard.inbox.drain(|(g, since)| {
             let mut gs = lock(&g.sched);
@@ -500,6 +509,7 @@ impl Scheduler {
             drop(gs);
             rotation.insert(key, g, at_floor);
         });
+        shard.len.store(rotation.len(), Ordering::Relaxed);
     }
 
     /// Raises the floor to the smallest virtual runtime among the active groups: the shards'
@@ -891,5 +901,37 @@ impl Scheduler {
         }
         self.front.store(u64::MAX, Ordering::Relaxed);
         self.listed.store(0, Ordering::SeqCst);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A group a visit has moved from its shard's inbox into the rotation is listed, so a worker
+    /// that sees it counted does not park; it must also find the shard that holds it (and wait
+    /// at that shard's lock), or it looks again and again for as long as the visit lasts.
+    #[test]
+    fn a_group_a_visit_admits_stays_visible_to_the_other_workers() {
+        let rt = crate::Runtime::builder().worker_threads(1).build().unwrap();
+        let group = rt.group().build().unwrap();
+        let g = &group.inner;
+        let s = Scheduler::new(4, Duration::from_millis(1));
+        assert!(g.listed.after_push(), "a new group is not listed");
+        s.list(g, WaitFrom::Now);
+        let shard = s.shard_of(g);
+        let mut rotation = lock(&shard.rotation);
+        s.admit_inbox(shard, &mut rotation);
+        assert_eq!(rotation.len(), 1);
+        // What another worker sees while this visit holds the shard's lock.
+        assert!(s.has_listed() && s.may_pick());
+        let seen = s.shard_to_pick(1).map(|s| s as *const Shard);
+        assert_eq!(
+            seen,
+            Some(shard as *const Shard),
+            "a pick finds no shard while the listed group sits in one"
+        );
+        drop(rotation);
+        s.clear();
     }
 }
