@@ -481,15 +481,17 @@ impl Scheduler {
     /// `max(own, floor)` (no banked credit). The floor is read under the lock, so the groups that
     /// enter a shard at the floor arrive in key order (see `rotation`).
     ///
-    /// The shard's length is stored at once, not at the end of the visit: a group that left the
-    /// inbox must not vanish from the other workers' sight while the visit goes on. A worker
-    /// reads a listed group that no shard shows as one a pusher is still queueing: it looks again
-    /// instead of parking, and never takes the lock that would make it wait for this visit, so a
-    /// visitor preempted mid-visit would keep every idle worker spinning until it ran again.
+    /// The shard's length counts the groups on their way in before the first leaves the inbox,
+    /// and the rotation's true length is stored as soon as they are in, not at the end of the
+    /// visit: a listed group must never vanish from the other workers' sight. A worker reads a
+    /// listed group that no shard shows as one a pusher is still queueing: it looks again instead
+    /// of parking, and never takes the lock that would make it wait for this visit, so a visitor
+    /// preempted with a group in hand would keep every idle worker spinning until it ran again.
     fn admit_inbox(&self, shard: &Shard, rotation: &mut Rotation<GroupInner>) {
         if shard.inbox.is_empty() {
             return;
         }
+        shard.len.store(rotation.len() + 1, Ordering::Relaxed);
         let floor = from_virtual_ns(self.floor.load(Ordering::Relaxed));
         shard.inbox.drain(|(g, since)| {
             let mut gs = lock(&g.sched);
@@ -932,6 +934,47 @@ mod tests {
             "a pick finds no shard while the listed group sits in one"
         );
         drop(rotation);
+        s.clear();
+    }
+
+    /// The same while the visit has taken the group from the inbox and not yet put it into the
+    /// rotation: here the visit waits for the group's lock, which the test holds.
+    #[test]
+    fn a_group_on_its_way_from_the_inbox_stays_visible_to_the_other_workers() {
+        let rt = crate::Runtime::builder().worker_threads(1).build().unwrap();
+        let group = rt.group().build().unwrap();
+        let g = group.inner.clone();
+        let s = Arc::new(Scheduler::new(4, Duration::from_millis(1)));
+        assert!(g.listed.after_push(), "a new group is not listed");
+        s.list(&g, WaitFrom::Now);
+        let held = lock(&g.sched);
+        let visit = std::thread::spawn({
+            let (s, g) = (s.clone(), g.clone());
+            move || {
+                let shard = s.shard_of(&g);
+                let mut rotation = lock(&shard.rotation);
+                s.admit_inbox(shard, &mut rotation);
+                rotation.len()
+            }
+        });
+        let shard = s.shard_of(&g);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !shard.inbox.is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "the visit never took the group from the inbox"
+            );
+            std::thread::yield_now();
+        }
+        assert!(s.has_listed() && s.may_pick());
+        let seen = s.shard_to_pick(1).map(|s| s as *const Shard);
+        drop(held);
+        assert_eq!(visit.join().unwrap(), 1);
+        assert_eq!(
+            seen,
+            Some(shard as *const Shard),
+            "a pick finds no shard while the listed group is on its way into one"
+        );
         s.clear();
     }
 }
