@@ -910,17 +910,24 @@ impl Scheduler {
 mod tests {
     use super::*;
 
+    /// A runtime (which the group needs as its host), one of its groups, and a scheduler of four
+    /// shards of its own in which that group is listed and waits in its shard's inbox.
+    fn listed_in_a_scheduler() -> (crate::Runtime, crate::Group, Arc<Scheduler>) {
+        let rt = crate::Runtime::builder().worker_threads(1).build().unwrap();
+        let group = rt.group().build().unwrap();
+        let s = Arc::new(Scheduler::new(4, Duration::from_millis(1)));
+        assert!(group.inner.listed.after_push(), "a new group is not listed");
+        s.list(&group.inner, WaitFrom::Now);
+        (rt, group, s)
+    }
+
     /// A group a visit has moved from its shard's inbox into the rotation is listed, so a worker
     /// that sees it counted does not park; it must also find the shard that holds it (and wait
     /// at that shard's lock), or it looks again and again for as long as the visit lasts.
     #[test]
     fn a_group_a_visit_admits_stays_visible_to_the_other_workers() {
-        let rt = crate::Runtime::builder().worker_threads(1).build().unwrap();
-        let group = rt.group().build().unwrap();
+        let (_rt, group, s) = listed_in_a_scheduler();
         let g = &group.inner;
-        let s = Scheduler::new(4, Duration::from_millis(1));
-        assert!(g.listed.after_push(), "a new group is not listed");
-        s.list(g, WaitFrom::Now);
         let shard = s.shard_of(g);
         let mut rotation = lock(&shard.rotation);
         s.admit_inbox(shard, &mut rotation);
@@ -941,12 +948,8 @@ mod tests {
     /// rotation: here the visit waits for the group's lock, which the test holds.
     #[test]
     fn a_group_on_its_way_from_the_inbox_stays_visible_to_the_other_workers() {
-        let rt = crate::Runtime::builder().worker_threads(1).build().unwrap();
-        let group = rt.group().build().unwrap();
+        let (_rt, group, s) = listed_in_a_scheduler();
         let g = group.inner.clone();
-        let s = Arc::new(Scheduler::new(4, Duration::from_millis(1)));
-        assert!(g.listed.after_push(), "a new group is not listed");
-        s.list(&g, WaitFrom::Now);
         let held = lock(&g.sched);
         let visit = std::thread::spawn({
             let (s, g) = (s.clone(), g.clone());
