@@ -725,6 +725,46 @@ fn a_push_into_the_lane_reaches_a_parking_worker() {
     });
 }
 
+/// A worker about to park and a pusher listing a group (`Scheduler::list`): the pusher counts
+/// the group, queues it in its shard's inbox, fences and looks for a sleeper to wake. The
+/// worker's re-check counts a listed group only where a pick can find it (the inbox here), not by
+/// the count alone (`Shared::has_visible_work`), so it may park between the pusher's count and
+/// its push; it must then be woken, and find the group when it is.
+#[test]
+fn a_listing_reaches_a_worker_that_parks_before_the_push() {
+    loom::model(|| {
+        let idle = Arc::new(Idle::new(1));
+        let listed = Arc::new(AtomicUsize::new(0));
+        let inbox = Arc::new(Inbox::<u32>::default());
+        let notified = Arc::new(AtomicBool::new(false));
+        let worker = {
+            let (idle, listed, inbox, notified) = (
+                idle.clone(),
+                listed.clone(),
+                inbox.clone(),
+                notified.clone(),
+            );
+            thread::spawn(move || {
+                park_unless(&idle, &notified, || {
+                    listed.load(Ordering::SeqCst) > 0 && inbox.front(0).is_some()
+                });
+                let mut got = Vec::new();
+                inbox.drain(|v| got.push(v));
+                got
+            })
+        };
+        let handle = worker.thread().clone();
+        listed.fetch_add(1, Ordering::SeqCst);
+        inbox.push(7, 0).unwrap();
+        notify_after_fence(&idle, &notified, &handle);
+        assert_eq!(
+            worker.join().unwrap(),
+            vec![7],
+            "woken without the listed group"
+        );
+    });
+}
+
 /// A worker visiting a rotation shard drains its inbox (the hint reset first) while a pusher
 /// lists a group there, behind an earlier listing: no listed group is lost, and whatever is left
 /// in the inbox is never hidden behind a hint higher than where it enters (`Inbox::front` may be

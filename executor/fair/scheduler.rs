@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use crate::group::GroupInner;
 use crate::group::inner::GroupSched;
-use crate::shim::{AtomicU64, AtomicUsize, Mutex, Ordering, lock};
+use crate::shim::{AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
 use crate::task::Runnable;
 
 use super::inbox::Inbox;
@@ -417,19 +417,24 @@ impl Scheduler {
 
     /// True if a pick may find a group: a shard's rotation or inbox holds one (a hint, read
     /// without the locks). `has_listed` can be true while none does: a pusher counts a group as
-    /// listed before it queues it in an inbox (so that a worker about to park sees it), and
-    /// between the two a pick finds nothing. A worker that saw the count looks elsewhere and
-    /// checks again instead of taking a shard lock for nothing each turn, which would contend with
-    /// the workers doing real picks (foreign wakes into many groups open this window once per
-    /// wake).
+    /// listed before it queues it in an inbox (a visit that drains the inbox takes the count
+    /// down, so the count must go up first), and between the two a pick finds nothing. A worker
+    /// that saw the count without this neither takes a shard lock for nothing (which would
+    /// contend with the workers doing real picks) nor stays awake for it: the pusher fences after
+    /// its push and then looks for a sleeper to wake (`list`), so a worker about to park that
+    /// finds nothing here may park. (A pusher preempted in that window, a thread outside the
+    /// runtime on an oversubscribed machine, kept every idle worker going round its search and
+    /// its park's re-check until the pusher ran again.)
     pub(crate) fn may_pick(&self) -> bool {
         // The smallest front (see `front`) says at once that some shard holds a group; "none"
-        // may lag behind a listing, so it is checked shard by shard.
+        // may lag behind a listing, so it is checked shard by shard. Each shard's inbox before
+        // its length: a visit raises the length before it takes the first group from the inbox,
+        // so a reader that finds the inbox emptied also finds the raised length.
         self.front.load(Ordering::Relaxed) != u64::MAX
             || self
                 .shards
                 .iter()
-                .any(|s| s.len.load(Ordering::Relaxed) > 0 || !s.inbox.is_empty())
+                .any(|s| !s.inbox.is_empty() || s.len.load(Ordering::Relaxed) > 0)
     }
 
     /// True if a task waits in the lane, or a listed group has tasks queued now: a group just
@@ -449,7 +454,9 @@ impl Scheduler {
     }
 
     /// Called after a pusher flipped `g.listed` from false to true: queues `g` for its shard's
-    /// rotation. The count goes up first, so a worker about to park sees work (see `idle`).
+    /// rotation. The count goes up first (see `may_pick`), and a fence follows the push, so a
+    /// worker about to park either sees the group in the inbox or is asleep when the caller
+    /// looks for a sleeper to wake (see `idle`).
     /// `wait` says from when the group counts as waiting in its metrics.
     pub(crate) fn list(&self, g: &Arc<GroupInner>, wait: WaitFrom) {
         // Everything but the push before the count: the window in which the group is counted but
@@ -472,6 +479,10 @@ impl Scheduler {
             self.listed.fetch_sub(1, Ordering::SeqCst);
             return;
         }
+        // Orders the push before the caller's idle check (`Shared::notify_work`): a worker about
+        // to park re-checks the inboxes after its own fence (`may_pick`), not the count, so it
+        // either sees this group or is counted asleep when the caller looks for a sleeper.
+        fence(Ordering::SeqCst);
         if enters_at < self.front.load(Ordering::Relaxed) {
             self.front.fetch_min(enters_at, Ordering::Relaxed);
         }
@@ -903,6 +914,25 @@ impl Scheduler {
         }
         self.front.store(u64::MAX, Ordering::Relaxed);
         self.listed.store(0, Ordering::SeqCst);
+    }
+
+    /// Tests: counts one more group as listed without queueing any, as a pusher does between its
+    /// count and its inbox push (`list`), until the returned guard drops.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn listing_on_its_way(&self) -> ListingOnItsWay<'_> {
+        self.listed.fetch_add(1, Ordering::SeqCst);
+        ListingOnItsWay(self)
+    }
+}
+
+/// See [`Scheduler::listing_on_its_way`].
+#[cfg(all(test, not(loom)))]
+pub(crate) struct ListingOnItsWay<'a>(&'a Scheduler);
+
+#[cfg(all(test, not(loom)))]
+impl Drop for ListingOnItsWay<'_> {
+    fn drop(&mut self) {
+        self.0.listed.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -36,6 +36,45 @@ mod monitor {
     }
 }
 
+mod parking {
+    use std::time::{Duration, Instant};
+
+    use crate::Runtime;
+
+    /// A pusher counts a group as listed just before it queues the group in its shard's inbox. A
+    /// worker that runs out of work inside that window parks (the pusher wakes a sleeper after
+    /// its push) instead of going round its search and its park's re-check until the pusher runs
+    /// again: a pusher preempted there (a thread outside the runtime, on an oversubscribed
+    /// machine) kept every idle worker of the runtime spinning.
+    #[test]
+    fn a_worker_parks_while_a_listing_is_on_its_way_to_an_inbox() {
+        let rt = Runtime::builder().worker_threads(2).build().unwrap();
+        let shared = &rt.handle().shared;
+        let parks = || -> u64 { rt.metrics().workers.iter().map(|w| w.parks).sum() };
+        let wait_until = |what: &str, done: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !done() {
+                assert!(Instant::now() < deadline, "{what}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        wait_until("the workers never parked after starting", &|| {
+            shared.idle.counts().0 == 0
+        });
+        let before = parks();
+        let window = shared.scheduler.listing_on_its_way();
+        // A task from outside wakes a worker; once it has run, the worker finds nothing to do.
+        let (tx, rx) = std::sync::mpsc::channel();
+        drop(rt.spawn(async move { tx.send(()).unwrap() }));
+        rx.recv().unwrap();
+        wait_until(
+            "a worker stayed awake while a listing was on its way to an inbox",
+            &|| parks() > before && shared.idle.counts().0 == 0,
+        );
+        drop(window);
+    }
+}
+
 #[cfg(all(feature = "io", not(loom), not(miri)))]
 mod reactor {
     use std::os::unix::net::UnixDatagram;

@@ -267,10 +267,11 @@ impl Shared {
         }
     }
 
-    /// Work that core `idx` could take: a listed group, a task in the lane, or another core's
-    /// local queue.
+    /// Work that core `idx` could take: a listed group a pick can find, a task in the lane, or
+    /// another core's local queue. A group counted as listed that no pick can find yet is on its
+    /// way into an inbox: its pusher wakes a sleeper after its push (`Scheduler::may_pick`).
     pub(crate) fn has_visible_work(&self, idx: usize) -> bool {
-        self.scheduler.has_listed()
+        (self.scheduler.has_listed() && self.scheduler.may_pick())
             || self.scheduler.lane_has_work()
             || self
                 .cores
