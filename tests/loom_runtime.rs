@@ -131,7 +131,17 @@ fn listing_two_removers_with(tier: (u32, usize)) {
 /// then either wakes itself or waits for a notification, consumed with a CAS as the runtime does
 /// (a failed CAS writes nothing).
 fn park_unless(idle: &Idle, notified: &AtomicBool, has_work: impl Fn() -> bool) {
-    idle.sleep(0, false);
+    park_unless_as(idle, notified, false, has_work);
+}
+
+/// [`park_unless`] for a worker 0 that was searching (`searching`) or not when it ran out of work.
+fn park_unless_as(
+    idle: &Idle,
+    notified: &AtomicBool,
+    searching: bool,
+    has_work: impl Fn() -> bool,
+) {
+    idle.sleep(0, searching);
     fence(Ordering::SeqCst);
     if has_work() {
         idle.wake_self(0, || notified.store(false, Ordering::Relaxed));
@@ -435,6 +445,59 @@ fn local_queue_owner_refills_a_full_queue_during_a_steal() {
         got.sort_unstable();
         assert_eq!(got, (0..next).collect::<Vec<u32>>(), "lost or duplicated");
     });
+}
+
+/// A worker about to park while a thief (worker 1, searching) copies out of the only local queue
+/// with work: the parker counts a queue as work only while a thief could take from it
+/// (`Shared::has_visible_work`), so it may park during the steal. The thief then stops searching
+/// and, if it was the last searcher, wakes a sleeper (`Core::found_work`); if it was not, the
+/// parker was still searching and its re-check sees the rest. Either way the item the thief leaves
+/// is taken (the queue's owner, which would run it too, stays out of this model). Both for a
+/// parker that was searching and for one that was not.
+#[test]
+fn a_thief_leaves_no_worker_asleep_beside_the_work_it_left() {
+    for parker_searching in [false, true] {
+        loom::model(move || {
+            // Four workers, so that two may search at once; workers 2 and 3 stay awake.
+            let idle = Arc::new(Idle::new(4));
+            assert!(idle.try_search());
+            if parker_searching {
+                assert!(idle.try_search());
+            }
+            let victim = Arc::new(LocalQueue::<u32>::new());
+            // SAFETY: this thread is the queue's owner until the threads start, and pushes no more.
+            unsafe {
+                victim.push(1).unwrap();
+                victim.push(2).unwrap();
+            }
+            let notified = Arc::new(AtomicBool::new(false));
+            let parker = {
+                let (idle, victim, notified) = (idle.clone(), victim.clone(), notified.clone());
+                thread::spawn(move || {
+                    park_unless_as(&idle, &notified, parker_searching, || victim.is_stealable());
+                    std::iter::from_fn(|| victim.steal()).collect::<Vec<_>>()
+                })
+            };
+            let handle = parker.thread().clone();
+            // The thief, on this thread.
+            let mine = LocalQueue::<u32>::new();
+            // SAFETY: this thread owns `mine`.
+            let mut got: Vec<u32> =
+                unsafe { victim.steal_half_into(&mine, |_| panic!("an empty queue overflowed")) }
+                    .into_iter()
+                    .collect();
+            if !got.is_empty() && idle.stop_searching() {
+                notify_after_fence(&idle, &notified, &handle);
+            }
+            // SAFETY: as above.
+            while let Some(v) = unsafe { mine.pop() } {
+                got.push(v);
+            }
+            got.extend(parker.join().unwrap());
+            got.sort_unstable();
+            assert_eq!(got, vec![1, 2], "lost or duplicated");
+        });
+    }
 }
 
 /// Shutdown's drain takes from a core's queue while a thief steals from it: the drain waits for

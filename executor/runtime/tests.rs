@@ -73,6 +73,72 @@ mod parking {
         );
         drop(window);
     }
+
+    /// A worker about to park counts another core's local queue as work only while a thief could
+    /// take from it. A thief copying out of a queue takes its share, and wakes another worker if
+    /// it was the last one searching; a worker that counted a queue under a steal stayed awake and
+    /// went round its search and its park's re-check until the thief, if preempted, ran again.
+    #[test]
+    fn a_worker_parks_while_a_thief_copies_out_of_the_only_queue_with_work() {
+        use std::sync::mpsc::channel;
+
+        let rt = Runtime::builder()
+            .worker_threads(2)
+            // Tasks A and E below block their workers on purpose: no rescue.
+            .stall_threshold(Duration::from_secs(600))
+            .build()
+            .unwrap();
+        let shared = rt.handle().shared.clone();
+        let parks = || -> u64 { rt.metrics().workers.iter().map(|w| w.parks).sum() };
+        let core_idx = || crate::worker::context::with_core(|c| c.map(|c| c.idx)).unwrap();
+        // A holds one worker: it fills that worker's local queue, then blocks it.
+        let (a_at, a_running) = channel();
+        let (a_fill, a_go) = channel::<()>();
+        let (a_filled, a_done) = channel();
+        let (a_finish, a_end) = channel::<()>();
+        drop(rt.spawn(async move {
+            a_at.send(core_idx()).unwrap();
+            a_go.recv().unwrap();
+            // The first two go to the local queue, pushed out of the LIFO slot by the next.
+            for _ in 0..3 {
+                drop(crate::spawn(async {}));
+            }
+            a_filled.send(()).unwrap();
+            a_end.recv().unwrap();
+        }));
+        let x = a_running.recv().unwrap();
+        // E holds the other worker until the test lets it go.
+        let (e_at, e_running) = channel();
+        let (e_release, e_go) = channel::<()>();
+        drop(rt.spawn(async move {
+            e_at.send(core_idx()).unwrap();
+            e_go.recv().unwrap();
+        }));
+        let y = e_running.recv().unwrap();
+        assert_ne!(x, y);
+        a_fill.send(()).unwrap();
+        a_done.recv().unwrap();
+        assert_eq!(shared.cores[x].local.len(), 2);
+        let before = parks();
+        let (parked, claimed) = shared.cores[x].local.while_a_thief_copies_out(|| {
+            // E ends: its worker finds no work it can take (x's queue is under a steal).
+            e_release.send(()).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while parks() == before && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            parks() > before
+        });
+        for r in claimed {
+            let g = r.metadata().group.clone();
+            crate::worker::shared::push_global(&g, r);
+        }
+        a_finish.send(()).unwrap();
+        assert!(
+            parked,
+            "a worker stayed awake while a thief copied out of the only queue with work"
+        );
+    }
 }
 
 #[cfg(all(feature = "io", not(loom), not(miri)))]

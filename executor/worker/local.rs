@@ -105,6 +105,13 @@ impl<T> LocalQueue<T> {
         self.len() == 0
     }
 
+    /// True if a thief could take items now: some are queued and no other thief is copying out
+    /// of the queue (a snapshot).
+    pub fn is_stealable(&self) -> bool {
+        let (steal, real) = unpack(self.head.load(Ordering::Acquire));
+        steal == real && self.tail.load(Ordering::Acquire) != real
+    }
+
     /// Pushes at the back; gives the item back when the queue is full.
     ///
     /// # Safety
@@ -156,6 +163,22 @@ impl<T> LocalQueue<T> {
                 Err(h) => head = h,
             }
         }
+    }
+
+    /// Tests: claims half of the queue as a thief does, runs `f` with the claim held (a thief
+    /// between its claim and its release), then releases the claim and returns the claimed items.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn while_a_thief_copies_out<R>(&self, f: impl FnOnce() -> R) -> (R, Vec<T>) {
+        let claim = self
+            .claim(false, |avail| avail - avail / 2)
+            .expect("nothing to claim");
+        let taken = (0..claim.n)
+            // SAFETY: the claim covers `first..first + n`.
+            .map(|i| unsafe { self.read(claim.first.wrapping_add(i)) })
+            .collect();
+        let out = f();
+        self.release();
+        (out, taken)
     }
 
     /// Takes the oldest item from any thread (shutdown's drain): waits for a steal under way to

@@ -268,8 +268,14 @@ impl Shared {
     }
 
     /// Work that core `idx` could take: a listed group a pick can find, a task in the lane, or
-    /// another core's local queue. A group counted as listed that no pick can find yet is on its
-    /// way into an inbox: its pusher wakes a sleeper after its push (`Scheduler::may_pick`).
+    /// another core's local queue that a thief could take from now. Neither of the others counts,
+    /// so a parker never waits awake for a thread that may be off the CPU:
+    /// - a group counted as listed that no pick can find yet is on its way into an inbox: its
+    ///   pusher wakes a sleeper after its push (`Scheduler::may_pick`);
+    /// - a local queue another thief is copying out of: that thief is searching, and takes its
+    ///   share; if it was the last searcher it then wakes a sleeper (`Core::found_work`), and
+    ///   otherwise another searcher sees the rest. A local queue's owner is awake and runs it
+    ///   anyway: a missed steal costs parallelism, never a task.
     pub(crate) fn has_visible_work(&self, idx: usize) -> bool {
         (self.scheduler.has_listed() && self.scheduler.may_pick())
             || self.scheduler.lane_has_work()
@@ -277,7 +283,7 @@ impl Shared {
                 .cores
                 .iter()
                 .enumerate()
-                .any(|(i, c)| i != idx && !c.local.is_empty())
+                .any(|(i, c)| i != idx && c.local.is_stealable())
     }
 
     /// True if a core other than `idx` is serving a group other than `g`.
