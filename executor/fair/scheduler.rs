@@ -437,6 +437,13 @@ impl Scheduler {
                 .any(|s| !s.inbox.is_empty() || s.len.load(Ordering::Relaxed) > 0)
     }
 
+    /// True if a pick would find a listed group (a hint): one is counted as listed and a shard
+    /// shows it. The count alone is not enough (see `may_pick`).
+    #[inline]
+    pub(crate) fn has_pickable(&self) -> bool {
+        self.has_listed() && self.may_pick()
+    }
+
     /// True if a task waits in the lane, or a listed group has tasks queued now: a group just
     /// listed (in an inbox: a push listed it), or one in the rotation whose queue is not empty.
     /// `has_listed` alone also counts a group a worker has emptied, which stays listed until that

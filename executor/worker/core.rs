@@ -346,7 +346,7 @@ impl Core {
         }
         // Not while a group is counted as listed that no pick can find yet: its pusher is between
         // the count and the inbox (`Scheduler::may_pick`).
-        if self.shared.scheduler.has_listed() && self.shared.scheduler.may_pick() {
+        if self.shared.scheduler.has_pickable() {
             if let Some(r) = self.take_from_rotation() {
                 return Some(r);
             }

@@ -277,7 +277,7 @@ impl Shared {
     ///   otherwise another searcher sees the rest. A local queue's owner is awake and runs it
     ///   anyway: a missed steal costs parallelism, never a task.
     pub(crate) fn has_visible_work(&self, idx: usize) -> bool {
-        (self.scheduler.has_listed() && self.scheduler.may_pick())
+        self.scheduler.has_pickable()
             || self.scheduler.lane_has_work()
             || self
                 .cores
