@@ -41,6 +41,23 @@ mod parking {
 
     use crate::Runtime;
 
+    /// Parks of all of `rt`'s workers so far.
+    fn parks(rt: &Runtime) -> u64 {
+        rt.metrics().workers.iter().map(|w| w.parks).sum()
+    }
+
+    /// Waits up to 20 s for `done`; false if it never held.
+    fn eventually(done: impl Fn() -> bool) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+
     /// A pusher counts a group as listed just before it queues the group in its shard's inbox. A
     /// worker that runs out of work inside that window parks (the pusher wakes a sleeper after
     /// its push) instead of going round its search and its park's re-check until the pusher runs
@@ -50,26 +67,19 @@ mod parking {
     fn a_worker_parks_while_a_listing_is_on_its_way_to_an_inbox() {
         let rt = Runtime::builder().worker_threads(2).build().unwrap();
         let shared = &rt.handle().shared;
-        let parks = || -> u64 { rt.metrics().workers.iter().map(|w| w.parks).sum() };
-        let wait_until = |what: &str, done: &dyn Fn() -> bool| {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while !done() {
-                assert!(Instant::now() < deadline, "{what}");
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        };
-        wait_until("the workers never parked after starting", &|| {
-            shared.idle.counts().0 == 0
-        });
-        let before = parks();
+        assert!(
+            eventually(|| shared.idle.counts().0 == 0),
+            "the workers never parked after starting"
+        );
+        let before = parks(&rt);
         let window = shared.scheduler.listing_on_its_way();
         // A task from outside wakes a worker; once it has run, the worker finds nothing to do.
         let (tx, rx) = std::sync::mpsc::channel();
         drop(rt.spawn(async move { tx.send(()).unwrap() }));
         rx.recv().unwrap();
-        wait_until(
-            "a worker stayed awake while a listing was on its way to an inbox",
-            &|| parks() > before && shared.idle.counts().0 == 0,
+        assert!(
+            eventually(|| parks(&rt) > before && shared.idle.counts().0 == 0),
+            "a worker stayed awake while a listing was on its way to an inbox"
         );
         drop(window);
     }
@@ -89,7 +99,6 @@ mod parking {
             .build()
             .unwrap();
         let shared = rt.handle().shared.clone();
-        let parks = || -> u64 { rt.metrics().workers.iter().map(|w| w.parks).sum() };
         let core_idx = || crate::worker::context::with_core(|c| c.map(|c| c.idx)).unwrap();
         // A holds one worker: it fills that worker's local queue, then blocks it.
         let (a_at, a_running) = channel();
@@ -119,15 +128,11 @@ mod parking {
         a_fill.send(()).unwrap();
         a_done.recv().unwrap();
         assert_eq!(shared.cores[x].local.len(), 2);
-        let before = parks();
+        let before = parks(&rt);
         let (parked, claimed) = shared.cores[x].local.while_a_thief_copies_out(|| {
             // E ends: its worker finds no work it can take (x's queue is under a steal).
             e_release.send(()).unwrap();
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while parks() == before && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            parks() > before
+            eventually(|| parks(&rt) > before)
         });
         for r in claimed {
             let g = r.metadata().group.clone();
