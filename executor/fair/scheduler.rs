@@ -411,7 +411,7 @@ impl Scheduler {
     }
 
     /// True if some group has queued work (a hint; exact under the locks).
-    pub(crate) fn has_listed(&self) -> bool {
+    fn has_listed(&self) -> bool {
         self.listed.load(Ordering::SeqCst) > 0
     }
 
@@ -425,7 +425,7 @@ impl Scheduler {
     /// finds nothing here may park. (A pusher preempted in that window, a thread outside the
     /// runtime on an oversubscribed machine, kept every idle worker going round its search and
     /// its park's re-check until the pusher ran again.)
-    pub(crate) fn may_pick(&self) -> bool {
+    fn may_pick(&self) -> bool {
         // The smallest front (see `front`) says at once that some shard holds a group; "none"
         // may lag behind a listing, so it is checked shard by shard. Each shard's inbox before
         // its length: a visit raises the length before it takes the first group from the inbox,
@@ -970,7 +970,7 @@ mod tests {
         s.admit_inbox(shard, &mut rotation);
         assert_eq!(rotation.len(), 1);
         // What another worker sees while this visit holds the shard's lock.
-        assert!(s.has_listed() && s.may_pick());
+        assert!(s.has_pickable());
         let seen = s.shard_to_pick(1).map(|s| s as *const Shard);
         assert_eq!(
             seen,
@@ -1006,7 +1006,7 @@ mod tests {
             );
             std::thread::yield_now();
         }
-        assert!(s.has_listed() && s.may_pick());
+        assert!(s.has_pickable());
         let seen = s.shard_to_pick(1).map(|s| s as *const Shard);
         drop(held);
         assert_eq!(visit.join().unwrap(), 1);
