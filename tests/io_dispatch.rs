@@ -54,12 +54,26 @@ impl<F: Future> Future for RecordWakes<F> {
     }
 }
 
+/// A future whose every poll first keeps its thread for `.0`.
+struct SlowPolls<F>(Duration, Pin<Box<F>>);
+
+impl<F: Future> Future for SlowPolls<F> {
+    type Output = F::Output;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        if !self.0.is_zero() {
+            std::thread::sleep(self.0);
+        }
+        self.1.as_mut().poll(cx)
+    }
+}
+
 /// The tests of this file run one at a time: two runtimes would compete for the one reactor.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// A task awaits a readable socket `rounds` times while the workers are idle; a foreign thread
-/// writes to the peer every `spacing`. Returns the names of the threads the wakes happened on.
-fn dispatch_names(workers: usize, spacing: Duration, rounds: usize) -> Vec<String> {
+/// writes to the peer every `spacing`; every poll of the task keeps its worker's thread for
+/// `work` more (a slow machine). Returns the names of the threads the wakes happened on.
+fn dispatch_names(workers: usize, spacing: Duration, rounds: usize, work: Duration) -> Vec<String> {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     watchdog(60, move || {
         let rt = builder(workers).thread_name("io-wake").build().unwrap();
@@ -76,19 +90,22 @@ fn dispatch_names(workers: usize, spacing: Duration, rounds: usize) -> Vec<Strin
         });
         let names = Arc::new(Mutex::new(Vec::new()));
         let n = names.clone();
-        rt.block_on(rt.spawn(async move {
-            let mut s = Async::<TcpStream>::connect(addr).await.unwrap();
-            let mut b = [0u8; 1];
-            for _ in 0..rounds {
-                let readable = RecordWakes {
-                    fut: Box::pin(s.readable()),
-                    names: n.clone(),
-                };
-                readable.await.unwrap();
-                s.read_exact(&mut b).await.unwrap();
-                s.write_all(&b).await.unwrap();
-            }
-        }))
+        rt.block_on(rt.spawn(SlowPolls(
+            work,
+            Box::pin(async move {
+                let mut s = Async::<TcpStream>::connect(addr).await.unwrap();
+                let mut b = [0u8; 1];
+                for _ in 0..rounds {
+                    let readable = RecordWakes {
+                        fut: Box::pin(s.readable()),
+                        names: n.clone(),
+                    };
+                    readable.await.unwrap();
+                    s.read_exact(&mut b).await.unwrap();
+                    s.write_all(&b).await.unwrap();
+                }
+            }),
+        )))
         .unwrap();
         peer.join().unwrap();
         names.lock().unwrap().clone()
@@ -103,7 +120,7 @@ fn readiness_wakes_are_dispatched_on_a_worker_when_workers_are_idle() {
     for workers in [1, 2, 4] {
         // Long enough for every worker to park, short enough that async-io's thread keeps
         // backing off instead of queueing for the reactor.
-        let names = dispatch_names(workers, 2 * MS, ROUNDS);
+        let names = dispatch_names(workers, 2 * MS, ROUNDS, Duration::ZERO);
         let on_workers = names.iter().filter(|n| n.starts_with("io-wake")).count();
         eprintln!(
             "{workers} workers: {on_workers} of {} wakes on a worker",
@@ -144,7 +161,7 @@ fn readiness_wakes_are_dispatched_on_a_worker_when_workers_are_idle() {
 fn under_light_load_the_keeper_keeps_the_reactor() {
     const ROUNDS: usize = 20;
     for workers in [1, 2] {
-        let names = dispatch_names(workers, 25 * MS, ROUNDS);
+        let names = dispatch_names(workers, 25 * MS, ROUNDS, Duration::ZERO);
         let on_fallback = names.iter().filter(|n| *n == "async-io").count();
         eprintln!(
             "{workers} workers: {on_fallback} of {} wakes on async-io's thread",
@@ -153,6 +170,53 @@ fn under_light_load_the_keeper_keeps_the_reactor() {
         // Until the keeper dispatches a wake itself it does not know I/O is recent, so the first
         // wakes may be async-io's (one on a quiet machine; 7 of 23 were in one run on a slow,
         // loaded one). From the keeper's first on, at most one in five.
+        let Some(first) = names.iter().position(|n| n.starts_with("io-wake")) else {
+            panic!("{workers} workers: no readiness wake on a worker: {names:?}");
+        };
+        assert!(
+            first * 2 <= names.len(),
+            "{workers} workers: the first wake on a worker came only after {first} of {}: \
+             {names:?}",
+            names.len()
+        );
+        let after = &names[first..];
+        let fallback_after = after.iter().filter(|n| *n == "async-io").count();
+        assert!(
+            fallback_after * 5 <= after.len(),
+            "{workers} workers: {fallback_after} of the {} readiness wakes from the keeper's first \
+             on were on async-io's thread: {names:?}",
+            after.len()
+        );
+    }
+}
+
+/// async-io's fallback thread holds the reactor when the runtime starts (with no `block_on` in
+/// the process it takes the reactor at once), and each request keeps its worker for a
+/// millisecond, longer than that thread backs off after a pass (50 µs): it retakes the reactor
+/// every time the keeper leaves it to run a request. The wakes it dispatches wake the keeper,
+/// which then wakes at least every few milliseconds as while it dispatches I/O itself: one of
+/// those wakes, with nothing to run, retries the reactor before the fallback thread does, and
+/// from then on the keeper keeps it. (Before, only the keeper's own dispatch counted as I/O: it
+/// slept until the next request, lost the reactor at every one, and the fallback thread
+/// dispatched every wake here; a slow sanitized run saw the same with requests of no work.)
+#[test]
+fn the_keeper_wins_the_reactor_back_from_async_io_thread() {
+    const ROUNDS: usize = 20;
+    for workers in [1, 2] {
+        {
+            let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+            // Starts the reactor (and async-io's thread) if no test has yet, then leaves it to
+            // that thread for a while with no runtime in the process.
+            drop(Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap());
+            std::thread::sleep(30 * MS);
+        }
+        let names = dispatch_names(workers, 25 * MS, ROUNDS, MS);
+        let on_fallback = names.iter().filter(|n| *n == "async-io").count();
+        eprintln!(
+            "{workers} workers: {on_fallback} of {} wakes on async-io's thread, a request \
+             keeping the worker 1 ms",
+            names.len()
+        );
         let Some(first) = names.iter().position(|n| n.starts_with("io-wake")) else {
             panic!("{workers} workers: no readiness wake on a worker: {names:?}");
         };

@@ -42,10 +42,16 @@
 //! the tick has not moved for about 10 ms, blocks on the reactor's lock; it then takes the reactor
 //! the moment the keeper leaves it to run what a readiness event woke, and dispatches the next
 //! event from outside the runtime, which costs that request a second thread wake-up (async-io
-//! 2.6, `driver.rs`). So while I/O is recent (a readiness wake claimed the keeper within the last
-//! second), the keeper wakes at least every 8 ms: each wake is a reactor pass, which moves the
-//! tick, and the fallback thread keeps backing off instead of queueing for the lock. An idle
-//! runtime (no I/O for a second) sleeps without a timeout again.
+//! 2.6, `driver.rs`). So while I/O is recent (within the last second a readiness wake claimed the
+//! keeper, or a wake from outside the runtime woke it), the keeper wakes at least every 8 ms: each
+//! wake is a reactor pass, which moves the tick, and the fallback thread keeps backing off instead
+//! of queueing for the lock. An idle runtime (no I/O for a second) sleeps without a timeout again.
+//!
+//! The wakes from outside count because they may be the fallback thread's dispatch: once it holds
+//! the reactor (it takes it at once while no `block_on` runs), it retakes it after its first
+//! back-off (50 µs) following each pass unless another thread took it meanwhile, which a keeper
+//! running a request for longer never does. The keeper's 8 ms wakes find nothing to run and retry
+//! the reactor within that back-off.
 //!
 //! # Where readiness wakes go
 //! The wakes a reactor pass dispatches run on the keeper's thread, between two polls of its loop,
@@ -94,13 +100,14 @@ const IO_RECENT: Duration = Duration::from_secs(1);
 /// The longest the keeper waits in the reactor while I/O is recent.
 const REACTOR_TICK: Duration = Duration::from_millis(8);
 
-/// A readiness wake claimed the keeper (on the keeper's thread, from the reactor's dispatch).
+/// A readiness wake claimed the keeper (on the keeper's thread, from the reactor's dispatch), or a
+/// wake from outside the runtime woke it (perhaps the fallback thread's dispatch).
 pub(crate) fn note_io(shared: &Shared) {
     let tick = shared.timers.now_tick(Instant::now());
     shared.io_seen.store(tick, Ordering::Relaxed);
 }
 
-/// Whether a readiness wake claimed the keeper within [`IO_RECENT`] of `now`.
+/// Whether [`note_io`] was called within [`IO_RECENT`] of `now`.
 fn io_recent(shared: &Shared, now: Instant) -> bool {
     let seen = shared.io_seen.load(Ordering::Relaxed);
     seen != 0 && shared.timers.instant_of(seen) + IO_RECENT > now

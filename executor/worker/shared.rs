@@ -259,7 +259,15 @@ impl Shared {
             if ours { None } else { self.keeper.core() }
         };
         #[cfg(all(feature = "io", not(loom), not(miri)))]
-        let chosen = self.idle.notify_preferring(prefer, mark);
+        let chosen = {
+            let chosen = self.idle.notify_preferring(prefer, mark);
+            if chosen.is_some() && chosen == prefer {
+                // Perhaps async-io's thread, dispatching because it holds the reactor: the keeper
+                // retries the reactor at short intervals from now on (see `reactor`).
+                super::reactor::note_io(self);
+            }
+            chosen
+        };
         #[cfg(not(all(feature = "io", not(loom), not(miri))))]
         let chosen = self.idle.notify_one(mark);
         if let Some(idx) = chosen {
