@@ -43,15 +43,18 @@
 //! the moment the keeper leaves it to run what a readiness event woke, and dispatches the next
 //! event from outside the runtime, which costs that request a second thread wake-up (async-io
 //! 2.6, `driver.rs`). So while I/O is recent (within the last second a readiness wake claimed the
-//! keeper, or a wake from outside the runtime woke it), the keeper wakes at least every 8 ms: each
+//! keeper, or the fallback thread's dispatch woke it), the keeper wakes at least every 8 ms: each
 //! wake is a reactor pass, which moves the tick, and the fallback thread keeps backing off instead
 //! of queueing for the lock. An idle runtime (no I/O for a second) sleeps without a timeout again.
 //!
-//! The wakes from outside count because they may be the fallback thread's dispatch: once it holds
-//! the reactor (it takes it at once while no `block_on` runs), it retakes it after its first
-//! back-off (50 µs) following each pass unless another thread took it meanwhile, which a keeper
-//! running a request for longer never does. The keeper's 8 ms wakes find nothing to run and retry
-//! the reactor within that back-off.
+//! The fallback thread's dispatch counts because once that thread holds the reactor (it takes it
+//! at once while no `block_on` runs), it retakes it after its first back-off (50 µs) following
+//! each pass unless another thread took it meanwhile, which a keeper running a request for longer
+//! never does. The keeper's 8 ms wakes find nothing to run and retry the reactor within that
+//! back-off. That thread is known by the name async-io gives it ([`on_fallback_thread`]); other
+//! wakes from outside do not count: without I/O the reactor is worth nothing to the keeper, and
+//! winning it back would cost a runtime fed from another thread a keeper pass every 8 ms, and
+//! the fallback thread a round of its back-off after each.
 //!
 //! # Where readiness wakes go
 //! The wakes a reactor pass dispatches run on the keeper's thread, between two polls of its loop,
@@ -100,8 +103,8 @@ const IO_RECENT: Duration = Duration::from_secs(1);
 /// The longest the keeper waits in the reactor while I/O is recent.
 const REACTOR_TICK: Duration = Duration::from_millis(8);
 
-/// A readiness wake claimed the keeper (on the keeper's thread, from the reactor's dispatch), or a
-/// wake from outside the runtime woke it (perhaps the fallback thread's dispatch).
+/// A readiness wake claimed the keeper (on the keeper's thread, from the reactor's dispatch), or the
+/// fallback thread's dispatch woke it.
 pub(crate) fn note_io(shared: &Shared) {
     let tick = shared.timers.now_tick(Instant::now());
     shared.io_seen.store(tick, Ordering::Relaxed);
@@ -111,6 +114,16 @@ pub(crate) fn note_io(shared: &Shared) {
 fn io_recent(shared: &Shared, now: Instant) -> bool {
     let seen = shared.io_seen.load(Ordering::Relaxed);
     seen != 0 && shared.timers.instant_of(seen) + IO_RECENT > now
+}
+
+/// The name async-io gives its fallback thread (async-io 2.6, `driver.rs`).
+const FALLBACK_THREAD: &str = "async-io";
+
+/// Whether this thread is async-io's fallback thread: a wake it makes comes from the reactor's
+/// dispatch, while it holds the reactor. (`thread::current` panics only once the thread's handle
+/// is gone, after every thread-local destructor of the thread has run: no wake gets here then.)
+pub(crate) fn on_fallback_thread() -> bool {
+    std::thread::current().name() == Some(FALLBACK_THREAD)
 }
 
 /// The core this thread keeps in the reactor for `shared`, if it is waiting there now: a wake on

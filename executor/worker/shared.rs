@@ -261,9 +261,9 @@ impl Shared {
         #[cfg(all(feature = "io", not(loom), not(miri)))]
         let chosen = {
             let chosen = self.idle.notify_preferring(prefer, mark);
-            if chosen.is_some() && chosen == prefer {
-                // Perhaps async-io's thread, dispatching because it holds the reactor: the keeper
-                // retries the reactor at short intervals from now on (see `reactor`).
+            if chosen.is_some() && chosen == prefer && super::reactor::on_fallback_thread() {
+                // async-io's thread dispatches because it holds the reactor: the keeper retries
+                // the reactor at short intervals from now on (see `reactor`).
                 super::reactor::note_io(self);
             }
             chosen
