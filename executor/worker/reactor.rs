@@ -119,11 +119,24 @@ fn io_recent(shared: &Shared, now: Instant) -> bool {
 /// The name async-io gives its fallback thread (async-io 2.6, `driver.rs`).
 const FALLBACK_THREAD: &str = "async-io";
 
+thread_local! {
+    /// Whether this thread is async-io's fallback thread, once looked up: 0 not yet, 1 yes, 2 no.
+    static FALLBACK: Cell<u8> = const { Cell::new(0) };
+}
+
 /// Whether this thread is async-io's fallback thread: a wake it makes comes from the reactor's
-/// dispatch, while it holds the reactor. (`thread::current` panics only once the thread's handle
-/// is gone, after every thread-local destructor of the thread has run: no wake gets here then.)
+/// dispatch, while it holds the reactor. The name is looked up once per thread (a
+/// `thread::current()` is a reference count taken and dropped). `thread::current` panics only once
+/// the thread's handle is gone, after every thread-local destructor of the thread has run: no wake
+/// gets here then.
 pub(crate) fn on_fallback_thread() -> bool {
-    std::thread::current().name() == Some(FALLBACK_THREAD)
+    let known = FALLBACK.try_with(Cell::get).unwrap_or(2);
+    if known != 0 {
+        return known == 1;
+    }
+    let yes = std::thread::current().name() == Some(FALLBACK_THREAD);
+    let _ = FALLBACK.try_with(|c| c.set(if yes { 1 } else { 2 }));
+    yes
 }
 
 /// The core this thread keeps in the reactor for `shared`, if it is waiting there now: a wake on
