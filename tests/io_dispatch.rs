@@ -67,6 +67,14 @@ impl<F: Future> Future for SlowPolls<F> {
     }
 }
 
+/// The index of the first wake `dispatch_names` recorded on a worker; panics if there is none.
+fn first_wake_on_a_worker(workers: usize, names: &[String]) -> usize {
+    let Some(first) = names.iter().position(|n| n.starts_with("io-wake")) else {
+        panic!("{workers} workers: no readiness wake on a worker: {names:?}");
+    };
+    first
+}
+
 /// The tests of this file run one at a time: two runtimes would compete for the one reactor.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -132,9 +140,7 @@ fn readiness_wakes_are_dispatched_on_a_worker_when_workers_are_idle() {
         // after all the keeper's. So the wakes are judged from the keeper's first dispatch on,
         // and that must come with room to judge; from it on, a loaded machine may still delay a
         // worker past async-io's back-off: most, not all.
-        let Some(first) = names.iter().position(|n| n.starts_with("io-wake")) else {
-            panic!("{workers} workers: no readiness wake on a worker: {names:?}");
-        };
+        let first = first_wake_on_a_worker(workers, &names);
         assert!(
             first * 4 <= names.len() * 3,
             "{workers} workers: the first wake on a worker came only after {first} of {}: \
@@ -202,9 +208,7 @@ fn assert_the_keeper_keeps_the_reactor(workers: usize, names: &[String], what: &
         "{workers} workers: {on_fallback} of {} wakes on async-io's thread{what}",
         names.len()
     );
-    let Some(first) = names.iter().position(|n| n.starts_with("io-wake")) else {
-        panic!("{workers} workers: no readiness wake on a worker: {names:?}");
-    };
+    let first = first_wake_on_a_worker(workers, names);
     assert!(
         first * 2 <= names.len(),
         "{workers} workers: the first wake on a worker came only after {first} of {}: {names:?}",

@@ -120,8 +120,8 @@ fn io_recent(shared: &Shared, now: Instant) -> bool {
 const FALLBACK_THREAD: &str = "async-io";
 
 thread_local! {
-    /// Whether this thread is async-io's fallback thread, once looked up: 0 not yet, 1 yes, 2 no.
-    static FALLBACK: Cell<u8> = const { Cell::new(0) };
+    /// Whether this thread is async-io's fallback thread, once looked up.
+    static FALLBACK: Cell<Option<bool>> = const { Cell::new(None) };
 }
 
 /// Whether this thread is async-io's fallback thread: a wake it makes comes from the reactor's
@@ -130,12 +130,11 @@ thread_local! {
 /// the thread's handle is gone, after every thread-local destructor of the thread has run: no wake
 /// gets here then.
 pub(crate) fn on_fallback_thread() -> bool {
-    let known = FALLBACK.try_with(Cell::get).unwrap_or(2);
-    if known != 0 {
-        return known == 1;
+    if let Some(known) = FALLBACK.try_with(Cell::get).unwrap_or(Some(false)) {
+        return known;
     }
     let yes = std::thread::current().name() == Some(FALLBACK_THREAD);
-    let _ = FALLBACK.try_with(|c| c.set(if yes { 1 } else { 2 }));
+    let _ = FALLBACK.try_with(|c| c.set(Some(yes)));
     yes
 }
 
