@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 // A renamed dependency, as the `crate` option is for.
 extern crate rondo as renamed_rondo;
 
+mod common;
+
 /// The number of distinct worker threads that run `tasks` spawned tasks, each of which waits
 /// until all have started, so that every worker must take part.
 async fn workers_seen(tasks: usize) -> usize {
@@ -83,20 +85,17 @@ async fn returns_an_err() -> Result<(), String> {
 #[test]
 fn an_err_from_a_test_fails_it() {
     // This test binary, asked to run only the ignored test above.
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "returns_an_err",
-            "--test-threads",
-            "1",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let limit = std::time::Duration::from_secs(30);
+    let out = common::child::run_child(
+        "returns_an_err",
+        &["--ignored", "--exact", "returns_an_err", "--test-threads=1"],
+        limit,
+    );
+    let stdout = &out.stdout;
     assert!(
-        !out.status.success(),
-        "the Err did not fail the test:\n{stdout}"
+        out.status.is_some_and(|s| !s.success()),
+        "the Err did not fail the test ({}):\n{stdout}",
+        out.verdict(limit)
     );
     assert!(stdout.contains("the body's own error after 1"), "{stdout}");
     assert!(stdout.contains("1 failed"), "{stdout}");

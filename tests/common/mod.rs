@@ -1,6 +1,9 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+#[macro_use]
+pub mod child;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -58,6 +61,39 @@ fn builder_at_least(workers: usize, min: usize) -> rondo::Builder {
     }
     .max(min);
     rondo::Runtime::builder().worker_threads(workers)
+}
+
+/// A runtime with exactly `workers` workers (not [`rt`]'s count) whose panic hook counts the panics
+/// it is told of, with that count.
+pub fn counting_runtime(workers: usize) -> (rondo::Runtime, Arc<AtomicUsize>) {
+    let reported = Arc::new(AtomicUsize::new(0));
+    let r = reported.clone();
+    let rt = rondo::Runtime::builder()
+        .worker_threads(workers)
+        .on_task_panic(move |_| {
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    (rt, reported)
+}
+
+/// The text of a panic's payload ("" if it is not text).
+pub fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// A value whose destructor runs `f`: the cleanup a cancelled task's future does when dropped.
+pub struct OnDrop<F: FnMut()>(pub F);
+
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
 }
 
 /// Busy-waits for `d` (simulates CPU work without sleeping).
