@@ -4,6 +4,7 @@
 //!
 //! Multi-worker tests follow `RONDO_TEST_WORKERS` (see `common::rt`).
 
+#[macro_use]
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -129,6 +130,61 @@ fn a_panicking_closure_resolves_as_a_panic_and_reaches_the_hook() {
         assert_eq!(rt.block_on(rt.spawn_blocking(|| 5)).unwrap(), 5);
         assert_eq!(rt.handle().blocking_threads(), 1);
     });
+}
+
+/// A value whose destructor panics (unless the thread is already unwinding).
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("a destructor panicked");
+        }
+    }
+}
+
+child_test! {
+    /// A detached blocking closure's output whose destructor panics is reported to the panic hook
+    /// once, and the pool keeps serving. In a child: an uncaught destructor panic aborts the
+    /// process.
+    fn a_panicking_destructor_of_a_detached_blocking_output_is_reported_once() {
+        let (rt, reported) = common::counting_runtime(1);
+        drop(rt.spawn_blocking(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            PanicsOnDrop
+        }));
+        assert!(
+            eventually(5, || reported.load(Ordering::SeqCst) == 1),
+            "the destructor's panic should be reported to on_task_panic"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(reported.load(Ordering::SeqCst), 1, "reported once");
+        assert_eq!(rt.block_on(rt.spawn_blocking(|| 5)).unwrap(), 5, "the pool must survive");
+    }
+}
+
+/// Recursion that keeps 1 KiB of stack per level.
+fn deep(n: u32) -> u32 {
+    let buf = [n as u8; 1024];
+    let r = if n == 0 { 0 } else { deep(n - 1) };
+    std::hint::black_box(&buf);
+    r + buf[0] as u32
+}
+
+child_test! {
+    /// Workers and blocking threads get `thread_stack_size`: about 9 MiB of recursion, more than
+    /// a default thread has, runs in a task and in a blocking closure. In a child: a stack
+    /// overflow aborts the process.
+    fn workers_and_blocking_threads_get_the_thread_stack_size() {
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .thread_stack_size(64 << 20)
+            .build()
+            .unwrap();
+        let expected: u32 = (0..=8 * 1024u32).map(|k| k % 256).sum();
+        assert_eq!(rt.block_on(rt.spawn(async { deep(8 * 1024) })).unwrap(), expected);
+        assert_eq!(rt.block_on(rt.spawn_blocking(|| deep(8 * 1024))).unwrap(), expected);
+    }
 }
 
 #[test]

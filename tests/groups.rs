@@ -4,11 +4,11 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{DropCount, eventually, hold_a_worker, rt, spin, watchdog};
+use common::{DropCount, eventually, hold_a_worker, rt, spin, spinner, watchdog};
 use futures::channel::oneshot;
 
 #[test]
@@ -1210,6 +1210,159 @@ fn a_nested_block_on_charges_the_rest_of_the_callers_poll_to_the_caller() {
             "scoped {:?}, outer {:?}",
             s.busy,
             o.busy
+        );
+    });
+}
+
+/// A worker stuck in one poll does not pin the fairness floor. Group B arrives while group A has
+/// been running on the free worker; the two share it, instead of B taking it all until it has
+/// "caught up" with A's service.
+#[test]
+fn a_stuck_worker_does_not_freeze_the_fairness_floor() {
+    watchdog(60, || {
+        let rt = common::rt_at_least(2, 2);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stuck = rt.group().name("stuck").build().unwrap();
+        let a = rt.group().name("a").build().unwrap();
+        let b = rt.group().name("b").build().unwrap();
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let blocker = stuck.spawn(async move {
+            started_tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(900));
+        });
+        started_rx.recv().unwrap();
+        let (at, bt) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let mut hs: Vec<_> = (0..4)
+            .map(|_| a.spawn(spinner(at.clone(), stop.clone())))
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let a_before = at.load(Ordering::SeqCst);
+        hs.extend((0..4).map(|_| b.spawn(spinner(bt.clone(), stop.clone()))));
+        std::thread::sleep(Duration::from_millis(250));
+        stop.store(true, Ordering::SeqCst);
+        let (a_ns, b_ns) = (
+            (at.load(Ordering::SeqCst) - a_before) as f64,
+            bt.load(Ordering::SeqCst) as f64,
+        );
+        rt.block_on(async {
+            for h in hs {
+                h.await.unwrap();
+            }
+            blocker.await.unwrap();
+        });
+        // Ideal 50:50 (with a frozen floor: 0.5 ms against 199.5 ms).
+        let share = a_ns / (a_ns + b_ns);
+        assert!(
+            (0.2..=0.8).contains(&share),
+            "group a got {a_ns} ns and group b {b_ns} ns while a worker was stuck"
+        );
+    });
+}
+
+/// The default group (what `current_group` returns in a plain spawn) cannot be cancelled, which
+/// would cancel every later plain spawn on the runtime: `cancel` panics with a message that says
+/// what to do instead, and the runtime keeps spawning.
+#[test]
+fn the_default_group_cannot_be_cancelled() {
+    watchdog(30, || {
+        let rt = rt(1);
+        let g = rt
+            .block_on(rt.spawn(async { rondo::current_group().unwrap() }))
+            .unwrap();
+        assert_eq!(g.name(), "default");
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| g.cancel()));
+        let msg = common::panic_text(r.unwrap_err());
+        assert!(msg.contains("default group cannot be cancelled"), "{msg}");
+        assert!(!g.is_cancelled());
+        assert_eq!(rt.block_on(rt.spawn(async { 1 })).unwrap(), 1);
+        // A group of one's own still cancels.
+        let own = rt.group().build().unwrap();
+        let h = own.spawn(std::future::pending::<()>());
+        own.cancel();
+        assert!(rt.block_on(h).unwrap_err().is_cancelled());
+    });
+}
+
+/// A `Scoped` polled again after it returned `Ready` panics with a message that names `Scoped`
+/// (not `JoinHandle`, a type the caller never held) and says what to do.
+#[test]
+fn a_scoped_polled_after_ready_panics_naming_scoped() {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll, Waker};
+    let rt = rt(1);
+    let g = rt.group().build().unwrap();
+    let mut s = g.scope(async { 3 });
+    let mut cx = Context::from_waker(Waker::noop());
+    let first = loop {
+        if let Poll::Ready(v) = Pin::new(&mut s).poll(&mut cx) {
+            break v;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(first.unwrap(), 3);
+    let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Pin::new(&mut s).poll(&mut cx)
+    }));
+    let msg = common::panic_text(again.expect_err("a second poll must panic"));
+    assert!(
+        msg.starts_with("Scoped polled after it returned Ready"),
+        "{msg}"
+    );
+    assert!(!msg.contains("JoinHandle"), "{msg}");
+}
+
+/// A future refused by a cancelled group is dropped unpolled on the spawning thread, and a
+/// cancelled future wherever it ends up dropped (a closed queue at shutdown, a worker): its
+/// destructor is the task's code and runs with the task's group current, as in a poll. So a
+/// `rondo::spawn` there goes to that group (refused too) instead of the spawner's context: from
+/// plain code, not the global runtime; from a task of another group, not that group.
+#[test]
+fn a_refused_futures_destructor_spawns_into_its_own_group() {
+    watchdog(30, || {
+        let rt = rt(2);
+        let closed = rt.group().name("closed").build().unwrap();
+        closed.cancel();
+        // What each destructor saw: its current group, and whether its spawn was refused.
+        type Seen = Arc<Mutex<Vec<(Option<String>, bool)>>>;
+        let seen: Seen = Default::default();
+        let spawned_ran = Arc::new(AtomicUsize::new(0));
+        let probe = |seen: &Seen| {
+            let (seen, ran) = (seen.clone(), spawned_ran.clone());
+            common::OnDrop(move || {
+                let name = rondo::current_group().map(|g| g.name().to_string());
+                let ran = ran.clone();
+                let h = rondo::spawn(async move {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                });
+                seen.lock().unwrap().push((name, h.is_finished()));
+            })
+        };
+        // From plain code.
+        let guard = probe(&seen);
+        let h = closed.spawn(async move {
+            let _guard = guard;
+        });
+        assert!(futures::executor::block_on(h).unwrap_err().is_cancelled());
+        // From a task of another group.
+        let other = rt.group().name("other").build().unwrap();
+        let guard = probe(&seen);
+        let c = closed.clone();
+        let cancelled = rt
+            .block_on(other.spawn(async move {
+                let refused = c.spawn(async move {
+                    let _guard = guard;
+                });
+                refused.await.unwrap_err().is_cancelled()
+            }))
+            .unwrap();
+        assert!(cancelled);
+        rt.block_on(other.wait_idle());
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(spawned_ran.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![(Some(String::from("closed")), true); 2]
         );
     });
 }

@@ -762,3 +762,42 @@ fn a_tenant_blocking_every_thread_does_not_stall_another_tenants_timers() {
         assert!(rt.metrics().rescues >= 1);
     });
 }
+
+/// A cancelled task's destructor that blocks is watched like a poll that blocks: the stall
+/// monitor hands the core's queues to another thread, which runs the other tasks meanwhile.
+#[test]
+fn a_cancelled_tasks_blocking_destructor_is_rescued() {
+    watchdog(30, || {
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .stall_threshold(Duration::from_millis(5))
+            .build()
+            .unwrap();
+        let other_ran = Arc::new(AtomicBool::new(false));
+        let seen_by_destructor = Arc::new(AtomicBool::new(false));
+        let (o, s) = (other_ran.clone(), seen_by_destructor.clone());
+        let guard = common::OnDrop(move || {
+            // Blocks its thread until the other task ran (at most 5 s).
+            let end = Instant::now() + Duration::from_secs(5);
+            while !o.load(Ordering::SeqCst) && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            s.store(o.load(Ordering::SeqCst), Ordering::SeqCst);
+        });
+        let (_keep, never) = futures::channel::oneshot::channel::<()>();
+        let h = rt.spawn(async move {
+            let _guard = guard;
+            let _ = never.await;
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        h.abort();
+        let o = other_ran.clone();
+        let other = rt.spawn(async move { o.store(true, Ordering::SeqCst) });
+        rt.block_on(other).unwrap();
+        assert!(rt.block_on(h).unwrap_err().is_cancelled());
+        assert!(
+            seen_by_destructor.load(Ordering::SeqCst),
+            "the other task waited for the blocking destructor"
+        );
+    });
+}

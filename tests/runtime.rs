@@ -1,6 +1,7 @@
 //! The core runtime's guarantees (issue 2): spawning, joining, cancellation, panics, nested
 //! `block_on`, shutdown, isolation, wakeups and starvation protection.
 
+#[macro_use]
 mod common;
 
 use std::future::Future;
@@ -1003,4 +1004,709 @@ fn shutdown_does_not_hang_on_a_destructor_that_waits_for_a_timer() {
             assert_eq!(dropped.load(Ordering::SeqCst), tasks, "round {round}");
         }
     });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nested `block_on`
+// ---------------------------------------------------------------------------------------------
+
+/// Task A blocks on a message from B, then answers; B sends to A, then blocks on A's answer: one
+/// nested `block_on` waits under the other's frame, and both must finish.
+fn nested_block_ons_waiting_on_each_other(workers: usize) {
+    let rt = rt(workers);
+    let (to_a, rx_a) = oneshot::channel::<u32>();
+    let (to_b, rx_b) = oneshot::channel::<u32>();
+    let a = rt.spawn(async move {
+        let v = rondo::block_on(rx_a).unwrap();
+        to_b.send(v + 1).unwrap();
+        v
+    });
+    let b = rt.spawn(async move {
+        to_a.send(1).unwrap();
+        rondo::block_on(rx_b).unwrap()
+    });
+    assert_eq!(rt.block_on(a).unwrap(), 1);
+    assert_eq!(rt.block_on(b).unwrap(), 2);
+}
+
+child_test! {
+    fn nested_block_ons_waiting_on_each_other_complete_with_1_worker() {
+        nested_block_ons_waiting_on_each_other(1);
+    }
+}
+
+child_test! {
+    fn nested_block_ons_waiting_on_each_other_complete_with_2_workers() {
+        nested_block_ons_waiting_on_each_other(2);
+    }
+}
+
+/// Each level spawns the next and waits for it with a nested `block_on`.
+fn recurse(depth: u32) -> u32 {
+    if depth == 0 {
+        return 0;
+    }
+    rondo::block_on(rondo::spawn(async move { recurse(depth - 1) })).unwrap() + 1
+}
+
+child_test! {
+    120;
+    /// A task whose nested `block_on`s recurse 5,000 levels deep completes: the levels are not
+    /// all stacked on one thread.
+    fn a_nested_block_on_recursion_5000_levels_deep_completes() {
+        for workers in [1, 2] {
+            let rt = rt(workers);
+            let h = rt.spawn(async { recurse(5_000) });
+            assert_eq!(rt.block_on(h).unwrap(), 5_000);
+        }
+    }
+}
+
+/// Sixteen tasks, each recursing 50 levels deep through nested `block_on`s.
+fn sixteen_recursions_50_levels_deep(workers: usize) {
+    let rt = rt(workers);
+    let hs: Vec<_> = (0..16).map(|_| rt.spawn(async { recurse(50) })).collect();
+    for h in hs {
+        assert_eq!(rt.block_on(h).unwrap(), 50);
+    }
+}
+
+child_test! {
+    fn sixteen_nested_block_on_recursions_50_levels_deep_complete_with_1_worker() {
+        sixteen_recursions_50_levels_deep(1);
+    }
+}
+
+child_test! {
+    fn sixteen_nested_block_on_recursions_50_levels_deep_complete_with_2_workers() {
+        sixteen_recursions_50_levels_deep(2);
+    }
+}
+
+/// The nested `block_on` runs the awaited task inline when it has not started and sits in this
+/// core's queues: no other thread takes part.
+#[test]
+fn nested_block_on_runs_an_unstarted_local_child_inline() {
+    let rt = rt(1);
+    let h = rt.spawn(async {
+        let me = std::thread::current().id();
+        let child = rondo::spawn(async { std::thread::current().id() });
+        let ran_on = rondo::block_on(child).unwrap();
+        (me, ran_on, std::thread::current().id())
+    });
+    let (me, child, after) = rt.block_on(h).unwrap();
+    assert_eq!(me, child, "the child ran inline on the waiting thread");
+    assert_eq!(me, after);
+}
+
+/// A nested `block_on` that must wait hands its core over: the other tasks keep running on the
+/// single worker's core while this thread waits.
+#[test]
+fn nested_block_on_hands_the_core_over_while_it_waits() {
+    watchdog(30, || {
+        let rt = rt(1);
+        let (tx, rx) = oneshot::channel::<u32>();
+        let waiter = rt.spawn(async move { rondo::block_on(rx).unwrap() });
+        std::thread::sleep(Duration::from_millis(20));
+        // Runs on the core while the waiter's thread blocks.
+        let sender = rt.spawn(async move { tx.send(9).unwrap() });
+        rt.block_on(sender).unwrap();
+        assert_eq!(rt.block_on(waiter).unwrap(), 9);
+    });
+}
+
+/// A nested `block_on` whose future panics while it holds its worker's core (before any hand-off)
+/// gives the core back as it unwinds: the task in the core's LIFO slot still runs, later tasks
+/// run, and the runtime drops.
+#[test]
+fn a_nested_block_on_that_panics_keeps_its_worker() {
+    watchdog(30, || {
+        let rt = rt(2);
+        let seven = rt.block_on(rt.spawn(async {
+            // Lands in this worker's LIFO slot.
+            let child = rondo::spawn(async { 7 });
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                rondo::block_on(async { panic!("a panic in a nested block_on") })
+            }));
+            assert!(r.is_err());
+            child.await
+        }));
+        assert_eq!(seven.unwrap().unwrap(), 7);
+        // Uncaught in the task: its handle gets the panic, and the worker goes on.
+        let one = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+        let h = one.spawn(async { rondo::block_on(async { panic!("uncaught") }) });
+        assert!(one.block_on(h).unwrap_err().is_panic());
+        assert_eq!(one.block_on(one.spawn(async { 3 })).unwrap(), 3);
+        drop(one);
+        drop(rt);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Destructors that panic, block or spawn
+// ---------------------------------------------------------------------------------------------
+
+/// A value whose destructor always panics, even during an unwind (which aborts the process).
+struct AlwaysPanicsOnDrop(&'static str);
+
+impl Drop for AlwaysPanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("{}", self.0);
+    }
+}
+
+child_test! {
+    60;
+    /// Detached tasks' outputs whose destructors panic, and panic payloads whose destructors
+    /// panic, dropped by the runtime with one worker and with two: each output's panic is
+    /// reported to the panic hook exactly once, and the workers keep serving. In a child: a
+    /// destructor panic the runtime does not catch aborts the process.
+    fn panicking_destructors_of_detached_outputs_and_payloads_are_reported() {
+        for workers in [1, 2] {
+            let (rt, reported) = common::counting_runtime(workers);
+            // Half complete at their first poll, half after a yield.
+            for i in 0..10 {
+                drop(rt.spawn(async move {
+                    if i % 2 == 0 {
+                        rondo::yield_now().await;
+                    }
+                    AlwaysPanicsOnDrop("output destructor")
+                }));
+            }
+            assert!(
+                eventually(10, || reported.load(Ordering::SeqCst) == 10),
+                "each output's destructor panic is reported once: {} reports",
+                reported.load(Ordering::SeqCst)
+            );
+            for i in 0..10 {
+                drop(rt.spawn(async move {
+                    if i % 2 == 0 {
+                        rondo::yield_now().await;
+                    }
+                    std::panic::panic_any(AlwaysPanicsOnDrop("payload destructor"));
+                }));
+            }
+            assert!(eventually(10, || reported.load(Ordering::SeqCst) >= 20));
+            assert_eq!(
+                rt.block_on(rt.spawn(async { 5 })).unwrap(),
+                5,
+                "the workers survive"
+            );
+        }
+    }
+}
+
+/// Dropping a `JoinHandle` whose finished task's output panics in its destructor does not raise
+/// that panic in the dropping thread; it goes to the panic hook instead.
+#[test]
+fn dropping_a_handle_to_a_panicking_output_does_not_panic_the_caller() {
+    let (rt, seen) = common::counting_runtime(1);
+    let h = rt.spawn(async { AlwaysPanicsOnDrop("output") });
+    while !h.is_finished() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(h)));
+    assert!(
+        r.is_ok(),
+        "dropping the handle raised the destructor's panic"
+    );
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    assert_eq!(rt.block_on(rt.spawn(async { 1 })).unwrap(), 1);
+}
+
+/// An aborted task's future is dropped by a worker as a poll would end it: with the core lent and
+/// the task's group current. So a `block_on` in its destructor does not park the worker while it
+/// keeps its core (the runtime, and dropping it, would freeze), and a spawn there goes to the
+/// task's group, not the default one.
+#[test]
+fn a_cancelled_tasks_destructor_may_block_on_and_spawns_into_its_group() {
+    watchdog(30, || {
+        let rt = rt(1);
+        let group = rt.group().name("tenant").build().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let guard = common::OnDrop(move || {
+            let name = rondo::block_on(rondo::spawn(async {
+                rondo::current_group().unwrap().name().to_string()
+            }));
+            s.lock().unwrap().push(name.unwrap());
+        });
+        let (_keep, never) = oneshot::channel::<()>();
+        let h = group.spawn(async move {
+            let _guard = guard;
+            let _ = never.await;
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        h.abort();
+        assert!(rt.block_on(h).unwrap_err().is_cancelled());
+        assert_eq!(*seen.lock().unwrap(), vec![String::from("tenant")]);
+        // The runtime still runs tasks, and drops.
+        assert_eq!(rt.block_on(rt.spawn(async { 7 })).unwrap(), 7);
+        drop(rt);
+    });
+}
+
+/// A future refused by a dropped runtime is dropped by `rondo::spawn` with no thread-local
+/// borrowed, so its destructor may call `block_on`.
+#[test]
+fn a_refused_futures_destructor_may_call_block_on() {
+    struct BlockOnInDrop(Arc<AtomicBool>);
+    impl Drop for BlockOnInDrop {
+        fn drop(&mut self) {
+            rondo::block_on(async {});
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let rt = rt(1);
+    let handle = rt.handle().clone();
+    drop(rt);
+    let dropped = Arc::new(AtomicBool::new(false));
+    let d = dropped.clone();
+    let mut spawned = None;
+    handle.block_on(async {
+        let guard = BlockOnInDrop(d);
+        spawned = Some(rondo::spawn(async move {
+            let _g = guard;
+        }));
+    });
+    let h = spawned.unwrap();
+    assert!(dropped.load(Ordering::SeqCst));
+    assert!(futures::executor::block_on(h).unwrap_err().is_cancelled());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Join handles and abort
+// ---------------------------------------------------------------------------------------------
+
+/// A `JoinHandle` of a finished task is ready at its first poll, and polled again after it
+/// returned `Ready` it panics with a clear message instead of claiming the task was cancelled.
+#[test]
+fn a_join_handle_polled_after_ready_panics_clearly() {
+    let rt = rt(1);
+    let mut h = rt.spawn(async { 3 });
+    assert!(eventually(10, || h.is_finished()));
+    let mut cx = Context::from_waker(Waker::noop());
+    match Pin::new(&mut h).poll(&mut cx) {
+        Poll::Ready(r) => assert_eq!(r.unwrap(), 3),
+        Poll::Pending => panic!("a finished task's handle must be ready"),
+    }
+    let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Pin::new(&mut h).poll(&mut cx)
+    }));
+    let msg = common::panic_text(again.expect_err("a second poll must panic"));
+    assert!(msg.contains("polled after it returned Ready"), "{msg}");
+}
+
+/// A waker that counts nothing: what matters is who holds it (`Arc::strong_count`).
+struct Held;
+
+impl std::task::Wake for Held {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// A `JoinHandle` polled `Pending` and then dropped (a `select` or `timeout` that gave up on it)
+/// releases its waker: the unfinished task does not keep it, nor the polling task and group it
+/// belongs to.
+#[test]
+fn a_join_handle_dropped_after_pending_releases_its_waker() {
+    watchdog(30, || {
+        let rt = rt(2);
+        let (tx, rx) = oneshot::channel::<()>();
+        let mut h = rt.spawn(rx);
+        let w = Arc::new(Held);
+        let waker = Waker::from(w.clone());
+        assert!(
+            Pin::new(&mut h)
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        drop(waker);
+        drop(h);
+        assert_eq!(
+            Arc::strong_count(&w),
+            1,
+            "the unfinished task still holds the dropped handle's waker"
+        );
+        // The detached task still runs to its end.
+        let g = rt.group().build().unwrap();
+        let probe = g.spawn(async {});
+        rt.block_on(probe).unwrap();
+        tx.send(()).unwrap();
+    });
+}
+
+child_test! {
+    /// `abort` after completion keeps the output and wakes no other task, not even the one that
+    /// took the finished task's registry slot.
+    fn abort_after_completion_wakes_no_other_task() {
+        let rt = rt(1);
+        let g = rt.group().name("slots").build().unwrap();
+        // A completed task whose handle is kept: its registry slot is free for the next task.
+        // It waits once, so it takes a registry slot, and frees it when it completes.
+        let finished = g.spawn(async {
+            rondo::yield_now().await;
+            2
+        });
+        assert!(eventually(10, || finished.is_finished()));
+        // A task that is polled once, then waits with no waker stored anywhere: only a
+        // spurious wake can poll it again.
+        let polls = Arc::new(AtomicUsize::new(0));
+        let p = polls.clone();
+        let idle = g.spawn(std::future::poll_fn(move |_cx: &mut Context<'_>| {
+            p.fetch_add(1, Ordering::SeqCst);
+            Poll::<()>::Pending
+        }));
+        assert!(eventually(10, || polls.load(Ordering::SeqCst) == 1));
+        finished.abort();
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            polls.load(Ordering::SeqCst),
+            1,
+            "aborting a completed task woke an unrelated one"
+        );
+        assert_eq!(rt.block_on(finished).unwrap(), 2, "the output is kept");
+        idle.abort();
+        assert!(rt.block_on(idle).unwrap_err().is_cancelled());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The current runtime
+// ---------------------------------------------------------------------------------------------
+
+/// `Runtime::enter` makes `rondo::spawn` from plain code target the chosen runtime.
+#[test]
+fn enter_selects_the_runtime_for_plain_spawns() {
+    let rt = rondo::Runtime::builder()
+        .worker_threads(1)
+        .thread_name("entered")
+        .build()
+        .unwrap();
+    {
+        let _g = rt.enter();
+        let h = rondo::spawn(async { std::thread::current().name().map(String::from) });
+        assert_eq!(rondo::block_on(h).unwrap().as_deref(), Some("entered-0"));
+        assert!(rondo::Handle::try_current().is_some());
+    }
+    assert!(rondo::Handle::try_current().is_none());
+}
+
+/// Enter guards dropped out of order panic (the first runtime would otherwise stay current after
+/// both guards are gone), and guards dropped in order leave no runtime current.
+#[test]
+fn enter_guards_dropped_out_of_order_panic() {
+    watchdog(30, || {
+        let a = rt(1);
+        let b = rt(1);
+        // On a thread of its own: what is current after the misuse is not specified.
+        let (ha, hb) = (a.handle().clone(), b.handle().clone());
+        let misuse = std::thread::spawn(move || {
+            let ga = ha.enter();
+            let gb = hb.enter();
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(ga)));
+            std::mem::forget(gb);
+            common::panic_text(r.unwrap_err())
+        });
+        let msg = misuse.join().unwrap();
+        assert!(msg.contains("reverse order"), "{msg}");
+        let ga = a.enter();
+        let gb = b.enter();
+        drop(gb);
+        drop(ga);
+        assert!(rondo::Handle::try_current().is_none());
+    });
+}
+
+/// Inside a task the runtime polling it stays current under another runtime's enter guard, as
+/// `Handle::enter` documents: `Handle::current` and `rondo::spawn` name the task's runtime.
+#[test]
+fn inside_a_task_the_polling_runtime_stays_current_under_an_enter_guard() {
+    watchdog(30, || {
+        let a = rondo::Runtime::builder().worker_threads(1).build().unwrap();
+        let b = rondo::Runtime::builder().worker_threads(3).build().unwrap();
+        let hb = b.handle().clone();
+        let seen = a
+            .block_on(a.spawn(async move {
+                let (current, spawned) = {
+                    let _g = hb.enter();
+                    let current = rondo::Handle::current().worker_count();
+                    let spawned = rondo::spawn(async { rondo::Handle::current().worker_count() });
+                    (current, spawned)
+                };
+                (current, spawned.await.unwrap())
+            }))
+            .unwrap();
+        assert_eq!(seen, (1, 1));
+    });
+}
+
+/// On thread exit, wakes the stored task and spawns a task through the handle and through
+/// `rondo::spawn`.
+struct OnThreadExit {
+    waker: Option<Waker>,
+    handle: Option<rondo::Handle>,
+    spawned: Option<mpsc::UnboundedSender<&'static str>>,
+}
+
+impl Drop for OnThreadExit {
+    fn drop(&mut self) {
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+        if let (Some(h), Some(tx)) = (self.handle.take(), self.spawned.take()) {
+            let t = tx.clone();
+            drop(h.spawn(async move {
+                let _ = t.unbounded_send("handle");
+            }));
+            drop(rondo::spawn(async move {
+                let _ = tx.unbounded_send("global");
+            }));
+        }
+    }
+}
+
+thread_local! {
+    static ON_EXIT: std::cell::RefCell<Option<OnThreadExit>> = const { std::cell::RefCell::new(None) };
+}
+
+child_test! {
+    /// A thread-local destructor that runs after rondo's own thread-locals on that thread were
+    /// destroyed may wake a task and spawn, through a handle and through `rondo::spawn`: the task
+    /// completes and both spawned tasks run. In a child: a failure here aborts the process.
+    fn waking_and_spawning_from_a_thread_local_destructor_runs_the_tasks() {
+        let rt = rt(2);
+        let (waker_tx, waker_rx) = std::sync::mpsc::channel();
+        let woken = Arc::new(AtomicUsize::new(0));
+        let w = woken.clone();
+        // A task that parks its waker and completes once woken.
+        let task = rt.spawn(std::future::poll_fn(move |cx: &mut Context<'_>| {
+            if w.load(Ordering::SeqCst) > 0 {
+                return Poll::Ready(());
+            }
+            w.fetch_add(1, Ordering::SeqCst);
+            waker_tx.send(cx.waker().clone()).unwrap();
+            Poll::Pending
+        }));
+        let waker = waker_rx.recv().unwrap();
+        let (spawned_tx, mut spawned_rx) = mpsc::unbounded();
+        let handle = rt.handle().clone();
+        std::thread::spawn(move || {
+            let h = handle.clone();
+            ON_EXIT.with(|s| {
+                *s.borrow_mut() = Some(OnThreadExit {
+                    waker: Some(waker),
+                    handle: Some(handle),
+                    spawned: Some(spawned_tx),
+                })
+            });
+            // Touch the runtime's own thread-locals after ours: thread-local destructors run in
+            // reverse order, so the runtime's are gone when ours runs.
+            h.block_on(async {});
+            assert!(rondo::Handle::try_current().is_none());
+        })
+        .join()
+        .unwrap();
+        rt.block_on(task).unwrap();
+        let mut seen: Vec<&str> = rt.block_on(async {
+            vec![spawned_rx.next().await.unwrap(), spawned_rx.next().await.unwrap()]
+        });
+        seen.sort();
+        assert_eq!(seen, ["global", "handle"]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Large futures
+// ---------------------------------------------------------------------------------------------
+
+/// A future that keeps 1 MiB of state across a suspension point.
+async fn big_future() -> u64 {
+    let buf = [1u8; 1 << 20];
+    rondo::yield_now().await;
+    buf.iter().map(|&b| u64::from(b)).sum::<u64>()
+}
+
+child_test! {
+    /// In a child: a stack overflow aborts the process.
+    fn a_1_mib_future_can_be_spawned_from_a_task() {
+        let rt = rt(2);
+        let h = rt.spawn(async { rondo::spawn(big_future()).await.unwrap() });
+        assert_eq!(rt.block_on(h).unwrap(), 1 << 20);
+    }
+}
+
+child_test! {
+    /// In a child: a stack overflow aborts the process.
+    fn a_1_mib_future_can_be_spawned_from_block_on() {
+        let rt = rt(2);
+        let v = rt.block_on(async { rondo::spawn(big_future()).await.unwrap() });
+        assert_eq!(v, 1 << 20);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dropping a runtime
+// ---------------------------------------------------------------------------------------------
+
+/// A runtime dropped with pending, queued and grouped tasks frees everything it owns: a value
+/// captured by the panic hook is released with it.
+#[test]
+fn a_dropped_runtime_frees_its_shared_state() {
+    for workers in [1, 2, 4, 8] {
+        watchdog(60, move || {
+            let witness = Arc::new(());
+            let w = witness.clone();
+            let rt = rondo::Runtime::builder()
+                .worker_threads(workers)
+                .on_task_panic(move |_| {
+                    let _ = &w;
+                })
+                .build()
+                .unwrap();
+            let g = rt.group().name("g").weight(3).build().unwrap();
+            let strand = rt.group().max_concurrency(1).build().unwrap();
+            let mut hs = Vec::new();
+            for _ in 0..20 {
+                hs.push(rt.spawn(std::future::pending::<()>()));
+                hs.push(g.spawn(std::future::pending::<()>()));
+                hs.push(strand.spawn(async { rondo::yield_now().await }));
+            }
+            // Queued behind a busy worker.
+            for _ in 0..20 {
+                g.spawn(async { common::spin(Duration::from_micros(100)) });
+            }
+            drop(rt);
+            drop((g, strand, hs));
+            assert_eq!(
+                Arc::strong_count(&witness),
+                1,
+                "the runtime leaked with {workers} workers"
+            );
+        });
+    }
+}
+
+/// Every task spawned while a runtime is being dropped is either run or dropped, and its handle
+/// resolves; none is stranded in a queue nobody drains (a stress over many drops).
+#[test]
+fn spawns_racing_a_runtime_drop_are_never_stranded() {
+    for workers in [1, 2, 4, 8] {
+        watchdog(120, move || {
+            for _ in 0..30 {
+                let rt = rt(workers);
+                let strand = rt.group().max_concurrency(1).build().unwrap();
+                let handle = rt.handle().clone();
+                let drops = DropCount::new();
+                let stop = Arc::new(AtomicBool::new(false));
+                let spawners: Vec<_> = (0..2)
+                    .map(|i| {
+                        let (handle, strand, drops, stop) =
+                            (handle.clone(), strand.clone(), drops.clone(), stop.clone());
+                        std::thread::spawn(move || {
+                            let mut hs = Vec::new();
+                            while !stop.load(Ordering::Relaxed) {
+                                let g = drops.guard();
+                                hs.push(if i == 0 {
+                                    handle.spawn(async move { drop(g) })
+                                } else {
+                                    strand.spawn(async move { drop(g) })
+                                });
+                            }
+                            hs
+                        })
+                    })
+                    .collect();
+                std::thread::sleep(Duration::from_millis(2));
+                drop(rt);
+                stop.store(true, Ordering::SeqCst);
+                let mut total = 0;
+                for s in spawners {
+                    for h in s.join().unwrap() {
+                        total += 1;
+                        assert!(
+                            h.is_finished(),
+                            "a task spawned during the drop is stranded"
+                        );
+                    }
+                }
+                assert_eq!(drops.get(), total, "every future dropped exactly once");
+            }
+        });
+    }
+}
+
+/// Dropping a runtime always reaches every parked worker (many short-lived runtimes, dropped
+/// while their workers are parking).
+#[test]
+fn dropping_runtimes_while_workers_park_never_hangs() {
+    watchdog(120, || {
+        for i in 0..300 {
+            let rt = rt(1 + i % 8);
+            if i % 2 == 0 {
+                rt.block_on(async { rondo::spawn(async {}).await.unwrap() });
+            }
+            drop(rt);
+        }
+    });
+}
+
+/// Spawns a task that waits in a nested `block_on` on a channel no task of `rt` will ever send
+/// on; returns once the task waits, with its handle and the channel's sender.
+fn wait_outside(
+    rt: &rondo::Runtime,
+    drops: &DropCount,
+) -> (rondo::JoinHandle<u32>, oneshot::Sender<u32>) {
+    let (outside_tx, outside_rx) = oneshot::channel::<u32>();
+    let (started_tx, started_rx) = oneshot::channel::<()>();
+    let g = drops.guard();
+    let h = rt.spawn(async move {
+        let _g = g;
+        started_tx.send(()).unwrap();
+        rondo::block_on(outside_rx).unwrap()
+    });
+    rt.block_on(started_rx).unwrap();
+    (h, outside_tx)
+}
+
+child_test! {
+    /// Dropping the runtime while a task waits in a nested `block_on` for an event from outside,
+    /// which fires during the drop, returns and drops the task's future exactly once.
+    fn dropping_the_runtime_while_a_nested_block_on_waits_outside_drops_the_task_once() {
+        let drops = DropCount::new();
+        let rt = rt(1);
+        let (h, outside_tx) = wait_outside(&rt, &drops);
+        // Drop on another thread; the outside event fires while the drop is under way.
+        let dropper = std::thread::spawn(move || drop(rt));
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = outside_tx.send(7);
+        dropper.join().unwrap();
+        match futures::executor::block_on(h) {
+            Ok(v) => assert_eq!(v, 7),
+            Err(e) => assert!(e.is_cancelled(), "{e:?}"),
+        }
+        assert_eq!(drops.get(), 1, "the task's future must be dropped exactly once");
+    }
+}
+
+child_test! {
+    /// `shutdown_timeout` returns while a task waits in a nested `block_on` for an event from
+    /// outside that has not fired, and the task's future is dropped exactly once.
+    fn shutdown_timeout_returns_while_a_nested_block_on_waits_outside() {
+        let drops = DropCount::new();
+        let rt = rt(2);
+        let (h, outside_tx) = wait_outside(&rt, &drops);
+        // The outside event has not fired: shutdown_timeout must still return.
+        rt.shutdown_timeout(Duration::from_millis(200));
+        let _ = outside_tx.send(7);
+        assert!(
+            eventually(10, || drops.get() == 1),
+            "the task's future must be dropped exactly once, dropped {} times",
+            drops.get()
+        );
+        match futures::executor::block_on(h) {
+            Ok(v) => assert_eq!(v, 7),
+            Err(e) => assert!(e.is_cancelled(), "{e:?}"),
+        }
+        assert_eq!(drops.get(), 1);
+    }
 }
