@@ -16,18 +16,9 @@ use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 use rondo::loom_support::{BlockingPool, Job, closure_returned};
 
-/// Explores every interleaving with at most `PREEMPTIONS` preemptions: unbounded, the pool's
-/// lock-free queues give more interleavings than a run can visit (as in `loom_runtime.rs`).
-const PREEMPTIONS: usize = 3;
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(PREEMPTIONS);
-    b.check(f);
-}
-
-/// Long enough never to end within a model: a waiting thread parks until it is claimed.
-const FOREVER: Duration = Duration::from_secs(24 * 3600);
+mod loom_setup;
+// Bounded: unbounded, the pool's lock-free queues give more interleavings than a run can visit.
+use loom_setup::{FOREVER, model_bounded};
 
 /// What the jobs of a model report: how many ran, how many were dropped unrun.
 #[derive(Default)]
@@ -140,7 +131,7 @@ fn a_job_spawned_while_the_thread_goes_idle_or_leaves_is_never_lost() {
         (FOREVER, false),
         (FOREVER, true),
     ] {
-        model(move || {
+        model_bounded(move || {
             let (pool, log) = pool(1, keep_alive);
             for _ in 0..2 {
                 pool.schedule(Probe::early(&log, early));
@@ -156,7 +147,7 @@ fn a_job_spawned_while_the_thread_goes_idle_or_leaves_is_never_lost() {
 /// ramp-up), or both jobs wait forever.
 #[test]
 fn jobs_that_wait_for_each_other_get_a_thread_each() {
-    model(|| {
+    model_bounded(|| {
         let (pool, log) = pool(2, FOREVER);
         let arrived = Arc::new((Mutex::new(0usize), Condvar::new()));
         for _ in 0..2 {
@@ -183,7 +174,7 @@ fn jobs_that_wait_for_each_other_get_a_thread_each() {
 /// exits (a thread left waiting would make `join` deadlock).
 #[test]
 fn shutdown_against_a_concurrent_spawn_runs_or_drops_the_job_once() {
-    model(|| {
+    model_bounded(|| {
         let (pool, log) = pool(1, FOREVER);
         // A thread that has run a job and waits (or is about to).
         pool.schedule(Probe::new(&log));
@@ -207,7 +198,7 @@ fn shutdown_against_a_concurrent_spawn_runs_or_drops_the_job_once() {
 /// jobs run (a spawner that saw a searcher woke nobody; the searcher must find its job).
 #[test]
 fn two_spawners_and_a_searching_thread_lose_no_job() {
-    model(|| {
+    model_bounded(|| {
         let (pool, log) = pool(1, FOREVER);
         let other = {
             let (pool, log) = (pool.clone(), log.clone());
@@ -225,7 +216,7 @@ fn two_spawners_and_a_searching_thread_lose_no_job() {
 /// sees the other, the thread that waits is the one that runs the job: no second thread starts.
 #[test]
 fn a_job_spawned_as_the_only_thread_goes_to_wait_starts_no_second_thread() {
-    model(|| {
+    model_bounded(|| {
         let (pool, log) = pool(2, FOREVER);
         for n in 1..=2 {
             pool.schedule(Probe::early(&log, true));
@@ -245,7 +236,7 @@ fn a_job_spawned_as_the_only_thread_goes_to_wait_starts_no_second_thread() {
 /// job with nobody searching. One of them wakes a thread for it, not both: two threads at most.
 #[test]
 fn a_spawner_and_the_searcher_that_ramps_up_wake_one_thread_between_them() {
-    model(|| {
+    model_bounded(|| {
         let (pool, log) = pool(3, FOREVER);
         for _ in 0..2 {
             pool.schedule(Probe::new(&log));

@@ -30,18 +30,9 @@ use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 use rondo::loom_support::{HandedCore, Placed, Threads};
 
-/// Explores every interleaving with at most `PREEMPTIONS` preemptions (the four-thread model has
-/// more interleavings than a run can visit unbounded).
-const PREEMPTIONS: usize = 3;
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(PREEMPTIONS);
-    b.check(f);
-}
-
-/// A keep-alive that never ends: the model's clock never moves that far.
-const FOREVER: Duration = Duration::from_secs(24 * 3600);
+mod loom_setup;
+// Bounded: unbounded, the four-thread model has more interleavings than a run can visit.
+use loom_setup::{FOREVER, model_bounded};
 
 /// What happened to one core.
 #[derive(Default)]
@@ -212,7 +203,7 @@ fn a_spare_and_the_reclaim_race_for_a_handed_off_core_and_exactly_one_gets_it() 
     for depends in [true, false] {
         static SEEN: [Seen; 2] = [Seen::new(), Seen::new()];
         let seen = &SEEN[depends as usize];
-        model(move || {
+        model_bounded(move || {
             let rt = Rt::new(1);
             let (core, marks) = TestCore::new(0);
             let spare = spawn_spare(&rt, FOREVER);
@@ -276,7 +267,7 @@ fn with_no_spare_idle_a_hand_off_starts_a_thread_and_the_core_goes_to_it_or_back
     static SEEN: Seen = Seen::new();
     for keep_alive in [Duration::ZERO, FOREVER] {
         for depends in [false, true] {
-            model(move || {
+            model_bounded(move || {
                 let rt = Rt::new(1);
                 let (core, marks) = TestCore::new(0);
 
@@ -332,7 +323,7 @@ fn shutdown_against_a_waiting_spare_and_a_hand_off_retires_the_core_exactly_once
     const BY_HANDER: usize = 1;
     const BY_SPARE: usize = 2;
     for reclaims in [false, true] {
-        model(move || {
+        model_bounded(move || {
             let rt = Rt::new(1);
             let (core, marks) = TestCore::new(0);
 
@@ -398,7 +389,7 @@ fn two_hand_offs_and_one_or_two_spares_take_each_core_once() {
     const STARTED: usize = 0;
     for spares in [1, 2] {
         for depends in [false, true] {
-            model(move || {
+            model_bounded(move || {
                 let rt = Rt::new(2);
                 let waiting: Vec<_> = (0..spares).map(|_| spawn_spare(&rt, FOREVER)).collect();
                 // The spares wait before the hand-offs (the race of a spare going idle with a
@@ -479,7 +470,7 @@ fn two_hand_offs_and_one_or_two_spares_take_each_core_once() {
 #[test]
 fn a_spare_whose_keep_alive_ends_still_takes_the_core_it_was_notified_for() {
     static SEEN: Seen = Seen::new();
-    model(|| {
+    model_bounded(|| {
         let keep_alive = Duration::from_secs(1);
         let rt = Rt::new(1);
         let (core, marks) = TestCore::new(0);
@@ -528,7 +519,7 @@ fn a_spare_whose_keep_alive_ends_still_takes_the_core_it_was_notified_for() {
 /// one thread beyond `max_threads`. A reservation counts until the thread it asked for started.
 #[test]
 fn two_hand_offs_at_the_thread_limit_start_one_thread() {
-    model(|| {
+    model_bounded(|| {
         let rt = Rt::new(2);
         // A model starts no thread, and no thread of it counts as running: the reservation of a
         // `StartThread` stands for the thread the runtime would start (which `spawn_thread` then

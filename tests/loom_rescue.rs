@@ -11,6 +11,9 @@ use loom::sync::{Arc, Mutex};
 use loom::thread;
 use rondo::loom_support::{Idle, Lease, LentSlot, is_lent};
 
+mod loom_setup;
+use loom_setup::model;
+
 /// A stand-in for a core: the LIFO slot a wake fills.
 #[derive(Default)]
 struct Core {
@@ -53,7 +56,7 @@ fn lent_core() -> (Arc<LentSlot<Core>>, Arc<Mutex<Vec<u32>>>, Lease, u64) {
 /// wake is in the core or in the global queue, never lost and never in both.
 #[test]
 fn a_claim_and_the_polls_own_accesses_give_the_core_to_exactly_one_thread() {
-    loom::model(|| {
+    model(|| {
         let (slot, global, lease, observed) = lent_core();
         assert!(is_lent(observed));
 
@@ -91,7 +94,7 @@ fn a_claim_and_the_polls_own_accesses_give_the_core_to_exactly_one_thread() {
 /// reaches the core again, and the new lease keeps it.
 #[test]
 fn a_stale_lease_never_takes_back_a_core_lent_again() {
-    loom::model(|| {
+    model(|| {
         let (slot, global, lease, observed) = lent_core();
 
         let rescuer = {
@@ -129,7 +132,7 @@ fn a_stale_lease_never_takes_back_a_core_lent_again() {
 /// and the poll's second access then sees no core.
 #[test]
 fn a_claim_between_two_accesses_is_seen_by_the_second() {
-    loom::model(|| {
+    model(|| {
         let (slot, global, lease, observed) = lent_core();
 
         let rescuer = {
@@ -160,7 +163,7 @@ fn a_claim_between_two_accesses_is_seen_by_the_second() {
 /// does).
 #[test]
 fn the_monitor_never_sleeps_through_the_first_wake() {
-    loom::model(|| {
+    model(|| {
         let idle = Arc::new(Idle::new(1));
         // The only worker parks.
         idle.sleep(0, false);

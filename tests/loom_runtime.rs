@@ -8,6 +8,11 @@ use loom::sync::{Arc, Mutex};
 use loom::thread;
 use rondo::loom_support::{GroupQueue, Idle, Inbox, Lane, LaneFlag, ListFlag, LocalQueue, Parker};
 
+mod loom_setup;
+// `model_bounded`: the three-thread models, and the two-thread ones whose unbounded runs take
+// minutes.
+use loom_setup::{model, model_bounded};
+
 /// A group queue (the runtime's own type), its list flag, and the "in rotation" bit the scheduler
 /// lock protects.
 struct Group {
@@ -19,14 +24,6 @@ struct Group {
 /// The queue tiers a listing model runs with: cold throughout, promoted by the second push, hot
 /// from the start.
 const TIERS: [(u32, usize); 3] = [(u32::MAX, usize::MAX), (u32::MAX, 1), (0, usize::MAX)];
-
-/// Checks `f` with at most three preemptions per execution (the three-thread models, and the
-/// two-thread ones whose unbounded runs take minutes).
-fn model_bounded(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(f);
-}
 
 impl Group {
     fn new((contended, len): (u32, usize)) -> Arc<Group> {
@@ -79,7 +76,7 @@ fn listing_never_strands_a_task() {
 }
 
 fn listing_never_strands_a_task_with(tier: (u32, usize)) {
-    loom::model(move || {
+    model(move || {
         let g = Group::new(tier);
         g.push(1);
         assert!(*g.in_rotation.lock().unwrap());
@@ -170,7 +167,7 @@ fn notify_after_fence(idle: &Idle, notified: &Arc<AtomicBool>, worker: &thread::
 
 #[test]
 fn park_and_notify_lose_no_wakeup() {
-    loom::model(|| {
+    model(|| {
         let idle = Arc::new(Idle::new(1));
         let work = Arc::new(AtomicUsize::new(0));
         let notified = Arc::new(AtomicBool::new(false));
@@ -199,7 +196,7 @@ fn park_and_notify_lose_no_wakeup() {
 /// the counts stay exact and the notification is consumed exactly once.
 #[test]
 fn self_wake_races_notifier() {
-    loom::model(|| {
+    model(|| {
         let idle = Arc::new(Idle::new(1));
         let notified = Arc::new(AtomicBool::new(false));
         idle.sleep(0, false);
@@ -226,7 +223,7 @@ fn self_wake_races_notifier() {
 /// they were taken before, during or after the promotion.
 #[test]
 fn promotion_keeps_order_and_loses_nothing() {
-    loom::model(|| {
+    model(|| {
         let q = Arc::new(GroupQueue::with_promotion(u32::MAX, 2));
         let a = {
             let q = q.clone();
@@ -261,7 +258,7 @@ fn promotion_keeps_order_and_loses_nothing() {
 /// every item whose push succeeded is still there to pop.
 #[test]
 fn close_races_promotion() {
-    loom::model(|| {
+    model(|| {
         let q = Arc::new(GroupQueue::with_promotion(u32::MAX, 1));
         q.push(0).unwrap();
         let pusher = {
@@ -284,7 +281,7 @@ fn close_races_promotion() {
 /// be published yet, and on a fence only the worker side issued).
 #[test]
 fn shutdown_never_misses_a_parking_core() {
-    loom::model(|| {
+    model(|| {
         let parker = Arc::new(Parker::new());
         let shutdown = Arc::new(AtomicBool::new(false));
         let core = {
@@ -349,7 +346,7 @@ fn an_unpark_always_wakes_a_waiting_core() {
 /// unparked it while its waker was registered.
 #[test]
 fn a_cancelled_wait_then_a_park_misses_no_unpark() {
-    loom::model(|| {
+    model(|| {
         let parker = Arc::new(Parker::new());
         let shutdown = Arc::new(AtomicBool::new(false));
         let core = {
@@ -394,7 +391,7 @@ fn steal_half_on_a_thread(victim: &Arc<LocalQueue<u32>>) -> thread::JoinHandle<V
 /// queue.
 #[test]
 fn local_queue_steal_races_the_owner() {
-    loom::model(|| {
+    model(|| {
         let victim = Arc::new(LocalQueue::<u32>::new());
         // SAFETY (every push and pop on `victim` in this model): this thread is its owner.
         unsafe {
@@ -457,7 +454,7 @@ fn local_queue_owner_refills_a_full_queue_during_a_steal() {
 #[test]
 fn a_thief_leaves_no_worker_asleep_beside_the_work_it_left() {
     for parker_searching in [false, true] {
-        loom::model(move || {
+        model(move || {
             // Four workers, so that two may search at once; workers 2 and 3 stay awake.
             let idle = Arc::new(Idle::new(4));
             assert!(idle.try_search());
@@ -734,7 +731,7 @@ fn lane_loses_no_task_and_keeps_one_per_group() {
 /// group's flag ends free.
 #[test]
 fn closing_the_lane_races_a_push() {
-    loom::model(|| {
+    model(|| {
         let lane = Arc::new(Lane::<Item>::default());
         let flag = Arc::new(LaneFlag::default());
         let pusher = {
@@ -767,7 +764,7 @@ fn closing_the_lane_races_a_push() {
 /// `push_from_outside` does, and the parker after registering as a sleeper).
 #[test]
 fn a_push_into_the_lane_reaches_a_parking_worker() {
-    loom::model(|| {
+    model(|| {
         let idle = Arc::new(Idle::new(1));
         let lane = Arc::new(Lane::<Item>::default());
         let flag = Arc::new(LaneFlag::default());
@@ -795,7 +792,7 @@ fn a_push_into_the_lane_reaches_a_parking_worker() {
 /// its push; it must then be woken, and find the group when it is.
 #[test]
 fn a_listing_reaches_a_worker_that_parks_before_the_push() {
-    loom::model(|| {
+    model(|| {
         let idle = Arc::new(Idle::new(1));
         let listed = Arc::new(AtomicUsize::new(0));
         let inbox = Arc::new(Inbox::<u32>::default());
@@ -837,7 +834,7 @@ fn a_listing_reaches_a_worker_that_parks_before_the_push() {
 #[test]
 fn an_inbox_never_hides_a_listed_group() {
     for (earlier, later) in [(9u64, 5u64), (5, 9)] {
-        loom::model(move || {
+        model(move || {
             let inbox = Arc::new(Inbox::<u64>::default());
             inbox.push(earlier, earlier).unwrap();
             let lister = {

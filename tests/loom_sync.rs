@@ -16,44 +16,9 @@ use loom::thread;
 
 use rondo::sync::{AsyncOneManyLock, Semaphore};
 
-/// A minimal executor on loom's thread parking (loom's own `future` module needs a feature this crate
-/// does not enable).
-fn block_on<F: Future>(f: F) -> F::Output {
-    struct Unparker(loom::thread::Thread);
-    impl std::task::Wake for Unparker {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = std::task::Waker::from(std::sync::Arc::new(Unparker(thread::current())));
-    let mut f = pin!(f);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut Context::from_waker(&waker)) {
-            return v;
-        }
-        thread::park();
-    }
-}
-
-/// Explores every interleaving, unless `RONDO_LOOM_PREEMPTIONS` bounds the preemptions per
-/// execution. `scripts/verify --ci` sets it, so that CI ends in its time: unbounded, the slowest
-/// models run for 6 to 24 minutes each on a 2-core machine, and a bound of a few preemptions
-/// still finds a wake that a cancelled waiter fails to pass on within a second. `scripts/verify`
-/// without `--ci` runs them unbounded.
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = std::env::var("RONDO_LOOM_PREEMPTIONS").ok().map(|v| {
-        v.parse()
-            .expect("RONDO_LOOM_PREEMPTIONS must be a whole number of preemptions")
-    });
-    b.check(f);
-}
-
-/// Polls a future once with a no-op waker.
-fn poll_once<F: Future>(f: std::pin::Pin<&mut F>) -> Poll<F::Output> {
-    let waker = futures::task::noop_waker();
-    f.poll(&mut Context::from_waker(&waker))
-}
+mod loom_setup;
+// Every interleaving, bounded in CI (see `model_bounded_in_ci`).
+use loom_setup::{block_on, model_bounded_in_ci, poll_once};
 
 /// Polls a future up to twice (never after it completed), then drops it: if it was granted between the
 /// polls, or while not being polled, the drop must pass the grant on.
@@ -101,7 +66,7 @@ fn spawn_reader(d: &Arc<Data>) -> thread::JoinHandle<()> {
 /// A writer and a reader race (both may queue); the data accesses must be ordered.
 #[test]
 fn lock_writer_and_reader_race() {
-    model(|| {
+    model_bounded_in_ci(|| {
         let d = Data::new();
         let d2 = d.clone();
         let t = thread::spawn(move || {
@@ -124,7 +89,7 @@ fn lock_writer_and_reader_race() {
 /// Two writers hand off to each other; then a downgrade races a reader.
 #[test]
 fn lock_two_writers_and_downgrade() {
-    model(|| {
+    model_bounded_in_ci(|| {
         let d = Data::new();
         let d2 = d.clone();
         let t = thread::spawn(move || {
@@ -150,7 +115,7 @@ fn lock_two_writers_and_downgrade() {
 /// cancellation can admit a reader queued behind the writer; a lost admission is a loom deadlock).
 #[test]
 fn lock_cancelled_writer_admits_reader_behind_it() {
-    model(|| {
+    model_bounded_in_ci(|| {
         let d = Data::new();
         let held = d.lock.try_shared().unwrap();
         let d2 = d.clone();
@@ -171,7 +136,7 @@ fn lock_cancelled_writer_admits_reader_behind_it() {
 /// arrives: whatever the interleaving, everyone finishes and nothing leaks.
 #[test]
 fn lock_writer_cancel_races_release() {
-    model(|| {
+    model_bounded_in_ci(|| {
         let d = Data::new();
         let held = d.lock.try_shared().unwrap();
         let d2 = d.clone();
@@ -192,7 +157,7 @@ fn lock_writer_cancel_races_release() {
 /// A writer that was granted the lock in a race with its own cancellation passes it on.
 #[test]
 fn lock_granted_then_dropped_passes_on() {
-    model(|| {
+    model_bounded_in_ci(|| {
         let d = Data::new();
         let held = d.lock.try_exclusive().unwrap();
         let d2 = d.clone();
@@ -235,7 +200,7 @@ impl Sem {
 /// One permit as a mutex: two threads acquire and release; accesses must be ordered.
 #[test]
 fn semaphore_acquire_release_race() {
-    model(|| {
+    model_bounded_in_ci(|| {
         let s = Arc::new(Sem {
             sem: Semaphore::new(1),
             cell: UnsafeCell::new(0),
@@ -261,7 +226,7 @@ fn semaphore_acquire_release_race() {
 /// neither lost nor handed out twice, and the other waiter is woken.
 #[test]
 fn semaphore_cancel_races_release() {
-    model(|| {
+    model_bounded_in_ci(|| {
         let sem = Arc::new(Semaphore::new(1));
         let held = sem.try_acquire().unwrap();
         let s2 = sem.clone();
@@ -285,7 +250,7 @@ fn semaphore_cancel_races_release() {
 /// still held: the smaller request must be served by the cancellation itself.
 #[test]
 fn semaphore_cancelled_head_lets_smaller_through() {
-    model(|| {
+    model_bounded_in_ci(|| {
         let sem = Arc::new(Semaphore::new(2));
         let held = sem.try_acquire().unwrap();
         let s2 = sem.clone();
@@ -308,7 +273,7 @@ fn semaphore_cancelled_head_lets_smaller_through() {
 /// operations it is about.
 #[test]
 fn semaphore_two_releases_wake_two_waiters() {
-    model(|| {
+    model_bounded_in_ci(|| {
         // A std `Arc`: the `_arc` permits hold one (loom does not need to model the count).
         let sem = std::sync::Arc::new(Semaphore::new(2));
         let (p1, p2) = (
@@ -331,7 +296,7 @@ fn semaphore_two_releases_wake_two_waiters() {
 /// `close` races a waiter and a release: the waiter completes (Ok or Err), never hangs.
 #[test]
 fn semaphore_close_races_waiter() {
-    model(|| {
+    model_bounded_in_ci(|| {
         let sem = Arc::new(Semaphore::new(0));
         let s2 = sem.clone();
         let t = thread::spawn(move || block_on(s2.acquire_many(1)).map(|p| p.forget()).is_ok());
@@ -385,7 +350,7 @@ fn spawn_writer(d: &Arc<Data>) -> thread::JoinHandle<()> {
 /// A waiting writer is woken (not granted) by the release while a second writer barges through the
 /// fast path: writes stay ordered and the woken one is not lost.
 fn barging_two_writers(bound: Duration) {
-    model(move || {
+    model_bounded_in_ci(move || {
         let d = Data::barging(bound);
         let held = d.lock.try_exclusive().unwrap();
         let a = spawn_writer(&d);
@@ -412,7 +377,7 @@ fn barging_lock_switches_to_hand_off_under_a_newcomer() {
 /// never overlap, and nobody waits for ever.
 #[test]
 fn barging_lock_reader_and_writer_race_release() {
-    model(|| {
+    model_bounded_in_ci(|| {
         let d = Data::barging(NEVER);
         let held = d.lock.try_exclusive().unwrap();
         let w = spawn_writer(&d);
@@ -477,7 +442,7 @@ fn barging_lock_cancelled_woken_reader_passes_the_chain_on() {
 /// Two writers, or two readers, queue behind a held lock; the first polls twice and is dropped
 /// while the lock is released.
 fn cancelled_woken_waiter_passes_on(readers: bool) {
-    model(move || {
+    model_bounded_in_ci(move || {
         let d = Data::barging(NEVER);
         let held = d.lock.try_exclusive().unwrap();
         let d2 = d.clone();
@@ -505,7 +470,7 @@ fn cancelled_woken_waiter_passes_on(readers: bool) {
 /// writer's are ordered, and the reader never sees a write in progress.
 #[test]
 fn upgrade_races_reader_release_and_writer() {
-    model(|| {
+    model_bounded_in_ci(|| {
         let d = Data::new();
         let reader = d.lock.try_shared().unwrap();
         let d2 = d.clone();
@@ -531,7 +496,7 @@ fn upgrade_races_reader_release_and_writer() {
 /// An upgrade is cancelled while the reader it waits for leaves: the lock ends free either way.
 #[test]
 fn upgrade_cancel_races_reader_release() {
-    model(|| {
+    model_bounded_in_ci(|| {
         let d = Data::barging(NEVER);
         let reader = d.lock.try_shared().unwrap();
         let d2 = d.clone();
@@ -548,7 +513,7 @@ fn upgrade_cancel_races_reader_release() {
 /// One permit as a mutex on a barging semaphore: a waiter woken by a release races a barging
 /// acquirer; accesses stay ordered and the permit count is exact.
 fn barging_semaphore_mutex(bound: Duration) {
-    model(move || {
+    model_bounded_in_ci(move || {
         let s = Arc::new(Sem {
             sem: Semaphore::with_barging(1, bound),
             cell: UnsafeCell::new(0),
@@ -588,7 +553,7 @@ fn barging_semaphore_switches_to_hand_off() {
 /// cancelled passes its wake on.
 #[test]
 fn barging_semaphore_cancel_and_two_releases() {
-    model(|| {
+    model_bounded_in_ci(|| {
         let sem = Arc::new(Semaphore::with_barging(0, NEVER));
         let s2 = sem.clone();
         let canceller = thread::spawn(move || poll_twice_then_drop(s2.acquire()));
