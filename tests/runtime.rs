@@ -1,5 +1,7 @@
 //! The core runtime's guarantees (issue 2): spawning, joining, cancellation, panics, nested
-//! `block_on`, shutdown, isolation, wakeups and starvation protection.
+//! `block_on`, shutdown, isolation, wakeups and starvation protection; destructors that panic,
+//! block or spawn, the current runtime, and large futures. The cases whose failure would abort
+//! the process or hang it run in a child process (`child_test!`, `common/child.rs`).
 
 #[macro_use]
 mod common;
