@@ -8,13 +8,15 @@
 //! | 2 | `HANDOFF` | Hand-off mode: the lock is passed directly to the head of the line and no newcomer may take it, even free. Only set while `QUEUED` is; always set with it in a fair lock, and in a barging one while the head has waited past the bound or is an upgrade. |
 //! | 3 | `W_WAITING` | A writer waits in line, so newcomers may not take shared holds (they would keep the reader count above zero for ever). Set with `QUEUED` by a writer joining; cleared under the mutex when the line's last writer leaves it. |
 //! | 4 | `UPGRADABLE` | An upgradable hold exists; it is also counted as a reader, and excludes a second one. |
-//! | 5 | `NOTIFIED` | Barging mode: at least one waiter was woken to retry and has not polled yet. Set under the mutex when the first is woken; cleared when the last leaves that state: its poll clears it in the CAS that takes the lock or finds it busy, so the holder it found releases through the mutex. |
+//! | 5 | `NOTIFIED` | Barging mode: at least one waiter was woken to retry and has not polled yet. Set under the mutex when the first is woken; cleared when the last stops being one: its poll clears it in the CAS that takes the lock or finds it busy, so the holder it found releases through the mutex, and a hand-off or cancel that takes it out of the line unpolled clears it under the mutex. |
 //! | 6..=9 | skips | How many releases in a row skipped the line because of `NOTIFIED`, up to `SKIP_LIMIT`; each adds one in the CAS that frees its hold. Reset whenever the line is served. |
 //! | 10.. | readers | The shared holds, plain and upgradable, at most [`MAX_READERS`]; the bits above stay clear, so a detected overflow never wraps. |
 //!
 //! While `NOTIFIED` is set (and `HANDOFF` is not), the woken waiter on its way will look at the
 //! lock under the mutex, so a release need not serve the line; past `SKIP_LIMIT` such releases
-//! the next one serves it anyway, and checks the head's wait.
+//! the next one serves it anyway, and checks the head's wait, so a woken waiter whose task is slow
+//! to run (its worker busy with tasks that take the lock again and again) is still handed the lock
+//! once past the bound.
 //!
 //! The word changes only through the transitions of [`AtomicState`]. Each one that leaves the
 //! caller something to do (serve the line, grant a waiter, panic on an overflow) says so in a

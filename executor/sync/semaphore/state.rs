@@ -6,13 +6,15 @@
 //! | 0 | `CLOSED` | [`Semaphore::close`](super::Semaphore::close) was called. Set once, never cleared; no acquire takes permits once it is set. |
 //! | 1 | `QUEUED` | The line is non-empty, so a release must look at it. Set under the mutex, by the CAS that finds the permits short, before the node joins; cleared under the mutex once the line is empty. |
 //! | 2 | `HANDOFF` | Hand-off mode: released permits go to the head of the line, and no newcomer may take free permits. Only set while `QUEUED` is; always set with it in a fair semaphore, and in a barging one while the head has waited past the bound. |
-//! | 3 | `NOTIFIED` | Barging mode: at least one waiter was woken to compete for free permits and has not polled yet. Set under the mutex when the first is woken; cleared when the last leaves that state: its poll clears it in the CAS that takes the permits or finds them gone, so the holders it found release through the mutex. |
+//! | 3 | `NOTIFIED` | Barging mode: at least one waiter was woken to compete for free permits and has not polled yet. Set under the mutex when the first is woken; cleared when the last stops being one: its poll clears it in the CAS that takes the permits or finds them gone, so the holders it found release through the mutex, and a hand-off or cancel that takes it out of the line unpolled clears it under the mutex. |
 //! | 4..=7 | skips | How many releases in a row skipped the line because of `NOTIFIED`, up to `SKIP_LIMIT`; each adds one in the CAS that publishes its permits. Reset whenever the line is served. |
 //! | 8.. | free | The free permits, at most [`MAX_PERMITS`]. |
 //!
 //! While `NOTIFIED` is set, the woken waiters on their way will look at the permits under the
 //! mutex, so a release need not serve the line while every free permit, its own included, is
-//! promised to them; past `SKIP_LIMIT` such releases the next one serves the line anyway.
+//! promised to them (`Semaphore::promised`); past `SKIP_LIMIT` such releases the next one serves
+//! the line anyway and checks the head's wait. Every woken waiter's poll wakes the waiters that
+//! free permits nobody is promised can serve.
 //!
 //! The word changes only through the transitions of [`AtomicState`]. Each one that leaves the
 //! caller something to do (serve the line, give permits to a waiter) says so in a `#[must_use]`
