@@ -10,8 +10,12 @@
 //! bit 1 = `QUEUED` (the waiter line is non-empty), bit 2 = `HANDOFF` (see below), bit 3 =
 //! `W_WAITING` (a writer is in the line), bit 4 = an upgradable hold exists, bit 5 = `NOTIFIED` and
 //! bits 6–9 = a count of skipped releases (see below), bits 10.. = the number of shared holds (plain
-//! and upgradable). For the semaphore: bit 0 = closed, bit 1 = `QUEUED`, bit 2 =
-//! `HANDOFF`, bit 3 = `NOTIFIED`, bits 4–7 = a count of skipped releases, bits 8.. = free permits. An uncontended acquire is a single compare-and-swap on this
+//! and upgradable). For the semaphore: bit 0 = closed, bit 1 = `QUEUED`, bit 2 = `HANDOFF`, bit 3 =
+//! `NOTIFIED`, bits 4–7 = a count of skipped releases, bits 8.. = free permits. Each word is a type
+//! of its own (`raw_one_many/state.rs`, `semaphore/state.rs`) that documents every field with its
+//! invariant and changes the word only through named transitions; a transition that leaves its
+//! caller something to do (serve the line, hand a hold or permits to a waiter) returns a
+//! `#[must_use]` result naming it. An uncontended acquire is a single compare-and-swap on this
 //! word (the lock's first guess is "free", so no load precedes it); it completes on the future's
 //! first poll, allocates nothing and never touches the line. An uncontended release of the lock is
 //! one CAS (its first guess is "I am the only holder"); a semaphore's release is one `fetch_add`

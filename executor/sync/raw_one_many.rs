@@ -7,43 +7,12 @@ use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 
-use super::waiters::{SKIP_LIMIT, Stamp, Status, WaitList, WakeList, serve_line, update};
-use crate::shim::{AtomicU32, AtomicUsize, Mutex, Ordering, lock};
+use self::state::{AtomicState, Change, Changed, HandOver, Join, Release, Retry, State, TryLock};
+pub(crate) use self::state::{MAX_READERS, Req};
+use super::waiters::{Stamp, Status, WaitList, WakeList, serve_line};
+use crate::shim::{AtomicU32, Mutex, Ordering, lock};
 
-/// Bit 0: a writer holds the lock.
-const WRITER: usize = 1;
-/// Bit 1: the FIFO line is non-empty; every release must go through the internal mutex.
-const QUEUED: usize = 2;
-/// Bit 2: hand-off mode. The lock is passed directly to the head of the line and no newcomer may
-/// take it, even when free. Always set with `QUEUED` in a fair lock; set in a barging lock while the
-/// head has waited past the bound (or is an upgrade).
-const HANDOFF: usize = 4;
-/// Bit 3: a writer waits in line, so newcomers may not take shared holds (they would keep the readers'
-/// count above zero for ever).
-const W_WAITING: usize = 8;
-/// Bit 4: an upgradable shared hold exists (it is also counted as a reader).
-const UPGRADABLE: usize = 16;
-/// Bit 5 (barging mode): a waiter was woken to retry and has not polled yet. Its poll will look at
-/// the lock under the mutex, so until then a release need not serve the line: it frees the lock with
-/// one CAS. The poll of the last woken waiter clears the bit in the same CAS that finds the lock
-/// busy (or takes it), so the holder it found releases through the mutex and nobody is left unwoken.
-const NOTIFIED: usize = 32;
-/// Bits 6..=9: how many releases skipped the line in a row because of `NOTIFIED` (each adds one in
-/// its own CAS), up to `SKIP_LIMIT`; the next release serves the line after all and checks the
-/// head's wait, so a woken waiter whose task is slow to run (its worker busy with tasks that barge
-/// again and again) is still handed the lock once past the bound. Reset whenever the line is
-/// served.
-const ONE_SKIP: usize = 64;
-const SKIPS: usize = 15 * ONE_SKIP;
-const SKIPS_FULL: usize = SKIP_LIMIT * ONE_SKIP;
-/// Bits 10..: the number of shared holds (plain and upgradable).
-const READER_SHIFT: u32 = 10;
-const ONE_READER: usize = 1 << READER_SHIFT;
-const READERS: usize = !(ONE_READER - 1);
-
-/// The most readers that may hold the lock at once. Bits above stay clear, so a detected overflow
-/// can never wrap.
-pub(crate) const MAX_READERS: usize = usize::MAX >> (READER_SHIFT + 1);
+mod state;
 
 /// How many times a newcomer looks at a busy lock before it joins the line, pausing twice as long
 /// before each look (see `RawOneMany::spin_acquire`). None under loom: a look is the fast path
@@ -71,55 +40,6 @@ fn reader_overflow() -> ! {
     )
 }
 
-/// What a waiter in the line asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Req {
-    Shared,
-    Exclusive,
-    Upgradable,
-    /// The holder of the upgradable hold wants to become the writer; it waits at the front.
-    Upgrade,
-}
-
-impl Req {
-    /// The state after granting this request in `s`, or `None` if `s` does not allow it. Ignores the
-    /// line (`HANDOFF`, `W_WAITING`): callers check those where they apply.
-    fn grant(self, s: usize) -> Option<usize> {
-        let new = match self {
-            Req::Shared => (s & WRITER == 0).then(|| s + ONE_READER)?,
-            Req::Exclusive => (s & (WRITER | READERS) == 0).then_some(s | WRITER)?,
-            Req::Upgradable => {
-                (s & (WRITER | UPGRADABLE) == 0).then(|| (s + ONE_READER) | UPGRADABLE)?
-            }
-            Req::Upgrade => {
-                ((s & READERS) == ONE_READER).then(|| (s - ONE_READER - UPGRADABLE) | WRITER)?
-            }
-        };
-        if matches!(self, Req::Shared | Req::Upgradable) && s >> READER_SHIFT >= MAX_READERS {
-            return Some(usize::MAX);
-        }
-        Some(new)
-    }
-
-    /// Newcomers that would share with current readers must not pass a waiting writer.
-    fn blocked_by(self) -> usize {
-        match self {
-            Req::Shared | Req::Upgradable => HANDOFF | W_WAITING,
-            Req::Exclusive => HANDOFF,
-            Req::Upgrade => 0,
-        }
-    }
-
-    /// What giving this grant back subtracts from the state.
-    fn undo(self, s: usize) -> usize {
-        match self {
-            Req::Shared => s - ONE_READER,
-            Req::Exclusive | Req::Upgrade => s & !WRITER,
-            Req::Upgradable => (s - ONE_READER) & !UPGRADABLE,
-        }
-    }
-}
-
 /// The line and the count of writers in it (which decides `W_WAITING`). `NOTIFIED` follows the
 /// line's count of woken waiters: set when it leaves zero, cleared when it returns there.
 struct Line {
@@ -128,7 +48,8 @@ struct Line {
 }
 
 pub(crate) struct RawOneMany {
-    state: AtomicUsize,
+    /// Who holds the lock and the flags that decide how releases serve the line (`state.rs`).
+    state: AtomicState,
     /// How long a waiter may be overtaken by newcomers before the lock switches to hand-off mode;
     /// zero for a fair lock (always hand-off).
     bound: Duration,
@@ -140,19 +61,11 @@ pub(crate) struct RawOneMany {
     line: Mutex<Line>,
 }
 
-/// Whether a shared release that leaves the state `new` may let a waiter in: a writer needs the
-/// readers gone, an upgrade needs only itself left. Releases that leave other readers in place
-/// cannot admit anyone, so they skip the mutex even with waiters.
-fn may_admit(new: usize) -> bool {
-    let readers = new & READERS;
-    readers == 0 || (readers == ONE_READER && new & UPGRADABLE != 0)
-}
-
 impl RawOneMany {
     #[cfg(not(loom))]
     pub(crate) const fn new(bound: Duration) -> Self {
         RawOneMany {
-            state: AtomicUsize::new(0),
+            state: AtomicState::new(),
             bound,
             spin_credit: AtomicU32::new(SPIN_CREDIT_START),
             spin_skips: AtomicU32::new(0),
@@ -166,7 +79,7 @@ impl RawOneMany {
     #[cfg(loom)]
     pub(crate) fn new(bound: Duration) -> Self {
         RawOneMany {
-            state: AtomicUsize::new(0),
+            state: AtomicState::new(),
             bound,
             spin_credit: AtomicU32::new(SPIN_CREDIT_START),
             spin_skips: AtomicU32::new(0),
@@ -180,131 +93,98 @@ impl RawOneMany {
     /// Fast path for a shared hold: one CAS when the lock is free (the first guess is "free").
     #[inline]
     pub(crate) fn try_shared(&self) -> bool {
-        self.try_fast(Req::Shared, 0)
+        self.try_fast(Req::Shared, State::FREE)
     }
 
     /// Fast path for an exclusive hold: one CAS from "free".
     #[inline]
     pub(crate) fn try_exclusive(&self) -> bool {
-        self.try_fast(Req::Exclusive, 0)
+        self.try_fast(Req::Exclusive, State::FREE)
     }
 
     #[inline]
     pub(crate) fn try_upgradable(&self) -> bool {
-        self.try_fast(Req::Upgradable, 0)
+        self.try_fast(Req::Upgradable, State::FREE)
     }
 
     /// The upgradable holder becomes the writer if it is the only reader.
     #[inline]
     pub(crate) fn try_upgrade(&self) -> bool {
-        self.try_fast(Req::Upgrade, ONE_READER | UPGRADABLE)
+        self.try_fast(Req::Upgrade, State::SOLE_UPGRADABLE)
     }
 
     #[inline]
-    fn try_fast(&self, req: Req, guess: usize) -> bool {
-        let mut s = guess;
-        loop {
-            if s & req.blocked_by() != 0 {
-                return false;
-            }
-            let Some(new) = req.grant(s) else {
-                return false;
-            };
-            if new == usize::MAX {
-                reader_overflow();
-            }
-            match self
-                .state
-                .compare_exchange_weak(s, new, Ordering::Acquire, Ordering::Relaxed)
-            {
-                Ok(_) => return true,
-                Err(actual) => s = actual,
-            }
+    fn try_fast(&self, req: Req, guess: State) -> bool {
+        match self.state.try_lock(req, guess) {
+            TryLock::Acquired => true,
+            TryLock::Busy => false,
+            TryLock::Overflow => reader_overflow(),
         }
     }
 
-    /// Gives back a hold of kind `req`. Without waiters this is one CAS (first guess: the caller is the
+    /// Gives back a hold of kind `held`. Without waiters this is one CAS (first guess: the caller is the
     /// only holder); with waiters the state changes under the mutex and the lock is passed on.
     #[inline]
-    fn release(&self, held: Req, guess: usize) {
-        let mut s = guess;
-        loop {
-            let mut new = held.undo(s);
-            let mut serve = s & QUEUED != 0 && (held != Req::Shared || may_admit(new));
-            // A woken waiter on its way (`NOTIFIED` without `HANDOFF`) will find the lock free:
-            // skip the line, and count the skip.
-            if serve && s & (NOTIFIED | HANDOFF) == NOTIFIED && s & SKIPS != SKIPS_FULL {
-                serve = false;
-                new += ONE_SKIP;
-            }
-            // In barging mode the release itself happens under the mutex, after the head's wait
-            // was checked, so a waiter past the bound gets the lock before any newcomer. In hand-off
-            // mode no newcomer can take the freed lock, so it is released at once and the mutex is
-            // held only to serve the line.
-            if serve && s & HANDOFF == 0 {
-                return self.release_slow(|s| held.undo(s));
-            }
-            match self
-                .state
-                .compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed)
-            {
-                Ok(_) if serve => return self.serve(),
-                Ok(_) => return,
-                Err(actual) => s = actual,
-            }
+    fn release(&self, held: Req, guess: State) {
+        // A woken waiter on its way (`NOTIFIED` without `HANDOFF`) will find the lock free: the
+        // release skips the line. In barging mode a release that serves the line happens under
+        // the mutex, after the head's wait was checked, so a waiter past the bound gets the lock
+        // before any newcomer. In hand-off mode no newcomer can take the freed lock, so it is
+        // released at once and the mutex is held only to serve the line.
+        match self.state.release(held, guess) {
+            Release::Done => {}
+            Release::ServeLine => self.serve(),
+            Release::UnderMutex => self.release_slow(Change::Release(held)),
         }
     }
 
     #[inline]
     pub(crate) fn release_shared(&self) {
-        self.release(Req::Shared, ONE_READER)
+        self.release(Req::Shared, State::SOLE_READER)
     }
 
     #[inline]
     pub(crate) fn release_exclusive(&self) {
-        self.release(Req::Exclusive, WRITER)
+        self.release(Req::Exclusive, State::SOLE_WRITER)
     }
 
     #[inline]
     pub(crate) fn release_upgradable(&self) {
-        self.release(Req::Upgradable, ONE_READER | UPGRADABLE)
+        self.release(Req::Upgradable, State::SOLE_UPGRADABLE)
     }
 
     /// Turns the caller's exclusive hold into a shared one without ever letting the lock be free, so
     /// no writer can slip in between.
     pub(crate) fn downgrade(&self) {
-        self.change(WRITER, |s| (s & !WRITER) + ONE_READER);
+        self.change(Change::Downgrade, State::SOLE_WRITER);
     }
 
     /// Turns the caller's exclusive hold into an upgradable one, never letting the lock be free.
     pub(crate) fn downgrade_to_upgradable(&self) {
-        self.change(WRITER, |s| ((s & !WRITER) + ONE_READER) | UPGRADABLE);
+        self.change(Change::DowngradeToUpgradable, State::SOLE_WRITER);
     }
 
     /// Turns the caller's upgradable hold into a plain shared one (another upgradable may now enter).
     pub(crate) fn upgradable_to_shared(&self) {
-        self.change(ONE_READER | UPGRADABLE, |s| s & !UPGRADABLE);
+        self.change(Change::UpgradableToShared, State::SOLE_UPGRADABLE);
     }
 
     /// Changes the caller's hold from one kind to another. Everything in it that can panic (the
     /// wakers, and dropping them) runs after the state has changed, so a guard made for the new
     /// hold before the call releases that hold on such a panic.
-    fn change(&self, guess: usize, f: impl Fn(usize) -> usize) {
-        if self
-            .state
-            .compare_exchange(guess, f(guess), Ordering::Release, Ordering::Relaxed)
-            .is_err()
-        {
-            self.release_slow(f);
+    fn change(&self, change: Change, guess: State) {
+        match self.state.try_change(change, guess) {
+            Changed::Done => {}
+            Changed::UnderMutex => self.release_slow(change),
         }
     }
 
     /// Applies `change` to the state under the mutex, then passes the lock on to whoever at the head
     /// of the line can now have it, and wakes them after unlocking.
     #[cold]
-    fn release_slow(&self, change: impl Fn(usize) -> usize) {
+    fn release_slow(&self, change: Change) {
         serve_line(&self.line, |line| {
-            let _ = update::<()>(&self.state, |s| Ok(change(s) & !SKIPS));
+            self.state.change_serving(change);
             self.dispatch(line)
         });
     }
@@ -336,34 +216,22 @@ impl RawOneMany {
         let mut now = None;
         loop {
             let Some(head) = line.waiters.head() else {
-                self.state
-                    .fetch_and(!(QUEUED | HANDOFF | W_WAITING | SKIPS), Ordering::AcqRel);
+                self.state.line_emptied();
                 break;
             };
             if !self.handoff_due(line, head, &mut now) {
-                if self.state.load(Ordering::Relaxed) & HANDOFF != 0 {
-                    self.state.fetch_and(!HANDOFF, Ordering::AcqRel);
-                }
+                self.state.leave_handoff();
                 self.notify_head(line, head, &mut wakers);
                 break;
             }
-            // Hand-off: no newcomer may take the lock from now on, so the state seen here changes
-            // only through this mutex's holders and holders' releases (which then run dispatch).
-            let mut s = self.state.load(Ordering::Acquire);
-            if s & HANDOFF == 0 {
-                s = self.state.fetch_or(HANDOFF, Ordering::AcqRel) | HANDOFF;
-            }
-            let req = line.waiters.request(head);
-            let Some(new) = req.grant(s) else { break };
-            if new == usize::MAX {
+            // Hand-off: with `HANDOFF` set no newcomer may take the lock, so the word changes only
+            // through this mutex's holders and holders' releases (which then run dispatch).
+            match self.state.hand_over(line.waiters.request(head)) {
+                HandOver::Granted => self.leave(line, head, Status::Granted, &mut wakers),
                 // The waiter's own poll panics; the line moves on.
-                self.leave(line, head, Status::Overflow, &mut wakers);
-                continue;
+                HandOver::Overflow => self.leave(line, head, Status::Overflow, &mut wakers),
+                HandOver::Busy => break,
             }
-            if update(&self.state, |s| req.grant(s).ok_or(())).is_err() {
-                break;
-            }
-            self.leave(line, head, Status::Granted, &mut wakers);
         }
         wakers
     }
@@ -379,14 +247,13 @@ impl RawOneMany {
     /// get in before it: it is woken only when the lock is free, and newcomer readers queue behind
     /// it (`W_WAITING`).
     fn notify_head(&self, line: &mut Line, head: usize, wakers: &mut WakeList) {
-        let s = self.state.load(Ordering::Acquire);
-        if line.waiters.request(head).grant(s).is_none()
+        if !self.state.would_grant(line.waiters.request(head))
             || line.waiters.status(head) != Status::Waiting
         {
             return;
         }
         if line.waiters.notified() == 0 {
-            self.state.fetch_or(NOTIFIED, Ordering::AcqRel);
+            self.state.first_notified();
         }
         line.waiters.notify(head, wakers);
     }
@@ -403,7 +270,7 @@ impl RawOneMany {
     /// hand-off, or cancelled).
     fn forget_notified(&self, line: &Line, was_notified: bool) {
         if was_notified && line.waiters.notified() == 0 {
-            self.state.fetch_and(!NOTIFIED, Ordering::AcqRel);
+            self.state.none_notified();
         }
     }
 
@@ -411,7 +278,7 @@ impl RawOneMany {
         if req == Req::Exclusive {
             line.writers -= 1;
             if line.writers == 0 {
-                self.state.fetch_and(!W_WAITING, Ordering::AcqRel);
+                self.state.no_writer_waiting();
             }
         }
     }
@@ -447,8 +314,8 @@ impl RawOneMany {
                 spin_loop();
             }
             pause *= 2;
-            let s = self.state.load(Ordering::Relaxed);
-            if s & HANDOFF != 0 {
+            let s = self.state.peek();
+            if s.handoff() {
                 return false;
             }
             if self.try_fast(req, s) {
@@ -469,36 +336,16 @@ impl RawOneMany {
         // the retry below leaves unused is dropped after the mutex is unlocked.
         let waker = waker.clone();
         let mut line = lock(&self.line);
-        let queued = if self.bound.is_zero() || req == Req::Upgrade {
-            QUEUED | HANDOFF
-        } else {
-            QUEUED
-        };
-        let writer = if req == Req::Exclusive { W_WAITING } else { 0 };
-        let mut acquired = false;
-        let result = update(&self.state, |s| {
-            acquired = false;
-            if s & req.blocked_by() == 0 {
-                match req.grant(s) {
-                    Some(usize::MAX) => Err(()),
-                    Some(new) => {
-                        acquired = true;
-                        Ok(new)
-                    }
-                    // Publishing `QUEUED` while the lock is busy makes its holder's release take the
-                    // slow path, which needs this mutex and so sees our node.
-                    None => Ok(s | queued | writer),
-                }
-            } else {
-                Ok(s | queued | writer)
+        let handoff = self.bound.is_zero() || req == Req::Upgrade;
+        match self.state.acquire_or_queue(req, handoff) {
+            Join::Acquired => return None,
+            Join::Overflow => {
+                drop(line);
+                reader_overflow();
             }
-        });
-        if result.is_err() {
-            drop(line);
-            reader_overflow();
-        }
-        if acquired {
-            return None;
+            // The holder's release now takes the slow path, which needs this mutex and so sees
+            // our node.
+            Join::Queued => {}
         }
         if req == Req::Exclusive {
             line.writers += 1;
@@ -518,7 +365,7 @@ impl RawOneMany {
         // is taken: at once if the waiter was probably woken to compete (its node gave its waker
         // up then), otherwise only once the node turns out to need it, which costs a second look
         // under the mutex.
-        let mut fresh = (self.state.load(Ordering::Relaxed) & NOTIFIED != 0).then(|| waker.clone());
+        let mut fresh = self.state.maybe_notified().then(|| waker.clone());
         loop {
             // Declared before `line`, so dropped after it.
             let mut spent = None;
@@ -557,60 +404,36 @@ impl RawOneMany {
         spent: &mut Option<Waker>,
         wakers: &mut WakeList,
     ) -> Option<bool> {
-        let clear = if line.waiters.notified() == 0 {
-            NOTIFIED | SKIPS
-        } else {
-            0
-        };
+        let last_woken = line.waiters.notified() == 0;
         let req = line.waiters.request(key);
-        let mut granted = false;
         // Overtaken at the head past the bound: `HANDOFF` goes in with the same CAS that finds the
         // lock held, so the holder's release cannot slip by unserved.
-        let mut overdue = None;
-        let got = update(&self.state, |s| {
-            granted = false;
-            if s & HANDOFF != 0 {
-                return Ok(s & !clear);
+        let overdue = || {
+            line.waiters.head() == Some(key)
+                && line.waiters.waited(key, self.bound, line.waiters.now())
+        };
+        match self.state.retry(req, last_woken, overdue) {
+            Retry::Acquired => {}
+            // Whoever holds the lock now releases through the slow path (`QUEUED` without
+            // `NOTIFIED`, or `HANDOFF`) and wakes us again, or hands off to us if we have waited
+            // past the bound.
+            Retry::Overtaken => return None,
+            Retry::Overflow => {
+                // The node leaves the line; the rest of it is served as it was.
+                *spent = line.waiters.take(key);
+                return Some(false);
             }
-            match req.grant(s) {
-                Some(usize::MAX) => Err(()),
-                Some(new) => {
-                    granted = true;
-                    Ok(new & !clear)
-                }
-                None => {
-                    let overdue = *overdue.get_or_insert_with(|| {
-                        line.waiters.head() == Some(key)
-                            && line.waiters.waited(key, self.bound, line.waiters.now())
-                    });
-                    Ok((s & !clear) | if overdue { HANDOFF } else { 0 })
-                }
-            }
-        });
-        if got.is_err() {
-            // Overflow: the node leaves the line; the rest of it is served as it was.
-            if clear != 0 {
-                self.state.fetch_and(!clear, Ordering::AcqRel);
-            }
-            *spent = line.waiters.take(key);
-            return Some(false);
         }
-        if granted {
-            self.forget_writer(line, req);
-            *spent = line.waiters.take(key);
-            // A reader wakes the next waiter, which can share with it if it is a reader (see
-            // `notify_head`).
-            if matches!(req, Req::Shared | Req::Upgradable) {
-                if let Some(head) = line.waiters.head() {
-                    self.notify_head(line, head, wakers);
-                }
+        self.forget_writer(line, req);
+        *spent = line.waiters.take(key);
+        // A reader wakes the next waiter, which can share with it if it is a reader (see
+        // `notify_head`).
+        if matches!(req, Req::Shared | Req::Upgradable) {
+            if let Some(head) = line.waiters.head() {
+                self.notify_head(line, head, wakers);
             }
-            return Some(true);
         }
-        // Overtaken. Whoever holds the lock now releases through the slow path (`QUEUED` without
-        // `NOTIFIED`, or `HANDOFF`) and wakes us again, or hands off to us if we have waited past
-        // the bound.
-        None
+        Some(true)
     }
 
     /// A waiting future was dropped: leave the line, give back a grant that raced the drop, and let
@@ -625,13 +448,11 @@ impl RawOneMany {
             spent = waker;
             self.forget_notified(line, status == Status::Notified);
             match status {
-                Status::Granted => {
-                    let _ = update::<()>(&self.state, |s| Ok(req.undo(s)));
-                }
+                Status::Granted => self.state.give_back(req),
                 Status::Waiting | Status::Notified => {
                     self.forget_writer(line, req);
                     if req == Req::Upgrade {
-                        let _ = update::<()>(&self.state, |s| Ok(Req::Upgradable.undo(s)));
+                        self.state.give_back(Req::Upgradable);
                     }
                 }
                 Status::Closed | Status::Overflow => {}
@@ -757,7 +578,7 @@ mod tests {
             "the lock is free, yet a fair lock spun"
         );
         let barging = RawOneMany::new(Duration::from_secs(3600));
-        barging.state.fetch_or(QUEUED | HANDOFF, Ordering::Relaxed);
+        let _ = barging.state.enter_handoff();
         assert!(
             !barging.spin_acquire(Req::Shared),
             "took the lock past a hand-off"

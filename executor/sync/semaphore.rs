@@ -7,35 +7,11 @@ use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 use std::sync::Arc;
 
-use super::waiters::{SKIP_LIMIT, Status, WaitList, WakeList, serve_line, update};
+use self::state::{AtomicState, HandOver, Join, Put, PutPastLine, Retake, Take};
+use super::waiters::{Status, WaitList, WakeList, serve_line, update};
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
 
-/// Bit 0: the semaphore is closed.
-const CLOSED: usize = 1;
-/// Bit 1: the FIFO line is non-empty; releases go through the internal mutex.
-const QUEUED: usize = 2;
-/// Bit 2: hand-off mode: released permits go to the head of the line and no newcomer may take free
-/// permits. Always set with `QUEUED` in a fair semaphore; in a barging one, while the head has
-/// waited past the bound.
-const HANDOFF: usize = 4;
-/// Bit 3 (barging mode): a waiter was woken to compete for free permits and has not polled yet.
-/// Its poll looks at the permits under the mutex, so until then a release with waiters whose
-/// permits are all promised to woken waiters (`Semaphore::promised`) need not serve the line: it
-/// publishes its permits with one CAS. The poll of the last woken waiter clears the bit in the same
-/// CAS that takes the permits or finds them gone, so the holders it found release through the
-/// mutex; every woken waiter's poll then wakes the waiters that free permits nobody is promised can
-/// serve.
-const NOTIFIED: usize = 8;
-/// Bits 4..=7: how many releases skipped the line in a row because of `NOTIFIED` (each adds one in
-/// its own CAS), up to `SKIP_LIMIT`; the next release serves the line after all and checks the
-/// head's wait. Reset whenever the line is served.
-const ONE_SKIP: usize = 16;
-const SKIPS: usize = 15 * ONE_SKIP;
-const SKIPS_FULL: usize = SKIP_LIMIT * ONE_SKIP;
-/// Bits 8..: available permits.
-const SHIFT: u32 = 8;
-/// The flag bits below the permits.
-const FLAGS: usize = (1 << SHIFT) - 1;
+mod state;
 
 const NOT_QUEUED: usize = usize::MAX;
 
@@ -70,7 +46,8 @@ const NOT_QUEUED: usize = usize::MAX;
 /// | [`SemaphorePermit::forget`] / [`split`](SemaphorePermit::split) / [`merge`](SemaphorePermit::merge) | `forget` / `split` / `merge` | — |
 /// | [`with_barging`](Self::with_barging) | — (always FIFO) | — (always barging, unbounded) |
 pub struct Semaphore {
-    state: AtomicUsize,
+    /// The free permits and the flags that decide how releases serve the line (`state.rs`).
+    state: AtomicState,
     /// Permits in existence: free, held, and handed to waiters. Only `add_permits` raises it, after
     /// checking it stays at most `MAX_PERMITS` (before anything is published), so the free count,
     /// a part of it, cannot exceed `MAX_PERMITS` either: a release needs no overflow check, and in
@@ -145,17 +122,9 @@ fn overflow(n: usize, existing: usize) -> ! {
     )
 }
 
-/// `s` with `n` more free permits. The sum cannot exceed `MAX_PERMITS` (see
-/// `Semaphore::circulating`); the clamp only keeps a broken invariant from wrapping the word.
-fn add(s: usize, n: usize) -> usize {
-    let free = (s >> SHIFT).saturating_add(n).min(Semaphore::MAX_PERMITS);
-    debug_assert_eq!(free, (s >> SHIFT) + n, "more permits than were ever added");
-    (free << SHIFT) | (s & FLAGS)
-}
-
 impl Semaphore {
     /// The most permits a semaphore can hold (`usize::MAX >> 8`).
-    pub const MAX_PERMITS: usize = usize::MAX >> SHIFT;
+    pub const MAX_PERMITS: usize = state::MAX_PERMITS;
 
     /// Creates a fair semaphore with `permits` permits: strict FIFO hand-off, no barging.
     ///
@@ -214,7 +183,7 @@ impl Semaphore {
             "Semaphore::new: more than Semaphore::MAX_PERMITS permits"
         );
         Semaphore {
-            state: AtomicUsize::new(permits << SHIFT),
+            state: AtomicState::new(permits),
             circulating: AtomicUsize::new(permits),
             bound,
             fair: bound.is_zero(),
@@ -239,7 +208,7 @@ impl Semaphore {
             "Semaphore::new: more than Semaphore::MAX_PERMITS permits"
         );
         Semaphore {
-            state: AtomicUsize::new(permits << SHIFT),
+            state: AtomicState::new(permits),
             circulating: AtomicUsize::new(permits),
             bound,
             fair: bound.is_zero(),
@@ -345,25 +314,10 @@ impl Semaphore {
         if n > Self::MAX_PERMITS {
             too_many("acquire_many", n);
         }
-        let take = n << SHIFT;
-        let mut s = self.state.load(Ordering::Relaxed);
-        loop {
-            if s & CLOSED != 0 {
-                return Err(TryAcquireError::Closed);
-            }
-            // `n == 0` takes nothing from anyone, so it need not wait its turn.
-            if (s & HANDOFF != 0 && n != 0) || s < take {
-                return Err(TryAcquireError::NoPermits);
-            }
-            match self.state.compare_exchange_weak(
-                s,
-                s - take,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Ok(()),
-                Err(actual) => s = actual,
-            }
+        match self.state.try_take(n) {
+            Take::Taken => Ok(()),
+            Take::Short => Err(TryAcquireError::NoPermits),
+            Take::Closed => Err(TryAcquireError::Closed),
         }
     }
 
@@ -509,12 +463,7 @@ impl Semaphore {
     /// assert_eq!(sem.available_permits(), 2);
     /// ```
     pub fn forget_permits(&self, n: usize) -> usize {
-        let prev = update::<()>(&self.state, |s| {
-            let k = n.min(s >> SHIFT);
-            Ok(s - (k << SHIFT))
-        });
-        let free = prev.map_or(0, |s| s >> SHIFT);
-        let removed = n.min(free);
+        let removed = self.state.forget(n);
         self.circulating.fetch_sub(removed, Ordering::Relaxed);
         removed
     }
@@ -527,7 +476,7 @@ impl Semaphore {
     /// assert_eq!(sem.available_permits(), 1);
     /// ```
     pub fn available_permits(&self) -> usize {
-        self.state.load(Ordering::Acquire) >> SHIFT
+        self.state.free()
     }
 
     /// Closes the semaphore: every waiting acquire completes with [`AcquireError`], and so does every
@@ -543,12 +492,11 @@ impl Semaphore {
     /// ```
     pub fn close(&self) {
         serve_line(&self.line, |line| {
-            self.state.fetch_or(CLOSED, Ordering::AcqRel);
+            self.state.close();
             let mut wakers = WakeList::new();
             line.waiters.close_all(&mut wakers);
             self.promised.store(0, Ordering::Relaxed);
-            self.state
-                .fetch_and(!(QUEUED | HANDOFF | NOTIFIED | SKIPS), Ordering::AcqRel);
+            self.state.line_emptied();
             wakers
         });
     }
@@ -562,7 +510,7 @@ impl Semaphore {
     /// assert!(sem.is_closed());
     /// ```
     pub fn is_closed(&self) -> bool {
-        self.state.load(Ordering::Acquire) & CLOSED != 0
+        self.state.is_closed()
     }
 
     /// Returns `n` permits: one `fetch_add` in a fair semaphore, and in a barging one while nobody
@@ -577,10 +525,10 @@ impl Semaphore {
         // line a moment ago: any waiter the add finds joined since, so it has not waited past the
         // bound and may compete for the permits like anyone else. No overflow check: see
         // `circulating`.
-        if self.fair || self.state.load(Ordering::Relaxed) & QUEUED == 0 {
-            let prev = self.state.fetch_add(n << SHIFT, Ordering::Release);
-            if prev & QUEUED != 0 {
-                self.serve();
+        if self.fair || !self.state.maybe_queued() {
+            match self.state.put(n) {
+                Put::Done => {}
+                Put::ServeLine => self.serve(),
             }
             return;
         }
@@ -593,43 +541,22 @@ impl Semaphore {
     /// published at once, as in a fair semaphore.
     #[cold]
     fn release_to_line(&self, n: usize) {
-        let mut s = self.state.load(Ordering::Relaxed);
-        loop {
-            if s & (QUEUED | HANDOFF) == QUEUED {
-                let covered = (s >> SHIFT) + n <= self.promised.load(Ordering::Relaxed);
-                if s & NOTIFIED == 0 || s & SKIPS == SKIPS_FULL || !covered {
-                    return self.release_slow(n);
-                }
-                // Woken waiters on their way will look at the permits under the mutex, and all the
-                // free ones are promised to them: skip the line, and count the skip.
-                match self.state.compare_exchange_weak(
-                    s,
-                    add(s, n) + ONE_SKIP,
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return,
-                    Err(actual) => s = actual,
-                }
-                continue;
-            }
-            match self.state.compare_exchange_weak(
-                s,
-                add(s, n),
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) if s & QUEUED != 0 => return self.serve(),
-                Ok(_) => return,
-                Err(actual) => s = actual,
-            }
+        // Woken waiters on their way will look at the permits under the mutex: while all the free
+        // ones are promised to them, the release skips the line (and counts the skip).
+        match self
+            .state
+            .put_past_line(n, || self.promised.load(Ordering::Relaxed))
+        {
+            PutPastLine::Done => {}
+            PutPastLine::ServeLine => self.serve(),
+            PutPastLine::UnderMutex => self.release_slow(n),
         }
     }
 
     #[cold]
     fn release_slow(&self, n: usize) {
         let mut line = lock(&self.line);
-        let _ = update::<()>(&self.state, |s| Ok(add(s, n) & !SKIPS));
+        self.state.put_serving(n);
         let wakers = self.dispatch(&mut line);
         drop(line);
         wakers.wake_all();
@@ -659,32 +586,19 @@ impl Semaphore {
         let mut wakers = WakeList::new();
         loop {
             let Some(head) = line.waiters.head() else {
-                self.state
-                    .fetch_and(!(QUEUED | HANDOFF | NOTIFIED | SKIPS), Ordering::AcqRel);
+                self.state.line_emptied();
                 break;
             };
             if !self.handoff_due(line, head) {
-                if self.state.load(Ordering::Relaxed) & HANDOFF != 0 {
-                    self.state.fetch_and(!HANDOFF, Ordering::AcqRel);
-                }
+                self.state.leave_handoff();
                 self.notify_fitting(line, head, &mut wakers);
                 break;
             }
-            if self.state.load(Ordering::Relaxed) & HANDOFF == 0 {
-                self.state.fetch_or(HANDOFF, Ordering::AcqRel);
-            }
+            self.state.enter_handoff();
             let n = line.waiters.request(head);
-            // With `HANDOFF` set no fast path takes permits; `forget_permits` still may, hence a
-            // checked update rather than a blind subtraction.
-            let taken = update(&self.state, |s| {
-                if s >> SHIFT >= n {
-                    Ok(s - (n << SHIFT))
-                } else {
-                    Err(())
-                }
-            });
-            if taken.is_err() {
-                break;
+            match self.state.hand_over(n) {
+                HandOver::Granted => {}
+                HandOver::Short => break,
             }
             let was_notified = line.waiters.status(head) == Status::Notified;
             if was_notified {
@@ -700,14 +614,14 @@ impl Semaphore {
     /// permits, or cancelled).
     fn forget_notified(&self, line: &Line, was_notified: bool) {
         if was_notified && line.waiters.notified() == 0 {
-            self.state.fetch_and(!NOTIFIED, Ordering::AcqRel);
+            self.state.none_notified();
         }
     }
 
     /// Barging mode: wakes waiters from `head` on, in order, while the free permits cover them on top
     /// of what earlier woken waiters may take.
     fn notify_fitting(&self, line: &mut Line, head: usize, wakers: &mut WakeList) {
-        let free = self.state.load(Ordering::Acquire) >> SHIFT;
+        let free = self.state.free();
         let mut budget = free.saturating_sub(self.promised.load(Ordering::Relaxed));
         let mut key = Some(head);
         while let Some(k) = key {
@@ -719,7 +633,7 @@ impl Semaphore {
                 budget -= n;
                 self.promised.fetch_add(n, Ordering::Relaxed);
                 if line.waiters.notified() == 0 {
-                    self.state.fetch_or(NOTIFIED, Ordering::AcqRel);
+                    self.state.first_notified();
                 }
                 line.waiters.notify(k, wakers);
             }
@@ -734,20 +648,11 @@ impl Semaphore {
         // the retry below leaves unused is dropped after the mutex is unlocked.
         let waker = waker.clone();
         let mut line = lock(&self.line);
-        let take = n << SHIFT;
-        let queued = if self.fair { QUEUED | HANDOFF } else { QUEUED };
-        let mut acquired = false;
-        update(&self.state, |s| {
-            if s & CLOSED != 0 {
-                return Err(AcquireError(()));
-            }
-            acquired = s & HANDOFF == 0 && s >= take;
-            // Publishing `QUEUED` makes every release take the slow path, which needs this mutex
-            // and so sees our node.
-            Ok(if acquired { s - take } else { s | queued })
-        })?;
-        if acquired {
-            return Ok(None);
+        match self.state.take_or_queue(n, self.fair) {
+            Join::Taken => return Ok(None),
+            Join::Closed => return Err(AcquireError(())),
+            // Every release now takes the slow path, which needs this mutex and so sees our node.
+            Join::Queued => {}
         }
         let since = (!self.fair).then(|| line.waiters.now());
         Ok(Some(line.waiters.push_back(n, waker, since)))
@@ -759,7 +664,7 @@ impl Semaphore {
         // is taken: at once if the waiter was probably woken to compete (its node gave its waker
         // up then), otherwise only once the node turns out to need it, which costs a second look
         // under the mutex.
-        let mut fresh = (self.state.load(Ordering::Relaxed) & NOTIFIED != 0).then(|| waker.clone());
+        let mut fresh = self.state.maybe_notified().then(|| waker.clone());
         loop {
             // Declared before `line`, so dropped after it.
             let mut spent = None;
@@ -779,7 +684,7 @@ impl Semaphore {
             // promised can serve, as the release would have (us too, if we deferred to waiters
             // ahead that no longer need the permits). In hand-off mode the releases serve the
             // line themselves.
-            if status == Status::Notified && self.state.load(Ordering::Acquire) & HANDOFF == 0 {
+            if status == Status::Notified && !self.state.in_handoff() {
                 if let Some(head) = line.waiters.head() {
                     self.notify_fitting(&mut line, head, &mut wakers);
                 }
@@ -807,37 +712,23 @@ impl Semaphore {
     fn compete(&self, line: &mut Line, key: usize, spent: &mut Option<Waker>) -> bool {
         let n = line.waiters.request(key);
         self.promised.fetch_sub(n, Ordering::Relaxed);
-        let clear = if line.waiters.notified() == 0 {
-            NOTIFIED | SKIPS
-        } else {
-            0
-        };
+        let last_woken = line.waiters.notified() == 0;
         let head = line.waiters.head() == Some(key);
         let need = if head {
             Some(n)
         } else {
-            let free = self.state.load(Ordering::Acquire) >> SHIFT;
-            Self::needed_through(line, key, free)
+            Self::needed_through(line, key, self.state.free())
         };
-        let take = n << SHIFT;
-        let mut got = false;
         // Overtaken at the head past the bound: `HANDOFF` goes in with the same CAS that finds the
         // permits gone, so no release can slip by unserved in between.
-        let mut overdue = None;
-        let _ = update::<()>(&self.state, |s| {
-            got = s & (HANDOFF | CLOSED) == 0 && need.is_some_and(|need| s >> SHIFT >= need);
-            if got {
-                return Ok((s - take) & !clear);
+        let overdue = || head && line.waiters.waited(key, self.bound, line.waiters.now());
+        match self.state.retake(n, need, last_woken, overdue) {
+            Retake::Taken => {
+                *spent = line.waiters.take(key);
+                true
             }
-            let overdue = *overdue.get_or_insert_with(|| {
-                head && line.waiters.waited(key, self.bound, line.waiters.now())
-            });
-            Ok((s & !clear) | if overdue { HANDOFF } else { 0 })
-        });
-        if got {
-            *spent = line.waiters.take(key);
+            Retake::Overtaken => false,
         }
-        got
     }
 
     /// The permits the waiters from the head of the line through `key` ask for together, or `None`
@@ -869,9 +760,7 @@ impl Semaphore {
             spent = waker;
             self.forget_notified(line, status == Status::Notified);
             match status {
-                Status::Granted => {
-                    let _ = update::<()>(&self.state, |s| Ok(add(s, n)));
-                }
+                Status::Granted => self.state.give_back(n),
                 Status::Notified => {
                     self.promised.fetch_sub(n, Ordering::Relaxed);
                 }
