@@ -66,7 +66,7 @@ use crate::group::{GroupInner, GroupScope};
 use crate::shim::{Ordering, fence};
 use crate::task::coop::PollBudget;
 use crate::task::future::take_deferred_panic;
-use crate::task::meta::{Owner, UNREGISTERED, task_id};
+use crate::task::meta::{Owner, task_id};
 use crate::task::{Runnable, future::drop_payload};
 use crate::time::{IfBusy, NEVER};
 
@@ -884,9 +884,7 @@ impl Core {
     /// Takes the task `id` out of this core's LIFO slot or local queue if it sits there and has
     /// never been polled (for a nested `block_on` that awaits it: see `block_on`).
     pub(crate) fn take_unstarted(&mut self, id: usize) -> Option<Runnable> {
-        let unstarted = |r: &Runnable| {
-            task_id(r.metadata()) == id && r.metadata().slot.load(Ordering::Relaxed) == UNREGISTERED
-        };
+        let unstarted = |r: &Runnable| task_id(r.metadata()) == id && !r.metadata().has_waited();
         if self.lifo.as_ref().is_some_and(unstarted) {
             return self.lifo.take();
         }

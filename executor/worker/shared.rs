@@ -12,7 +12,6 @@ use crate::group::list::GroupList;
 use crate::group::{GroupInner, Host, HostBinding, Hosts, PanicHook};
 use crate::shim::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
 use crate::task::Runnable;
-use crate::task::meta::UNREGISTERED;
 use crate::time::{Keeper, Lowered, TimerHost, Timers};
 
 use super::core::Core;
@@ -363,8 +362,7 @@ pub(crate) fn push_global(g: &Arc<GroupInner>, r: Runnable) {
 /// rest.
 pub(crate) fn push_from_outside(g: &Arc<GroupInner>, r: Runnable) {
     let scheduler = &g.host.scheduler;
-    let waited = r.metadata().slot.load(Ordering::Relaxed) != UNREGISTERED;
-    if !waited || !scheduler.lane_admits(g) {
+    if !r.metadata().has_waited() || !scheduler.lane_admits(g) {
         push_global(g, r);
         return;
     }
