@@ -12,15 +12,13 @@
 //! that plays the part is named by the worker layer through [`HostBinding`], so this layer imports
 //! nothing from the layers above it and every call stays static.
 
-use std::any::Any;
 use std::sync::{Arc, OnceLock};
 
 use async_task::ScheduleInfo;
 use event_listener::Event;
 
 use crate::shim::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering};
-use crate::task::meta::{Binding, Outcome, Owner, Tasks};
-use crate::task::{Runnable, TaskMeta, TaskPanic};
+use crate::task::{Runnable, TaskPanic};
 
 use super::limiter::Limiter;
 use super::list::GroupList;
@@ -58,10 +56,6 @@ pub(crate) struct Hosts;
 
 /// The runtime's shared state, as groups see it.
 pub(crate) type HostOf = <Hosts as HostBinding>::Host;
-
-impl Binding for Tasks {
-    type Owner = GroupInner;
-}
 
 /// A group's scheduling state. The scheduler (`fair`) owns the rules; the data lives in the group
 /// and is only touched under this mutex.
@@ -152,17 +146,6 @@ impl GroupInner {
         }
     }
 
-    /// Wakes the `wait_idle` callers once no task is left. Out of line: only a group with such a
-    /// caller gets here, while every task's completion runs the check in front of it
-    /// (`Owner::finished`).
-    #[cold]
-    #[inline(never)]
-    fn notify_if_idle(&self) {
-        if self.registry.is_empty() {
-            self.idle_event.notify(usize::MAX);
-        }
-    }
-
     /// Creates a group on `host` and adds it to the host's list. A group created once shutdown
     /// began has closed queues, so nothing can be stranded in it.
     pub(crate) fn new(
@@ -232,53 +215,6 @@ impl GroupInner {
 
     pub(crate) fn weight(&self) -> u32 {
         crate::shim::lock(&self.sched).weight
-    }
-}
-
-impl Owner for GroupInner {
-    #[inline(never)]
-    fn as_current<R>(this: &Arc<Self>, f: impl FnOnce() -> R) -> R {
-        // `this` is the dropped task's metadata's `Arc`, alive until after the destructor.
-        let _current = super::current::GroupScope::enter(this);
-        f()
-    }
-
-    fn register_idle(&self, meta: &TaskMeta, waker: &std::task::Waker) {
-        self.registry.register_idle(meta, waker);
-    }
-
-    fn finished(&self, meta: &TaskMeta, outcome: Outcome) {
-        self.registry.finished(meta, outcome);
-        if self.idle_waiters.load(Ordering::SeqCst) > 0 {
-            self.notify_if_idle();
-        }
-    }
-
-    fn wake_idle(&self, meta: &TaskMeta) {
-        self.registry.wake(meta);
-    }
-
-    #[inline]
-    fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::SeqCst)
-    }
-
-    fn reports_panics(&self) -> bool {
-        self.host.panic_hook().is_some()
-    }
-
-    fn report_panic(&self, payload: &(dyn Any + Send)) {
-        if let Some(hook) = self.host.panic_hook() {
-            let p = TaskPanic {
-                payload,
-                group: self.name(),
-            };
-            // A panicking hook must not take down the thread that reports.
-            if let Err(again) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&p)))
-            {
-                crate::task::future::drop_payload(again);
-            }
-        }
     }
 }
 
