@@ -51,6 +51,7 @@ use std::time::{Duration, Instant};
 
 use crate::group::GroupInner;
 use crate::group::inner::GroupSched;
+use crate::group::listed::{LaneEntry, Listing};
 use crate::shim::{AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
 use crate::task::Runnable;
 
@@ -185,6 +186,17 @@ pub(crate) enum WaitFrom {
     /// Not at all: the pushing worker keeps serving the group (it exposes part of its local
     /// backlog); the group waits only once that worker leaves it (`charge_and_check`).
     Served,
+}
+
+/// What [`Scheduler::unlist`] did with a group whose queue its caller found empty.
+#[must_use = "`Unlisted::Yes` leaves the caller the listing protocol's re-check after the lock \
+              (`ListFlag::after_clear`): without it, a task pushed meanwhile is stranded"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unlisted {
+    /// It took the group out of the rotation and cleared its listed flag.
+    Yes,
+    /// The group was not in the rotation (another visit took it out).
+    No,
 }
 
 /// Up to `EXTRA_GROUPS` groups, on the stack: a pick's extra candidates, or the groups it took
@@ -362,15 +374,15 @@ impl Scheduler {
     /// waiting in the rotation is passed over by no more than that), and is at most a quantum of
     /// its own service (`quantum / weight`) past the floor (so a worker's switch for it at a
     /// quantum end costs the served group at most that).
-    /// True means the caller holds the group's lane flag and must push the task with
-    /// [`push_lane`](Self::push_lane).
+    /// [`LaneEntry::Entered`] means the caller holds the group's lane flag and must push the task
+    /// with [`push_lane`](Self::push_lane).
     ///
     /// A group further behind than the floor (idle for a while) is first lifted to it under its
     /// own lock, as entering the rotation would lift it: an idle group banks no credit, through
     /// the lane or not. Otherwise this reads hints only, no lock.
-    pub(crate) fn lane_admits(&self, g: &GroupInner) -> bool {
+    pub(crate) fn lane_admits(&self, g: &GroupInner) -> LaneEntry {
         if g.listed.is_set() || g.in_lane.is_set() {
-            return false;
+            return LaneEntry::Refused;
         }
         let floor = self.floor.load(Ordering::Relaxed);
         let front = self.front.load(Ordering::Relaxed);
@@ -379,13 +391,14 @@ impl Scheduler {
         let limit = floor
             .saturating_add(slack)
             .min(front.saturating_add(slack / LANE_PASS));
-        if vtime > limit || !g.in_lane.enter() {
-            return false;
+        if vtime > limit {
+            return LaneEntry::Refused;
         }
-        if vtime < floor {
+        let entry = g.in_lane.enter();
+        if entry == LaneEntry::Entered && vtime < floor {
             lift_to(g, floor);
         }
-        true
+        entry
     }
 
     /// Pushes `r`, a task of `g`, to the lane, after [`lane_admits`](Self::lane_admits) said yes.
@@ -460,7 +473,7 @@ impl Scheduler {
         })
     }
 
-    /// Called after a pusher flipped `g.listed` from false to true: queues `g` for its shard's
+    /// Called after a pusher flipped `g.listed` from false to true ([`Listing::Insert`]): queues `g` for its shard's
     /// rotation. The count goes up first (see `may_pick`), and a fence follows the push, so a
     /// worker about to park either sees the group in the inbox or is asleep when the caller
     /// looks for a sleeper to wake (see `idle`).
@@ -713,7 +726,11 @@ impl Scheduler {
             self.publish_served(worker, gs.vruntime, stamp);
         }
         let picked_vruntime = gs.vruntime;
-        let unlisted = left == 0 && self.unlist(&mut rotation, &g, &mut gs);
+        let unlisted = if left == 0 {
+            self.unlist(&mut rotation, &g, &mut gs)
+        } else {
+            Unlisted::No
+        };
         drop(gs);
         let mut extra_groups: FewGroups = Default::default();
         if first.is_some() && batch.len() < EXTRA_MAX_TASKS {
@@ -730,11 +747,13 @@ impl Scheduler {
         fix_front(&mut rotation);
         self.publish(shard, &rotation);
         drop(rotation);
-        if unlisted && g.listed.after_clear(|| g.queue.is_empty()) {
+        if unlisted == Unlisted::Yes
+            && g.listed.after_clear(|| g.queue.is_empty()) == Listing::Insert
+        {
             self.list(&g, WaitFrom::Now);
         }
         for e in extra_groups.iter().flatten() {
-            if e.listed.after_clear(|| e.queue.is_empty()) {
+            if e.listed.after_clear(|| e.queue.is_empty()) == Listing::Insert {
                 self.list(e, WaitFrom::Now);
             }
         }
@@ -742,23 +761,23 @@ impl Scheduler {
     }
 
     /// Takes `g`, whose queue the caller just found empty, out of its shard's rotation (the
-    /// remover's half of the listing protocol: the caller re-checks the queue after releasing the
-    /// lock). True if it did.
+    /// remover's half of the listing protocol: [`Unlisted::Yes`] leaves the caller to re-check the
+    /// queue after releasing the lock, `ListFlag::after_clear`).
     fn unlist(
         &self,
         rotation: &mut Rotation<GroupInner>,
         g: &GroupInner,
         gs: &mut GroupSched,
-    ) -> bool {
+    ) -> Unlisted {
         if !gs.in_rotation {
-            return false;
+            return Unlisted::No;
         }
         rotation.remove(&rotation_key(gs));
         gs.in_rotation = false;
         g.waiting_since.store(0, Ordering::Relaxed);
         g.listed.clear();
         self.listed.fetch_sub(1, Ordering::SeqCst);
-        true
+        Unlisted::Yes
     }
 
     /// The extra groups of a pick (see `pick_and_take`), the first `leave` of them left in the
@@ -809,7 +828,7 @@ impl Scheduler {
             // `take_batch` hands the first task back and the rest into `extras`: keep queue order.
             extras.insert(before, first);
             e.end_wait(|| now);
-            if left == 0 && self.unlist(rotation, &e, &mut gs) {
+            if left == 0 && self.unlist(rotation, &e, &mut gs) == Unlisted::Yes {
                 drop(gs);
                 unlisted[unlisted_n] = Some(e);
                 unlisted_n += 1;
@@ -953,7 +972,11 @@ mod tests {
         let rt = crate::Runtime::builder().worker_threads(1).build().unwrap();
         let group = rt.group().build().unwrap();
         let s = Arc::new(Scheduler::new(4, Duration::from_millis(1)));
-        assert!(group.inner.listed.after_push(), "a new group is not listed");
+        assert_eq!(
+            group.inner.listed.after_push(),
+            Listing::Insert,
+            "a new group is not listed"
+        );
         s.list(&group.inner, WaitFrom::Now);
         (rt, group, s)
     }

@@ -9,6 +9,7 @@ use async_task::ScheduleInfo;
 
 use crate::fair::{Scheduler, WaitFrom};
 use crate::group::list::GroupList;
+use crate::group::listed::{LaneEntry, Listing};
 use crate::group::{GroupInner, Host, HostBinding, Hosts, PanicHook};
 use crate::shim::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
 use crate::task::Runnable;
@@ -362,7 +363,7 @@ pub(crate) fn push_global(g: &Arc<GroupInner>, r: Runnable) {
 /// rest.
 pub(crate) fn push_from_outside(g: &Arc<GroupInner>, r: Runnable) {
     let scheduler = &g.host.scheduler;
-    if !r.metadata().has_waited() || !scheduler.lane_admits(g) {
+    if !r.metadata().has_waited() || scheduler.lane_admits(g) == LaneEntry::Refused {
         push_global(g, r);
         return;
     }
@@ -387,7 +388,7 @@ pub(crate) fn announce(g: &Arc<GroupInner>) {
 /// [`announce`], with the group counting as waiting from `wait` if this push lists it.
 fn announce_as(g: &Arc<GroupInner>, wait: WaitFrom) {
     // The fence inside `after_push` also orders the push before the idle check below.
-    if g.listed.after_push() {
+    if g.listed.after_push() == Listing::Insert {
         g.host.scheduler.list(g, wait);
     }
     g.host.notify_work();
