@@ -12,7 +12,8 @@ use crate::shim::{AtomicBool, Ordering, fence};
 
 /// What a half of the listing protocol leaves its caller to do. Ignoring [`Listing::Insert`]
 /// strands the group's queued tasks: its flag says listed, and no rotation holds it.
-#[must_use = "`Listing::Insert` leaves the group to the caller: insert it into the rotation, or its queued tasks are stranded"]
+#[must_use = "`Listing::Insert` leaves the group to the caller: insert it into the rotation, \
+              or its queued tasks are stranded"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Listing {
     /// The caller flipped the flag from false to true: it must insert the group into the
@@ -74,7 +75,8 @@ impl ListFlag {
 
 /// What a try to put a group's task into the lane gave. Ignoring [`LaneEntry::Entered`] leaves
 /// the group's lane flag set with no task in the lane: the group never uses the lane again.
-#[must_use = "`LaneEntry::Entered` holds the group's lane flag: push the task to the lane (a failed push clears it)"]
+#[must_use = "`LaneEntry::Entered` holds the group's lane flag: push the task to the lane \
+              (a failed push clears it)"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LaneEntry {
     /// The caller set the group's lane flag: it must push the group's task to the lane.

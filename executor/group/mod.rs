@@ -493,10 +493,10 @@ impl Group {
             unfinished: counts.live,
             polls: inner.polls.load(Ordering::Relaxed),
             busy: Duration::from_nanos(inner.busy_ns.load(Ordering::Relaxed)),
-            runnable: inner.queue.len()
-                + usize::from(inner.in_lane.is_set())
+            runnable: inner.queued()
+                + usize::from(inner.has_task_in_lane())
                 + inner.host.locally_queued(inner)
-                + inner.limiter.as_ref().map_or(0, |l| l.waiting()),
+                + inner.limiter().map_or(0, |l| l.waiting()),
             wait: Duration::from_nanos(inner.wait_ns.load(Ordering::Relaxed) + pending_wait),
         }
     }
