@@ -402,8 +402,8 @@ impl Scheduler {
         entry
     }
 
-    /// Pushes `r`, a task of `g`, to the lane, after [`lane_admits`](Self::lane_admits) said yes.
-    /// Gives it back if the runtime shut the lane.
+    /// Pushes `r`, a task of `g`, to the lane, after [`lane_admits`](Self::lane_admits) gave
+    /// [`LaneEntry::Entered`]. Gives it back if the runtime shut the lane.
     pub(crate) fn push_lane(&self, g: &GroupInner, r: Runnable) -> Result<(), Runnable> {
         self.lane.push(g.lane_flag(), r, crate::clock::stamp())
     }
