@@ -167,7 +167,7 @@ pub mod loom_support {
     pub use crate::blocking::pool::{Job, Pool as BlockingPool, closure_returned};
     pub use crate::fair::inbox::Inbox;
     pub use crate::fair::lane::Lane;
-    pub use crate::group::listed::{LaneFlag, ListFlag};
+    pub use crate::group::listed::{LaneEntry, LaneFlag, ListFlag, Listing};
     pub use crate::group::queue::GroupQueue;
     pub use crate::time::driver::{Armed, IfBusy, NEVER, Registration, TimerHost, Timers};
     pub use crate::time::keeper::{Keeper, Lowered};

@@ -6,7 +6,9 @@
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
-use rondo::loom_support::{GroupQueue, Idle, Inbox, Lane, LaneFlag, ListFlag, LocalQueue, Parker};
+use rondo::loom_support::{
+    GroupQueue, Idle, Inbox, Lane, LaneEntry, LaneFlag, ListFlag, Listing, LocalQueue, Parker,
+};
 
 mod loom_setup;
 // `model_bounded`: the three-thread models, and the two-thread ones whose unbounded runs take
@@ -36,7 +38,7 @@ impl Group {
 
     fn push(&self, v: u32) {
         self.queue.push(v).unwrap();
-        if self.flag.after_push() {
+        if self.flag.after_push() == Listing::Insert {
             *self.in_rotation.lock().unwrap() = true;
         }
     }
@@ -60,7 +62,7 @@ impl Group {
                 false
             }
         };
-        if unlisted && self.flag.after_clear(|| self.queue.is_empty()) {
+        if unlisted && self.flag.after_clear(|| self.queue.is_empty()) == Listing::Insert {
             *self.in_rotation.lock().unwrap() = true;
         }
     }
@@ -673,7 +675,7 @@ struct Item(u32, Arc<LaneFlag>);
 /// A pusher's half of `fair::lane` for a group with flag `flag`: the lane if the flag was free,
 /// else the group's own queue (the runtime's `push_from_outside`, without the floor test).
 fn push_outside(lane: &Lane<Item>, flag: &Arc<LaneFlag>, queue: &Mutex<Vec<u32>>, v: u32) {
-    if flag.enter() {
+    if flag.enter() == LaneEntry::Entered {
         if let Err(Item(v, _)) = lane.push(flag, Item(v, flag.clone()), 0) {
             queue.lock().unwrap().push(v);
         }
@@ -737,7 +739,7 @@ fn closing_the_lane_races_a_push() {
         let pusher = {
             let (lane, flag) = (lane.clone(), flag.clone());
             thread::spawn(move || {
-                assert!(flag.enter());
+                assert_eq!(flag.enter(), LaneEntry::Entered);
                 lane.push(&flag, Item(7, flag.clone()), 0)
                     .err()
                     .map(|Item(v, _)| v)
@@ -777,7 +779,7 @@ fn a_push_into_the_lane_reaches_a_parking_worker() {
             })
         };
         let handle = worker.thread().clone();
-        assert!(flag.enter());
+        assert_eq!(flag.enter(), LaneEntry::Entered);
         assert!(lane.push(&flag, Item(5, flag.clone()), 0).is_ok());
         notify_after_fence(&idle, &notified, &handle);
         assert_eq!(worker.join().unwrap(), Some(5), "woken without the task");

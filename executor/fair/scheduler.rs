@@ -41,16 +41,18 @@
 //! So the pick path takes one shard's lock, and a charge, a wake and a spawn take none; the
 //! locks a quantum end takes are those of the shards whose front is behind the served group.
 //!
-//! The listing protocol (lock-free part): `GroupInner::listed` is true while the group is in the
+//! The listing protocol (lock-free part): a group's listed flag is true while the group is in the
 //! rotation or about to be inserted (`group::listed`). The remover's half runs here: `pick_and_take`
-//! clears the flag under the shard's lock when it empties the queue, then re-checks the queue
-//! after releasing the lock and re-lists the group if a push slipped in.
+//! clears the flag under the shard's lock when it empties the queue (`unlist`), then re-checks the
+//! queue after releasing the lock (`GroupInner::after_unlist`) and re-lists the group if a push
+//! slipped in.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::group::GroupInner;
 use crate::group::inner::GroupSched;
+use crate::group::listed::{LaneEntry, Listing};
 use crate::shim::{AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
 use crate::task::Runnable;
 
@@ -120,7 +122,7 @@ fn enter_key(rotation: &mut Rotation<GroupInner>, gs: &mut GroupSched) -> Key {
 /// group's lock.
 fn set_vruntime(g: &GroupInner, gs: &mut GroupSched, vruntime: u128) {
     gs.vruntime = vruntime;
-    g.vtime_hint.store(virtual_ns(vruntime), Ordering::Relaxed);
+    g.set_vtime_hint(virtual_ns(vruntime));
 }
 
 /// Charges `ns` of service to a group, under its lock: its virtual runtime rises by
@@ -135,7 +137,7 @@ fn add_service(g: &GroupInner, gs: &mut GroupSched, ns: u64) {
 /// hint). In u64 (this runs on every cross-group wake, and a u128 division is a library call),
 /// and no division at all for the default weight.
 fn own_quantum(g: &GroupInner, quantum_ns: u64) -> u64 {
-    match g.weight_hint.load(Ordering::Relaxed) {
+    match g.weight_hint() {
         0 | 1 => quantum_ns,
         weight => quantum_ns / u64::from(weight),
     }
@@ -145,7 +147,7 @@ fn own_quantum(g: &GroupInner, quantum_ns: u64) -> u64 {
 /// lock: an idle group banks no credit. The rotation's key is the virtual runtime, so only a group
 /// out of it may move.
 fn lift_to(g: &GroupInner, floor: u64) {
-    let mut gs = lock(&g.sched);
+    let mut gs = g.sched();
     if !gs.in_rotation {
         let lifted = gs.vruntime.max(from_virtual_ns(floor));
         set_vruntime(g, &mut gs, lifted);
@@ -160,13 +162,13 @@ fn lift_to(g: &GroupInner, floor: u64) {
 fn fix_front(rotation: &mut Rotation<GroupInner>) {
     for _ in 0..FIX_FRONT_MAX {
         let key = match rotation.first() {
-            Some((key, g)) if g.vtime_hint.load(Ordering::Relaxed) > key.0 => *key,
+            Some((key, g)) if g.vtime_hint() > key.0 => *key,
             _ => return,
         };
         let Some(g) = rotation.remove(&key) else {
             return;
         };
-        let mut gs = lock(&g.sched);
+        let mut gs = g.sched();
         let key = enter_key(rotation, &mut gs);
         drop(gs);
         rotation.insert(key, g, false);
@@ -185,6 +187,17 @@ pub(crate) enum WaitFrom {
     /// Not at all: the pushing worker keeps serving the group (it exposes part of its local
     /// backlog); the group waits only once that worker leaves it (`charge_and_check`).
     Served,
+}
+
+/// What [`Scheduler::unlist`] did with a group whose queue its caller found empty.
+#[must_use = "`Unlisted::Yes` leaves the caller the listing protocol's re-check after the lock \
+              (`GroupInner::after_unlist`): without it, a task pushed meanwhile is stranded"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unlisted {
+    /// It took the group out of the rotation and cleared its listed flag.
+    Yes,
+    /// The group was not in the rotation (another visit took it out).
+    No,
 }
 
 /// Up to `EXTRA_GROUPS` groups, on the stack: a pick's extra candidates, or the groups it took
@@ -322,7 +335,7 @@ impl Scheduler {
 
     /// The shard a group lists in: a hash of its id (ids are not spread evenly by themselves).
     fn shard_of(&self, g: &GroupInner) -> &Shard {
-        let h = g.id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+        let h = g.id().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
         // The shard count is a power of two.
         &self.shards[(h as usize) & (self.shards.len() - 1)]
     }
@@ -362,36 +375,37 @@ impl Scheduler {
     /// waiting in the rotation is passed over by no more than that), and is at most a quantum of
     /// its own service (`quantum / weight`) past the floor (so a worker's switch for it at a
     /// quantum end costs the served group at most that).
-    /// True means the caller holds the group's lane flag and must push the task with
-    /// [`push_lane`](Self::push_lane).
+    /// [`LaneEntry::Entered`] means the caller holds the group's lane flag and must push the task
+    /// with [`push_lane`](Self::push_lane).
     ///
     /// A group further behind than the floor (idle for a while) is first lifted to it under its
     /// own lock, as entering the rotation would lift it: an idle group banks no credit, through
     /// the lane or not. Otherwise this reads hints only, no lock.
-    pub(crate) fn lane_admits(&self, g: &GroupInner) -> bool {
-        if g.listed.is_set() || g.in_lane.is_set() {
-            return false;
+    pub(crate) fn lane_admits(&self, g: &GroupInner) -> LaneEntry {
+        if g.is_listed() || g.has_task_in_lane() {
+            return LaneEntry::Refused;
         }
         let floor = self.floor.load(Ordering::Relaxed);
         let front = self.front.load(Ordering::Relaxed);
-        let vtime = g.vtime_hint.load(Ordering::Relaxed);
+        let vtime = g.vtime_hint();
         let slack = own_quantum(g, u64::try_from(self.quantum_ns).unwrap_or(u64::MAX));
         let limit = floor
             .saturating_add(slack)
             .min(front.saturating_add(slack / LANE_PASS));
-        if vtime > limit || !g.in_lane.enter() {
-            return false;
+        if vtime > limit {
+            return LaneEntry::Refused;
         }
-        if vtime < floor {
+        let entry = g.enter_lane();
+        if entry == LaneEntry::Entered && vtime < floor {
             lift_to(g, floor);
         }
-        true
+        entry
     }
 
-    /// Pushes `r`, a task of `g`, to the lane, after [`lane_admits`](Self::lane_admits) said yes.
-    /// Gives it back if the runtime shut the lane.
+    /// Pushes `r`, a task of `g`, to the lane, after [`lane_admits`](Self::lane_admits) gave
+    /// [`LaneEntry::Entered`]. Gives it back if the runtime shut the lane.
     pub(crate) fn push_lane(&self, g: &GroupInner, r: Runnable) -> Result<(), Runnable> {
-        self.lane.push(&g.in_lane, r, crate::clock::stamp())
+        self.lane.push(g.lane_flag(), r, crate::clock::stamp())
     }
 
     /// Takes the lane's oldest task, with the clock stamp of its push.
@@ -400,7 +414,7 @@ impl Scheduler {
         if self.lane.is_empty() {
             return None;
         }
-        self.lane.pop(|r| &r.metadata().group.in_lane)
+        self.lane.pop(|r| r.metadata().group.lane_flag())
     }
 
     /// Shutdown: refuses every later push to the lane and takes out what waits there, for the
@@ -456,14 +470,14 @@ impl Scheduler {
             return false;
         }
         self.shards.iter().any(|s| {
-            !s.inbox.is_empty() || lock(&s.rotation).iter().any(|(_, g)| !g.queue.is_empty())
+            !s.inbox.is_empty() || lock(&s.rotation).iter().any(|(_, g)| !g.queue_is_empty())
         })
     }
 
-    /// Called after a pusher flipped `g.listed` from false to true: queues `g` for its shard's
-    /// rotation. The count goes up first (see `may_pick`), and a fence follows the push, so a
-    /// worker about to park either sees the group in the inbox or is asleep when the caller
-    /// looks for a sleeper to wake (see `idle`).
+    /// Called after a pusher flipped `g`'s listed flag from false to true ([`Listing::Insert`]):
+    /// queues `g` for its shard's rotation. The count goes up first (see `may_pick`), and a fence
+    /// follows the push, so a worker about to park either sees the group in the inbox or is asleep
+    /// when the caller looks for a sleeper to wake (see `idle`).
     /// `wait` says from when the group counts as waiting in its metrics.
     pub(crate) fn list(&self, g: &Arc<GroupInner>, wait: WaitFrom) {
         // Everything but the push before the count: the window in which the group is counted but
@@ -475,10 +489,7 @@ impl Scheduler {
         };
         let entry = (g.clone(), since);
         let shard = self.shard_of(g);
-        let enters_at = g
-            .vtime_hint
-            .load(Ordering::Relaxed)
-            .max(self.floor.load(Ordering::Relaxed));
+        let enters_at = g.vtime_hint().max(self.floor.load(Ordering::Relaxed));
         self.listed.fetch_add(1, Ordering::SeqCst);
         if let Err(e) = shard.inbox.push(entry, enters_at) {
             // The inbox is never closed; keep the count honest anyway.
@@ -512,7 +523,7 @@ impl Scheduler {
         shard.len.store(rotation.len() + 1, Ordering::Relaxed);
         let floor = from_virtual_ns(self.floor.load(Ordering::Relaxed));
         shard.inbox.drain(|(g, since)| {
-            let mut gs = lock(&g.sched);
+            let mut gs = g.sched();
             if gs.in_rotation {
                 // Cannot happen (one lister per false-to-true flip of `listed`); keep the count exact.
                 self.listed.fetch_sub(1, Ordering::SeqCst);
@@ -523,8 +534,7 @@ impl Scheduler {
             set_vruntime(&g, &mut gs, entered);
             gs.in_rotation = true;
             // 0 for a group a worker serves: it does not wait (see `WaitFrom`).
-            g.waiting_since
-                .store(since.map_or(0, |s| s.max(1)), Ordering::Relaxed);
+            g.set_waiting(since);
             let key = enter_key(rotation, &mut gs);
             drop(gs);
             rotation.insert(key, g, at_floor);
@@ -579,7 +589,7 @@ impl Scheduler {
     /// list of charges (`segment`).
     pub(crate) fn charge(&self, c: &Charge) -> bool {
         if c.ns > 0 {
-            let mut gs = lock(&c.group.sched);
+            let mut gs = c.group.sched();
             add_service(&c.group, &mut gs, c.ns);
         }
         true
@@ -692,9 +702,9 @@ impl Scheduler {
             }
         })??;
         let workers = self.served.len();
-        let mut gs = lock(&g.sched);
+        let mut gs = g.sched();
         g.end_wait(|| stamp);
-        let taken = g.queue.take_batch(
+        let taken = g.take_batch(
             |len| {
                 if len <= SMALL_QUEUE {
                     // At least one: a push may be on its way into a queue that read empty.
@@ -713,7 +723,11 @@ impl Scheduler {
             self.publish_served(worker, gs.vruntime, stamp);
         }
         let picked_vruntime = gs.vruntime;
-        let unlisted = left == 0 && self.unlist(&mut rotation, &g, &mut gs);
+        let unlisted = if left == 0 {
+            self.unlist(&mut rotation, &g, &mut gs)
+        } else {
+            Unlisted::No
+        };
         drop(gs);
         let mut extra_groups: FewGroups = Default::default();
         if first.is_some() && batch.len() < EXTRA_MAX_TASKS {
@@ -730,11 +744,11 @@ impl Scheduler {
         fix_front(&mut rotation);
         self.publish(shard, &rotation);
         drop(rotation);
-        if unlisted && g.listed.after_clear(|| g.queue.is_empty()) {
+        if unlisted == Unlisted::Yes && g.after_unlist() == Listing::Insert {
             self.list(&g, WaitFrom::Now);
         }
         for e in extra_groups.iter().flatten() {
-            if e.listed.after_clear(|| e.queue.is_empty()) {
+            if e.after_unlist() == Listing::Insert {
                 self.list(e, WaitFrom::Now);
             }
         }
@@ -742,23 +756,23 @@ impl Scheduler {
     }
 
     /// Takes `g`, whose queue the caller just found empty, out of its shard's rotation (the
-    /// remover's half of the listing protocol: the caller re-checks the queue after releasing the
-    /// lock). True if it did.
+    /// remover's half of the listing protocol: [`Unlisted::Yes`] leaves the caller to re-check the
+    /// queue after releasing the lock, `GroupInner::after_unlist`).
     fn unlist(
         &self,
         rotation: &mut Rotation<GroupInner>,
         g: &GroupInner,
         gs: &mut GroupSched,
-    ) -> bool {
+    ) -> Unlisted {
         if !gs.in_rotation {
-            return false;
+            return Unlisted::No;
         }
         rotation.remove(&rotation_key(gs));
         gs.in_rotation = false;
-        g.waiting_since.store(0, Ordering::Relaxed);
-        g.listed.clear();
+        g.set_waiting(None);
+        g.clear_listed();
         self.listed.fetch_sub(1, Ordering::SeqCst);
-        true
+        Unlisted::Yes
     }
 
     /// The extra groups of a pick (see `pick_and_take`), the first `leave` of them left in the
@@ -783,7 +797,7 @@ impl Scheduler {
             .iter()
             .take_while(|((v, _), _)| *v <= horizon)
             .take(4 * EXTRA_GROUPS)
-            .filter(|(_, g)| g.id != picked.id && g.queue.len_hint() <= EXTRA_MAX_TASKS)
+            .filter(|(_, g)| g.id() != picked.id() && g.queued_hint() <= EXTRA_MAX_TASKS)
             .map(|(_, g)| g.clone());
         for (slot, g) in candidates.iter_mut().zip(front) {
             *slot = Some(g);
@@ -791,7 +805,7 @@ impl Scheduler {
         let mut unlisted_n = 0;
         let mut to_leave: Option<usize> = None;
         for e in candidates.into_iter().flatten() {
-            let mut gs = lock(&e.sched);
+            let mut gs = e.sched();
             let due = picked_vruntime + self.quantum_ns * SCALE / u128::from(gs.weight.max(1));
             if !gs.in_rotation || gs.vruntime > due {
                 continue;
@@ -804,12 +818,12 @@ impl Scheduler {
             }
             let before = extras.len();
             let small = |len| if len <= EXTRA_MAX_TASKS { len } else { 0 };
-            let taken = e.queue.take_batch(small, extras);
+            let taken = e.take_batch(small, extras);
             let Some((first, left)) = taken else { continue };
             // `take_batch` hands the first task back and the rest into `extras`: keep queue order.
             extras.insert(before, first);
             e.end_wait(|| now);
-            if left == 0 && self.unlist(rotation, &e, &mut gs) {
+            if left == 0 && self.unlist(rotation, &e, &mut gs) == Unlisted::Yes {
                 drop(gs);
                 unlisted[unlisted_n] = Some(e);
                 unlisted_n += 1;
@@ -831,7 +845,7 @@ impl Scheduler {
         let stamp = crate::clock::stamp_of(now);
         self.charge_pending(pending);
         let (vruntime, in_rotation) = {
-            let gs = lock(&g.sched);
+            let gs = g.sched();
             (gs.vruntime, gs.in_rotation)
         };
         self.publish_served(worker, vruntime, stamp);
@@ -847,7 +861,7 @@ impl Scheduler {
             fix_front(&mut rotation);
             self.publish(shard, &rotation);
             if let Some(((v, _), first)) = rotation.first() {
-                behind |= first.id != g.id && *v < own;
+                behind |= first.id() != g.id() && *v < own;
             }
         }
         self.update_floor(stamp);
@@ -857,9 +871,9 @@ impl Scheduler {
             // from now. Under its shard's lock, so no unlisting (which clears the stamp) races it.
             if in_rotation {
                 let _rotation = lock(&self.shard_of(g).rotation);
-                let gs = lock(&g.sched);
-                if gs.in_rotation && g.waiting_since.load(Ordering::Relaxed) == 0 {
-                    g.waiting_since.store(stamp.max(1), Ordering::Relaxed);
+                let gs = g.sched();
+                if gs.in_rotation {
+                    g.start_waiting(stamp);
                 }
             }
             return Verdict::Switch;
@@ -886,8 +900,8 @@ impl Scheduler {
         woken: &GroupInner,
         quantum: Duration,
     ) -> bool {
-        let ahead_of = serving.vtime_hint.load(Ordering::Relaxed);
-        let vtime = woken.vtime_hint.load(Ordering::Relaxed);
+        let ahead_of = serving.vtime_hint();
+        let vtime = woken.vtime_hint();
         let slack = own_quantum(woken, crate::clock::nanos(quantum));
         if vtime > ahead_of.saturating_add(slack) {
             return false;
@@ -953,7 +967,11 @@ mod tests {
         let rt = crate::Runtime::builder().worker_threads(1).build().unwrap();
         let group = rt.group().build().unwrap();
         let s = Arc::new(Scheduler::new(4, Duration::from_millis(1)));
-        assert!(group.inner.listed.after_push(), "a new group is not listed");
+        assert_eq!(
+            group.inner.after_push(),
+            Listing::Insert,
+            "a new group is not listed"
+        );
         s.list(&group.inner, WaitFrom::Now);
         (rt, group, s)
     }
@@ -987,7 +1005,7 @@ mod tests {
     fn a_group_on_its_way_from_the_inbox_stays_visible_to_the_other_workers() {
         let (_rt, group, s) = listed_in_a_scheduler();
         let g = group.inner.clone();
-        let held = lock(&g.sched);
+        let held = g.sched();
         let visit = std::thread::spawn({
             let (s, g) = (s.clone(), g.clone());
             move || {

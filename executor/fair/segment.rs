@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::group::GroupInner;
-use crate::shim::Ordering;
 
 use super::scheduler::{Charge, Scheduler};
 
@@ -208,10 +207,5 @@ impl Service {
 
 /// Adds a charge's service and polls to its group's metrics.
 fn flush(c: Charge) {
-    if c.polls > 0 {
-        c.group.polls.fetch_add(c.polls, Ordering::Relaxed);
-    }
-    if c.ns > 0 {
-        c.group.busy_ns.fetch_add(c.ns, Ordering::Relaxed);
-    }
+    c.group.record_service(c.polls, c.ns);
 }

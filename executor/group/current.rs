@@ -10,7 +10,6 @@ use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::Arc;
 
-use super::Group;
 use super::inner::GroupInner;
 
 thread_local! {
@@ -65,20 +64,4 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Arc<GroupInner>>) -> R) -> 
     // borrowed view: the strong count is neither incremented nor decremented.
     let arc = ManuallyDrop::new(unsafe { Arc::from_raw(p) });
     f(Some(&arc))
-}
-
-/// The group of the task being polled on this thread (or of the
-/// [`spawn_blocking`](crate::spawn_blocking) closure it runs), or `None` outside a task. A task
-/// spawned with `rondo::spawn` or `Runtime::spawn` is in its runtime's default group, which cannot
-/// be cancelled ([`Group::cancel`](crate::Group::cancel) panics on it).
-///
-/// ```
-/// assert!(rondo::current_group().is_none());
-/// let rt = rondo::Runtime::new().unwrap();
-/// let g = rt.group().name("x").build().unwrap();
-/// let name = rt.block_on(g.spawn(async { rondo::current_group().map(|g| g.name().to_string()) }));
-/// assert_eq!(name.unwrap().as_deref(), Some("x"));
-/// ```
-pub fn current_group() -> Option<Group> {
-    with_current(|g| g.map(|g| Group { inner: g.clone() }))
 }

@@ -6,25 +6,28 @@
 //! last handle is dropped *and* its last task is gone; it then leaves the runtime's group list and
 //! its memory is freed.
 //!
+//! Its fields are this layer's. The layers above reach them through methods named after what they
+//! do, which keep the protocols the fields take part in: a push leaves the caller the listing
+//! half it owes (`after_push`, a `#[must_use]` [`Listing`]), the remover's re-check reads the
+//! queue itself (`after_unlist`), the wait and service counters only rise.
+//!
 //! # The host
 //! A group is served by a runtime, which this layer knows only as a [`Host`]: where a woken task
 //! goes, whether the runtime is shutting down, its list of groups and its panic hook. The type
 //! that plays the part is named by the worker layer through [`HostBinding`], so this layer imports
 //! nothing from the layers above it and every call stays static.
 
-use std::any::Any;
 use std::sync::{Arc, OnceLock};
 
 use async_task::ScheduleInfo;
 use event_listener::Event;
 
-use crate::shim::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering};
-use crate::task::meta::{Binding, Outcome, Owner, Tasks};
-use crate::task::{Runnable, TaskMeta, TaskPanic};
+use crate::shim::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::task::{Runnable, TaskPanic};
 
 use super::limiter::Limiter;
 use super::list::GroupList;
-use super::listed::{LaneFlag, ListFlag};
+use super::listed::{LaneEntry, LaneFlag, ListFlag, Listing};
 use super::queue::GroupQueue;
 use super::registry::Registry;
 
@@ -59,10 +62,6 @@ pub(crate) struct Hosts;
 /// The runtime's shared state, as groups see it.
 pub(crate) type HostOf = <Hosts as HostBinding>::Host;
 
-impl Binding for Tasks {
-    type Owner = GroupInner;
-}
-
 /// A group's scheduling state. The scheduler (`fair`) owns the rules; the data lives in the group
 /// and is only touched under this mutex.
 ///
@@ -71,8 +70,13 @@ impl Binding for Tasks {
 /// compiler refuses a reference to a field of a packed struct).
 #[repr(C, packed(8))]
 pub(crate) struct GroupSched {
+    /// 1 to `MAX_WEIGHT`; `GroupInner::weight_hint` holds a copy.
     pub(crate) weight: u32,
+    /// The service charged to the group, scaled by `1 / weight` (the scale is `fair`'s). Only
+    /// rises; `GroupInner::vtime_hint` holds a copy in virtual nanoseconds.
     pub(crate) vruntime: u128,
+    /// True while the group is in its shard's rotation, under `key_vns` and `entered`; changed
+    /// under the shard's lock and this one.
     pub(crate) in_rotation: bool,
     /// The group's key in the rotation while it is in it (see `fair::rotation`): the virtual
     /// runtime it was keyed at (at most `vruntime`: charges leave the key as it is), then the
@@ -98,43 +102,53 @@ pub(crate) struct GroupInner {
     // Rarely used: a buffer between the `Arc` counts and region 1.
     /// The name given to the builder; unnamed groups format `group-N` on first use.
     name: OnceLock<String>,
-    pub(crate) idle_event: Event,
-    pub(crate) id: u64,
+    /// Notified once no task is left while `idle_waiters` is above 0 (`wait_idle`).
+    pub(super) idle_event: Event,
+    /// Unique among the host's groups; never changes.
+    id: u64,
     /// This group's key in the host's `GroupList`.
     key: usize,
     /// The runtime's default group (plain spawns go there): it cannot be cancelled.
-    pub(crate) is_default: bool,
+    pub(super) is_default: bool,
     // Region 1 (and, after its last gap, the start of region 2).
-    pub(crate) registry: Registry,
+    /// Counts the group's tasks and reaches the idle ones (see `registry`).
+    pub(super) registry: Registry,
     // Region 2.
-    pub(crate) sched: Mutex<GroupSched>,
+    /// Written only under its lock, by the scheduler's rules (`fair`) and `Group::set_weight`.
+    pub(super) sched: Mutex<GroupSched>,
     /// `sched.vruntime` in virtual nanoseconds (charged nanoseconds ÷ weight), and `sched.weight`:
     /// copies written with them under the lock, read without it where a hint is enough (may a
     /// cross-group wake run beside the served group: `fair::Scheduler::may_run_beside`).
-    pub(crate) vtime_hint: AtomicU64,
-    pub(crate) weight_hint: AtomicU32,
-    pub(crate) polls: AtomicU64,
-    pub(crate) busy_ns: AtomicU64,
-    pub(crate) wait_ns: AtomicU64,
+    vtime_hint: AtomicU64,
+    pub(super) weight_hint: AtomicU32,
+    /// Polls of the group's tasks and nanoseconds of worker time spent on them, as the workers
+    /// flushed them (`record_service`); only rise.
+    pub(super) polls: AtomicU64,
+    pub(super) busy_ns: AtomicU64,
+    /// Nanoseconds the group waited with work no worker took (`GroupMetrics::wait`); only rises.
+    pub(super) wait_ns: AtomicU64,
     /// The clock stamp (`clock::stamp`) at which the group entered the rotation with work no
     /// worker has taken since; 0 when none waits so. Read before a worker serving the group takes
     /// from its queue, so only the time before the first take counts as waiting.
-    pub(crate) waiting_since: AtomicU64,
+    pub(super) waiting_since: AtomicU64,
     /// Runnable tasks of this group that no worker has taken yet (FIFO). Its cold tier ends region
-    /// 2; its hot pointer, after a gap, starts region 3.
-    pub(crate) queue: GroupQueue<Runnable>,
+    /// 2; its hot pointer, after a gap, starts region 3. A task pushed here is listed by its pusher
+    /// (`after_push`) unless shutdown drains the queue.
+    queue: GroupQueue<Runnable>,
     // Region 3.
-    pub(crate) host: Arc<HostOf>,
+    /// The runtime that serves the group; the same for the group's whole life.
+    pub(super) host: Arc<HostOf>,
     /// In the scheduler's rotation, or about to be inserted (see `listed`).
-    pub(crate) listed: ListFlag,
+    listed: ListFlag,
     /// A task of this group waits in the scheduler's lane (see `fair::lane`).
-    pub(crate) in_lane: LaneFlag,
+    in_lane: LaneFlag,
     /// Set once by `Group::cancel`; never cleared.
-    pub(crate) cancelled: AtomicBool,
+    pub(super) cancelled: AtomicBool,
     /// `wait_idle` futures currently waiting.
-    pub(crate) idle_waiters: AtomicUsize,
-    /// Boxed: few groups have one, and it is written on every poll of the group's tasks.
-    pub(crate) limiter: Option<Box<Limiter>>,
+    pub(super) idle_waiters: AtomicUsize,
+    /// Boxed: few groups have one, and it is written on every poll of the group's tasks. Never
+    /// added or removed after the group is built.
+    limiter: Option<Box<Limiter>>,
 }
 
 impl GroupInner {
@@ -149,17 +163,6 @@ impl GroupInner {
                 self.wait_ns
                     .fetch_add(now().saturating_sub(since), Ordering::Relaxed);
             }
-        }
-    }
-
-    /// Wakes the `wait_idle` callers once no task is left. Out of line: only a group with such a
-    /// caller gets here, while every task's completion runs the check in front of it
-    /// (`Owner::finished`).
-    #[cold]
-    #[inline(never)]
-    fn notify_if_idle(&self) {
-        if self.registry.is_empty() {
-            self.idle_event.notify(usize::MAX);
         }
     }
 
@@ -213,7 +216,7 @@ impl GroupInner {
 
     /// Refuses every later push to the group's queue and limiter line (shutdown): a runnable that
     /// arrives later is dropped by whoever tried to queue it.
-    pub(crate) fn close(&self) {
+    fn close(&self) {
         self.queue.close();
         if let Some(l) = &self.limiter {
             l.close();
@@ -233,52 +236,208 @@ impl GroupInner {
     pub(crate) fn weight(&self) -> u32 {
         crate::shim::lock(&self.sched).weight
     }
-}
 
-impl Owner for GroupInner {
-    #[inline(never)]
-    fn as_current<R>(this: &Arc<Self>, f: impl FnOnce() -> R) -> R {
-        // `this` is the dropped task's metadata's `Arc`, alive until after the destructor.
-        let _current = super::current::GroupScope::enter(this);
-        f()
-    }
-
-    fn register_idle(&self, meta: &TaskMeta, waker: &std::task::Waker) {
-        self.registry.register_idle(meta, waker);
-    }
-
-    fn finished(&self, meta: &TaskMeta, outcome: Outcome) {
-        self.registry.finished(meta, outcome);
-        if self.idle_waiters.load(Ordering::SeqCst) > 0 {
-            self.notify_if_idle();
-        }
-    }
-
-    fn wake_idle(&self, meta: &TaskMeta) {
-        self.registry.wake(meta);
-    }
-
+    /// The group's id: unique among its runtime's groups.
     #[inline]
-    fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::SeqCst)
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
-    fn reports_panics(&self) -> bool {
-        self.host.panic_hook().is_some()
+    /// The runtime that serves the group.
+    #[inline]
+    pub(crate) fn host(&self) -> &HostOf {
+        &self.host
     }
 
-    fn report_panic(&self, payload: &(dyn Any + Send)) {
-        if let Some(hook) = self.host.panic_hook() {
-            let p = TaskPanic {
-                payload,
-                group: self.name(),
-            };
-            // A panicking hook must not take down the thread that reports.
-            if let Err(again) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&p)))
-            {
-                crate::task::future::drop_payload(again);
-            }
+    /// Appends `r` to the group's queue, or gives it back if the queue is closed (shutdown) for
+    /// the caller to drop. Lists nothing: a pusher follows with [`after_push`](Self::after_push),
+    /// once for a run of pushes; only a task left for shutdown's drain goes without.
+    #[inline]
+    pub(crate) fn push(&self, r: Runnable) -> Result<(), Runnable> {
+        self.queue.push(r)
+    }
+
+    /// The pusher's half of the listing protocol, after its pushes (see `listed`):
+    /// [`Listing::Insert`] if the caller must hand the group to the scheduler.
+    #[inline]
+    pub(crate) fn after_push(&self) -> Listing {
+        self.listed.after_push()
+    }
+
+    /// The remover's half, under the group's rotation shard's lock, having seen its queue empty:
+    /// the group leaves the rotation. The caller owes [`after_unlist`](Self::after_unlist) once it
+    /// released the lock.
+    #[inline]
+    pub(crate) fn clear_listed(&self) {
+        self.listed.clear();
+    }
+
+    /// The remover's re-check after the lock: [`Listing::Insert`] if a push slipped in and the
+    /// caller must hand the group to the scheduler again.
+    #[inline]
+    pub(crate) fn after_unlist(&self) -> Listing {
+        self.listed.after_clear(|| self.queue.is_empty())
+    }
+
+    /// True if the group is listed (a snapshot: a group that is not has nothing queued, but one
+    /// that is may have been emptied since).
+    #[inline]
+    pub(crate) fn is_listed(&self) -> bool {
+        self.listed.is_set()
+    }
+
+    /// Takes the oldest queued task.
+    #[inline]
+    pub(crate) fn pop(&self) -> Option<Runnable> {
+        self.queue.pop()
+    }
+
+    /// Takes up to `count(len)` queued tasks (see `GroupQueue::pop_batch`).
+    #[inline]
+    pub(crate) fn pop_batch(
+        &self,
+        count: impl FnOnce(usize) -> usize,
+        batch: &mut Vec<Runnable>,
+    ) -> Option<Runnable> {
+        self.queue.pop_batch(count, batch)
+    }
+
+    /// [`pop_batch`](Self::pop_batch), also returning how many tasks were left queued (see
+    /// `GroupQueue::take_batch`): the scheduler unlists a group this empties.
+    #[inline]
+    pub(crate) fn take_batch(
+        &self,
+        count: impl FnOnce(usize) -> usize,
+        batch: &mut Vec<Runnable>,
+    ) -> Option<(Runnable, usize)> {
+        self.queue.take_batch(count, batch)
+    }
+
+    /// Tasks queued now (a snapshot).
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Tasks queued now, without the queue's lock (see `GroupQueue::len_hint`).
+    #[inline]
+    pub(crate) fn queued_hint(&self) -> usize {
+        self.queue.len_hint()
+    }
+
+    /// True if no task is queued (a snapshot).
+    pub(crate) fn queue_is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// The group's lane flag, which the lane clears as it gives the group's task back or out.
+    #[inline]
+    pub(crate) fn lane_flag(&self) -> &LaneFlag {
+        &self.in_lane
+    }
+
+    /// Takes the group's lane flag: [`LaneEntry::Entered`] if the caller set it and must push
+    /// the group's task to the lane.
+    #[inline]
+    pub(crate) fn enter_lane(&self) -> LaneEntry {
+        self.in_lane.enter()
+    }
+
+    /// True while a task of the group waits in the lane (a snapshot).
+    #[inline]
+    pub(crate) fn has_task_in_lane(&self) -> bool {
+        self.in_lane.is_set()
+    }
+
+    /// The group's limiter, if it was built with `max_concurrency`.
+    #[inline]
+    pub(crate) fn limiter(&self) -> Option<&Limiter> {
+        self.limiter.as_deref()
+    }
+
+    /// Locks the group's scheduling state.
+    #[inline]
+    pub(crate) fn sched(&self) -> MutexGuard<'_, GroupSched> {
+        crate::shim::lock(&self.sched)
+    }
+
+    /// The group's virtual runtime in virtual nanoseconds, as last stored (a hint, read without
+    /// the lock).
+    #[inline]
+    pub(crate) fn vtime_hint(&self) -> u64 {
+        self.vtime_hint.load(Ordering::Relaxed)
+    }
+
+    /// Stores the hint of the virtual runtime the caller just set, under the group's lock (see
+    /// [`sched`](Self::sched)).
+    #[inline]
+    pub(crate) fn set_vtime_hint(&self, vns: u64) {
+        self.vtime_hint.store(vns, Ordering::Relaxed);
+    }
+
+    /// The group's weight, as last set (a hint, read without the lock).
+    #[inline]
+    pub(crate) fn weight_hint(&self) -> u32 {
+        self.weight_hint.load(Ordering::Relaxed)
+    }
+
+    /// The group counts as waiting from the stamp `since`, or not at all (`None`). The scheduler
+    /// sets it as the group enters the rotation and clears it as it leaves, under the group's
+    /// shard's lock.
+    #[inline]
+    pub(crate) fn set_waiting(&self, since: Option<u64>) {
+        self.waiting_since
+            .store(since.map_or(0, |s| s.max(1)), Ordering::Relaxed);
+    }
+
+    /// The group counts as waiting from the stamp `now`, unless it waits already (a worker left
+    /// it with work still queued), under the group's shard's lock.
+    pub(crate) fn start_waiting(&self, now: u64) {
+        if self.waiting_since.load(Ordering::Relaxed) == 0 {
+            self.waiting_since.store(now.max(1), Ordering::Relaxed);
         }
+    }
+
+    /// Adds `ns` that one of the group's tasks waited (in the lane) to the group's wait.
+    #[inline]
+    pub(crate) fn add_wait(&self, ns: u64) {
+        self.wait_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// Adds a worker's polls of the group's tasks and the nanoseconds it spent on them to the
+    /// group's metrics.
+    #[inline]
+    pub(crate) fn record_service(&self, polls: u64, ns: u64) {
+        if polls > 0 {
+            self.polls.fetch_add(polls, Ordering::Relaxed);
+        }
+        if ns > 0 {
+            self.busy_ns.fetch_add(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// Shutdown's step that reaches the tasks no queue holds: wakes every idle task and refuses
+    /// every later registration (such a task wakes itself instead).
+    pub(crate) fn wake_idle_for_shutdown(&self) {
+        self.registry.wake_all(true);
+    }
+
+    /// One pass of shutdown's drain of the group: closes it (a later push is dropped by its
+    /// pusher), wakes its idle tasks for good, then drops every task in its queue and limiter
+    /// line, on this thread. Returns how many it dropped.
+    pub(crate) fn drain_for_shutdown(&self) -> usize {
+        self.close();
+        self.wake_idle_for_shutdown();
+        let mut dropped = 0;
+        while let Some(r) = self.queue.pop() {
+            drop(r);
+            dropped += 1;
+        }
+        if let Some(l) = &self.limiter {
+            let line = l.drain();
+            dropped += line.len();
+            drop(line);
+        }
+        dropped
     }
 }
 

@@ -10,6 +10,22 @@
 
 use crate::shim::{AtomicBool, Ordering, fence};
 
+/// What a half of the listing protocol leaves its caller to do. Ignoring [`Listing::Insert`]
+/// strands the group's queued tasks: its flag says listed, and no rotation holds it.
+#[must_use = "`Listing::Insert` leaves the group to the caller: insert it into the rotation, \
+              or its queued tasks are stranded"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    /// The caller flipped the flag from false to true: it must insert the group into the
+    /// rotation (`Scheduler::list`).
+    Insert,
+    /// Another thread flipped the flag (or the group is still in the rotation): that thread
+    /// inserts it, or did.
+    Listed,
+    /// After a clear: the queue is empty, so the group stays out of the rotation.
+    Empty,
+}
+
 /// See the module docs.
 pub struct ListFlag(AtomicBool);
 
@@ -25,23 +41,49 @@ impl ListFlag {
         self.0.load(Ordering::Relaxed)
     }
 
-    /// Pusher side, after pushing to the queue: true if the caller must insert the group.
-    pub fn after_push(&self) -> bool {
+    /// Pusher side, after pushing to the queue: [`Listing::Insert`] if the caller must insert
+    /// the group, else [`Listing::Listed`].
+    pub fn after_push(&self) -> Listing {
         fence(Ordering::SeqCst);
-        !self.0.load(Ordering::Relaxed) && !self.0.swap(true, Ordering::AcqRel)
+        if self.0.load(Ordering::Relaxed) || self.0.swap(true, Ordering::AcqRel) {
+            Listing::Listed
+        } else {
+            Listing::Insert
+        }
     }
 
-    /// Remover side, under the rotation shard's lock, having seen the queue empty.
+    /// Remover side, under the rotation shard's lock, having seen the queue empty. The caller
+    /// owes [`after_clear`](Self::after_clear) once it released the lock.
     pub fn clear(&self) {
         self.0.store(false, Ordering::SeqCst);
     }
 
-    /// Remover side, after the lock is released: true if a push slipped in and the caller must
-    /// insert the group again.
-    pub fn after_clear(&self, queue_is_empty: impl FnOnce() -> bool) -> bool {
+    /// Remover side, after the lock is released: [`Listing::Insert`] if a push slipped in and the
+    /// caller must insert the group again; [`Listing::Listed`] if the pusher flipped the flag
+    /// itself; [`Listing::Empty`] if nothing was pushed.
+    pub fn after_clear(&self, queue_is_empty: impl FnOnce() -> bool) -> Listing {
         fence(Ordering::SeqCst);
-        !queue_is_empty() && !self.0.swap(true, Ordering::AcqRel)
+        if queue_is_empty() {
+            Listing::Empty
+        } else if self.0.swap(true, Ordering::AcqRel) {
+            Listing::Listed
+        } else {
+            Listing::Insert
+        }
     }
+}
+
+/// What a try to put a group's task into the lane gave. Ignoring [`LaneEntry::Entered`] leaves
+/// the group's lane flag set with no task in the lane: the group never uses the lane again.
+#[must_use = "`LaneEntry::Entered` holds the group's lane flag: push the task to the lane \
+              (a failed push clears it)"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaneEntry {
+    /// The caller set the group's lane flag: it must push the group's task to the lane.
+    Entered,
+    /// The task may not take the lane (another task of the group waits there, or the scheduler
+    /// refused the group): it goes to its group's queue.
+    Refused,
 }
 
 /// A group's "has a task in the lane" flag (see `fair::lane`): set by the pusher that puts the
@@ -56,9 +98,14 @@ impl Default for LaneFlag {
 }
 
 impl LaneFlag {
-    /// True if the caller set the flag and may push the group's task to the lane.
-    pub fn enter(&self) -> bool {
-        !self.0.load(Ordering::Relaxed) && !self.0.swap(true, Ordering::AcqRel)
+    /// [`LaneEntry::Entered`] if the caller set the flag and must push the group's task to the
+    /// lane.
+    pub fn enter(&self) -> LaneEntry {
+        if self.0.load(Ordering::Relaxed) || self.0.swap(true, Ordering::AcqRel) {
+            LaneEntry::Refused
+        } else {
+            LaneEntry::Entered
+        }
     }
 
     /// The group's task left the lane (or never entered it).

@@ -23,6 +23,7 @@ pub(crate) mod inner;
 pub(crate) mod limiter;
 pub(crate) mod list;
 pub(crate) mod listed;
+mod owner;
 pub(crate) mod queue;
 mod registry;
 mod scope;
@@ -37,11 +38,26 @@ use std::time::Duration;
 use crate::shim::{AtomicUsize, Ordering, lock};
 use crate::task::JoinHandle;
 
-pub use current::current_group;
 pub(crate) use current::{GroupScope, with_current};
 pub(crate) use inner::{GroupInner, Host, HostBinding, HostOf, Hosts, PanicHook};
 pub use scope::Scoped;
 pub(crate) use spawn::{spawn_in, spawn_with};
+
+/// The group of the task being polled on this thread (or of the
+/// [`spawn_blocking`](crate::spawn_blocking) closure it runs), or `None` outside a task. A task
+/// spawned with `rondo::spawn` or `Runtime::spawn` is in its runtime's default group, which cannot
+/// be cancelled ([`Group::cancel`](crate::Group::cancel) panics on it).
+///
+/// ```
+/// assert!(rondo::current_group().is_none());
+/// let rt = rondo::Runtime::new().unwrap();
+/// let g = rt.group().name("x").build().unwrap();
+/// let name = rt.block_on(g.spawn(async { rondo::current_group().map(|g| g.name().to_string()) }));
+/// assert_eq!(name.unwrap().as_deref(), Some("x"));
+/// ```
+pub fn current_group() -> Option<Group> {
+    with_current(|g| g.map(|g| Group { inner: g.clone() }))
+}
 
 /// The largest weight a group may have.
 pub const MAX_WEIGHT: u32 = 10_000;
@@ -477,10 +493,10 @@ impl Group {
             unfinished: counts.live,
             polls: inner.polls.load(Ordering::Relaxed),
             busy: Duration::from_nanos(inner.busy_ns.load(Ordering::Relaxed)),
-            runnable: inner.queue.len()
-                + usize::from(inner.in_lane.is_set())
+            runnable: inner.queued()
+                + usize::from(inner.has_task_in_lane())
                 + inner.host.locally_queued(inner)
-                + inner.limiter.as_ref().map_or(0, |l| l.waiting()),
+                + inner.limiter().map_or(0, |l| l.waiting()),
             wait: Duration::from_nanos(inner.wait_ns.load(Ordering::Relaxed) + pending_wait),
         }
     }

@@ -40,7 +40,7 @@ use slab::Slab;
 
 use crate::shim::{AtomicU64, Mutex, Ordering, lock};
 use crate::task::TaskMeta;
-use crate::task::meta::{Outcome, UNREGISTERED, task_id};
+use crate::task::meta::{Outcome, task_id};
 
 /// Bytes that keep two fields off each other's cache line whatever the allocation's alignment
 /// (groups are allocated with the allocator's default alignment, not a cache line's).
@@ -147,7 +147,7 @@ impl Registry {
             return;
         }
         let key = idle.wakers.insert((task_id(meta), waker.clone()));
-        meta.slot.store(slot_of(shard, key), Ordering::SeqCst);
+        meta.set_slot(slot_of(shard, key));
         drop(idle);
         if meta.is_cancelled() {
             waker.wake_by_ref();
@@ -161,8 +161,7 @@ impl Registry {
         // Only the task's own polls register it, and they happen before this (whoever holds the
         // task holds it alone), so a plain load says whether it has an entry: a task that never
         // waited skips the read-modify-write.
-        let slot = meta.slot.load(Ordering::Relaxed);
-        if slot != UNREGISTERED {
+        if let Some(slot) = meta.slot(Ordering::Relaxed) {
             self.unregister(meta, slot);
         }
         let counter = match outcome {
@@ -179,7 +178,7 @@ impl Registry {
     /// no entry or another task's (its id differs) and wakes nobody.
     #[inline(never)]
     fn unregister(&self, meta: &TaskMeta, slot: usize) {
-        meta.slot.store(UNREGISTERED, Ordering::Relaxed);
+        meta.clear_slot();
         let (shard, key) = shard_and_key(slot);
         let entry = lock(&self.shards()[shard].0).wakers.try_remove(key);
         drop(entry);
@@ -187,10 +186,9 @@ impl Registry {
 
     /// Wakes `meta`'s task if it is registered as idle (the entry at its slot is its own).
     pub(crate) fn wake(&self, meta: &TaskMeta) {
-        let slot = meta.slot.load(Ordering::SeqCst);
-        if slot == UNREGISTERED {
+        let Some(slot) = meta.slot(Ordering::SeqCst) else {
             return;
-        }
+        };
         let id = task_id(meta);
         let (shard, key) = shard_and_key(slot);
         let waker = lock(&self.shards()[shard].0)

@@ -119,12 +119,12 @@ impl RuntimeMetrics {
         let (threads, spare_threads, rescues) = shared.threads.counts();
         RuntimeMetrics {
             workers,
-            global_queue_depth: groups.iter().map(|g| g.queue.len()).sum::<usize>()
+            global_queue_depth: groups.iter().map(|g| g.queued()).sum::<usize>()
                 + shared.scheduler.lane_len(),
             groups_alive: shared.groups.live(),
             groups_runnable: groups
                 .iter()
-                .filter(|g| g.listed.is_set() || g.in_lane.is_set())
+                .filter(|g| g.is_listed() || g.has_task_in_lane())
                 .count(),
             threads,
             spare_threads,

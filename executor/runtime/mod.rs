@@ -507,7 +507,7 @@ impl Runtime {
         shared.blocking.close();
         // 3.
         for g in shared.groups.snapshot() {
-            g.registry.wake_all(true);
+            g.wake_idle_for_shutdown();
         }
         // 4. A runtime dropped inside one of its own tasks: the core this thread polls with
         // retires here (the thread leaves the worker loop when the poll returns).

@@ -219,7 +219,6 @@ mod reactor {
 }
 
 mod charges {
-    use std::sync::atomic::Ordering;
     use std::time::{Duration, Instant};
 
     use futures::channel::mpsc;
@@ -289,8 +288,8 @@ mod charges {
             "only {lane} of {wakes} wakes ran from the lane: the workload did not happen"
         );
         for g in &groups {
-            let charged = g.inner.vtime_hint.load(Ordering::Relaxed);
-            let served = g.inner.busy_ns.load(Ordering::Relaxed);
+            let charged = g.inner.vtime_hint();
+            let served = g.metrics().busy.as_nanos() as u64;
             assert!(
                 charged + 1 >= served,
                 "a group served {served} ns has a virtual runtime of {charged} ns (weight 1)"

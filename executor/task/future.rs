@@ -74,7 +74,7 @@ impl<F: Future> Future for TaskFuture<'_, F> {
         match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
             Ok(Poll::Pending) => {
                 let meta = *this.meta;
-                if meta.slot.load(crate::shim::Ordering::Relaxed) == super::meta::UNREGISTERED {
+                if !meta.is_registered() {
                     meta.group.register_idle(meta, cx.waker());
                 }
                 Poll::Pending

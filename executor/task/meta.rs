@@ -21,7 +21,7 @@ use crate::shim::{AtomicBool, AtomicUsize, Ordering};
 pub(crate) type Payload = Box<dyn Any + Send + 'static>;
 
 /// `TaskMeta::slot` of a task that has no entry in its owner's registry of idle tasks.
-pub(crate) const UNREGISTERED: usize = usize::MAX;
+const UNREGISTERED: usize = usize::MAX;
 
 /// How a task ended, as its owner counts it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,8 +74,9 @@ pub(crate) struct TaskMeta {
     aborted: AtomicBool,
     /// Where the task's waker sits in its owner's registry, or `UNREGISTERED`. Written by the
     /// task's first poll that returns `Pending`, and reset to `UNREGISTERED` when its future is
-    /// dropped, so a later `abort` cannot reach a slot reused by another task.
-    pub(crate) slot: AtomicUsize,
+    /// dropped, so a later `abort` cannot reach a slot reused by another task. While the future
+    /// lives, a slot also says the task has waited before ([`has_waited`](Self::has_waited)).
+    slot: AtomicUsize,
 }
 
 impl TaskMeta {
@@ -91,6 +92,48 @@ impl TaskMeta {
     #[inline]
     pub(crate) fn is_cancelled(&self) -> bool {
         self.aborted.load(Ordering::SeqCst) || self.group.is_cancelled()
+    }
+
+    /// Where the task's waker sits in its owner's registry, if it has an entry there (its owner's
+    /// protocol gives the ordering).
+    #[inline]
+    pub(crate) fn slot(&self, order: Ordering) -> Option<usize> {
+        match self.slot.load(order) {
+            UNREGISTERED => None,
+            slot => Some(slot),
+        }
+    }
+
+    /// Records the task's entry at `slot` in its owner's registry (its first `Pending`). SeqCst:
+    /// the registration's half of the pair with `abort`, which stores its flag, then reads this.
+    #[inline]
+    pub(crate) fn set_slot(&self, slot: usize) {
+        self.slot.store(slot, Ordering::SeqCst);
+    }
+
+    /// Forgets the task's entry as its future is dropped. A plain store: only whoever holds the
+    /// task writes the slot, and a racing `abort` that read the old one finds another task's
+    /// entry or none, and wakes nobody.
+    #[inline]
+    pub(crate) fn clear_slot(&self) {
+        self.slot.store(UNREGISTERED, Ordering::Relaxed);
+    }
+
+    /// True if the task has an entry in its owner's registry. Read by the task's own poll, which
+    /// alone registers it, so a plain load is exact.
+    #[inline]
+    pub(crate) fn is_registered(&self) -> bool {
+        self.slot.load(Ordering::Relaxed) != UNREGISTERED
+    }
+
+    /// True if the task returned `Pending` before (and its future lives): its first `Pending`
+    /// registered it with its owner, and only its end removes the entry. The lane's rule for a
+    /// task woken from outside (`fair::lane`: a new task never takes the lane). The same word as
+    /// the registry's slot, so it costs the task nothing; a task whose owner refused its
+    /// registration (shutdown) reads as new, which only sends it to its group's queue.
+    #[inline]
+    pub(crate) fn has_waited(&self) -> bool {
+        self.slot.load(Ordering::Relaxed) != UNREGISTERED
     }
 
     /// Marks the task aborted and wakes it if it is idle, so a worker drops it on its next turn.

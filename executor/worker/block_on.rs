@@ -262,7 +262,7 @@ impl HandedOff {
             }
             None => {
                 if let Some(g) = &self.group {
-                    g.polls.fetch_add(1, Ordering::Relaxed);
+                    g.record_service(1, 0);
                 }
             }
         }

@@ -66,7 +66,7 @@ use crate::group::{GroupInner, GroupScope};
 use crate::shim::{Ordering, fence};
 use crate::task::coop::PollBudget;
 use crate::task::future::take_deferred_panic;
-use crate::task::meta::{Owner, UNREGISTERED, task_id};
+use crate::task::meta::{Owner, task_id};
 use crate::task::{Runnable, future::drop_payload};
 use crate::time::{IfBusy, NEVER};
 
@@ -309,7 +309,7 @@ impl Core {
                 self.resume_rescued(g);
             }
             let r = self.service.group().and_then(|g| {
-                let r = g.queue.pop();
+                let r = g.pop();
                 if r.is_some() {
                     g.end_wait(crate::clock::stamp);
                 }
@@ -367,14 +367,14 @@ impl Core {
     fn take_from_own_group(&mut self) -> Option<Runnable> {
         // A group that is not listed has nothing queued (a push lists it), so its queue's lock is
         // not worth taking: the last group served is often one whose only task came from the lane.
-        let listed = self.service.group().is_some_and(|g| g.listed.is_set());
+        let listed = self.service.group().is_some_and(|g| g.is_listed());
         if !listed || !self.service.in_quantum(self.shared.config.quantum) {
             return None;
         }
         let workers = self.shared.cores.len();
         let mut batch = std::mem::take(&mut self.batch);
         let first = self.service.group().and_then(|g| {
-            let first = g.queue.pop_batch(
+            let first = g.pop_batch(
                 |len| (len / workers + 1).min(LOCAL_CAPACITY / 2),
                 &mut batch,
             );
@@ -418,10 +418,7 @@ impl Core {
     /// Counts a task taken from the lane; the time it waited there counts for its group.
     #[inline]
     fn took_from_lane(&mut self, r: &Runnable, now: u64, since: u64) {
-        r.metadata()
-            .group
-            .wait_ns
-            .fetch_add(now.saturating_sub(since), Ordering::Relaxed);
+        r.metadata().group.add_wait(now.saturating_sub(since));
         self.counts.lane_takes += 1;
     }
 
@@ -557,7 +554,7 @@ impl Core {
         let meta = r.metadata();
         let group = &meta.group;
         self.serve(group);
-        let limited = group.limiter.is_some().then(|| group.clone());
+        let limited = group.limiter().is_some().then(|| group.clone());
         // The polled task's group when a rescue took the core during the poll (the segment that
         // would name it went with the core).
         let mut rescued_from: Option<Arc<GroupInner>> = None;
@@ -610,7 +607,7 @@ impl Core {
             drop_payload(p);
         }
         if let Some(g) = limited {
-            if let Some(next) = g.limiter.as_ref().and_then(|l| l.release()) {
+            if let Some(next) = g.limiter().and_then(|l| l.release()) {
                 push_global(&g, next);
             }
         }
@@ -884,9 +881,7 @@ impl Core {
     /// Takes the task `id` out of this core's LIFO slot or local queue if it sits there and has
     /// never been polled (for a nested `block_on` that awaits it: see `block_on`).
     pub(crate) fn take_unstarted(&mut self, id: usize) -> Option<Runnable> {
-        let unstarted = |r: &Runnable| {
-            task_id(r.metadata()) == id && r.metadata().slot.load(Ordering::Relaxed) == UNREGISTERED
-        };
+        let unstarted = |r: &Runnable| task_id(r.metadata()) == id && !r.metadata().has_waited();
         if self.lifo.as_ref().is_some_and(unstarted) {
             return self.lifo.take();
         }
@@ -968,7 +963,7 @@ impl Core {
 /// queue is closed already (step 5 has begun, after a timeout), drops it here.
 fn leave_for_drain(r: Runnable) {
     let group = r.metadata().group.clone();
-    if let Err(r) = group.queue.push(r) {
+    if let Err(r) = group.push(r) {
         drop(r);
     }
 }

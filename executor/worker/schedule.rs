@@ -43,9 +43,9 @@ pub(crate) fn schedule_new(r: Runnable) {
 /// into it: the entries above jump here without a frame of their own.
 #[inline(never)]
 fn route(r: Runnable, woken_while_running: bool) {
-    if r.metadata().group.limiter.is_some() {
+    if r.metadata().group.limiter().is_some() {
         let g = r.metadata().group.clone();
-        let Some(limiter) = &g.limiter else { return };
+        let Some(limiter) = g.limiter() else { return };
         match limiter.admit(r) {
             Admit::Run(r) => push_global(&g, r),
             Admit::Queued => {}

@@ -9,10 +9,10 @@ use async_task::ScheduleInfo;
 
 use crate::fair::{Scheduler, WaitFrom};
 use crate::group::list::GroupList;
+use crate::group::listed::{LaneEntry, Listing};
 use crate::group::{GroupInner, Host, HostBinding, Hosts, PanicHook};
 use crate::shim::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
 use crate::task::Runnable;
-use crate::task::meta::UNREGISTERED;
 use crate::time::{Keeper, Lowered, TimerHost, Timers};
 
 use super::core::Core;
@@ -314,17 +314,7 @@ impl Shared {
         let mut dropped = lane.len();
         drop(lane);
         for g in self.groups.snapshot() {
-            g.close();
-            g.registry.wake_all(true);
-            while let Some(r) = g.queue.pop() {
-                drop(r);
-                dropped += 1;
-            }
-            if let Some(l) = &g.limiter {
-                let line = l.drain();
-                dropped += line.len();
-                drop(line);
-            }
+            dropped += g.drain_for_shutdown();
         }
         // Woken, not just dropped: a waiter outside this runtime (a `block_on` on another thread,
         // a task of another runtime) would otherwise wait for good; polled again, its timer says
@@ -347,7 +337,7 @@ impl Shared {
 
 /// Queues a runnable on its group's global queue and makes sure a worker will see it.
 pub(crate) fn push_global(g: &Arc<GroupInner>, r: Runnable) {
-    if let Err(r) = g.queue.push(r) {
+    if let Err(r) = g.push(r) {
         // Closed: the runtime is shutting down and has drained (or is draining) the queue; the task
         // is being torn down, and whoever queues it drops it.
         drop(r);
@@ -362,9 +352,8 @@ pub(crate) fn push_global(g: &Arc<GroupInner>, r: Runnable) {
 /// from outside come in batches, whose first task would otherwise take a different path from the
 /// rest.
 pub(crate) fn push_from_outside(g: &Arc<GroupInner>, r: Runnable) {
-    let scheduler = &g.host.scheduler;
-    let waited = r.metadata().slot.load(Ordering::Relaxed) != UNREGISTERED;
-    if !waited || !scheduler.lane_admits(g) {
+    let scheduler = &g.host().scheduler;
+    if !r.metadata().has_waited() || scheduler.lane_admits(g) == LaneEntry::Refused {
         push_global(g, r);
         return;
     }
@@ -373,7 +362,7 @@ pub(crate) fn push_from_outside(g: &Arc<GroupInner>, r: Runnable) {
             // Orders the push before the idle check, as `ListFlag::after_push` does for a group
             // queue.
             fence(Ordering::SeqCst);
-            g.host.notify_work();
+            g.host().notify_work();
         }
         // Shutting down: the task is torn down here, as a push to a closed group queue is.
         Err(r) => drop(r),
@@ -389,10 +378,10 @@ pub(crate) fn announce(g: &Arc<GroupInner>) {
 /// [`announce`], with the group counting as waiting from `wait` if this push lists it.
 fn announce_as(g: &Arc<GroupInner>, wait: WaitFrom) {
     // The fence inside `after_push` also orders the push before the idle check below.
-    if g.listed.after_push() {
-        g.host.scheduler.list(g, wait);
+    if g.after_push() == Listing::Insert {
+        g.host().scheduler.list(g, wait);
     }
-    g.host.notify_work();
+    g.host().notify_work();
 }
 
 /// Moves runnables to their groups' global queues, listing each group and notifying once per run
@@ -418,7 +407,7 @@ pub(crate) fn spill_as(
             current = Some(r.metadata().group.clone());
         }
         if let Some(g) = &current {
-            if let Err(r) = g.queue.push(r) {
+            if let Err(r) = g.push(r) {
                 drop(r);
             }
         }
