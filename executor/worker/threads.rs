@@ -114,6 +114,8 @@ pub struct Threads<C> {
     spare: Condvar,
     /// Shutdown waits here for the cores to retire.
     retired: Condvar,
+    /// `start` waits here for every worker's first park.
+    first_parks: Condvar,
 }
 
 struct State<C> {
@@ -131,6 +133,8 @@ struct State<C> {
     spares_coming: usize,
     /// Cores not yet retired.
     live_cores: usize,
+    /// Cores that have not reached their first park yet (`start` waits for none to be left).
+    before_first_park: usize,
     /// Every thread started and not yet joined.
     records: Vec<Record>,
     /// Threads started and not yet exited.
@@ -173,6 +177,7 @@ impl<C: HandedCore> Threads<C> {
                 idle_spares: 0,
                 spares_coming: 0,
                 live_cores: 0,
+                before_first_park: 0,
                 records: Vec::new(),
                 running: 0,
                 starting: 0,
@@ -185,6 +190,7 @@ impl<C: HandedCore> Threads<C> {
             }),
             spare: Condvar::new(),
             retired: Condvar::new(),
+            first_parks: Condvar::new(),
         }
     }
 
@@ -192,6 +198,7 @@ impl<C: HandedCore> Threads<C> {
     pub fn open(&self, n: usize) {
         let mut st = lock(&self.state);
         st.live_cores = n;
+        st.before_first_park = n;
         st.runners = (0..n).map(|_| None).collect();
     }
 
@@ -362,6 +369,16 @@ impl<C: HandedCore> Threads<C> {
         self.spare.notify_all();
     }
 
+    /// A core came to its first park (`Core::park_begin`), with the park counted and published,
+    /// or retired without one.
+    pub(crate) fn reached_first_park(&self) {
+        let mut st = lock(&self.state);
+        st.before_first_park = st.before_first_park.saturating_sub(1);
+        if st.before_first_park == 0 {
+            self.first_parks.notify_all();
+        }
+    }
+
     /// A core ends for good (shutdown).
     pub fn retire(&self, core: Box<C>) {
         core.retire();
@@ -463,7 +480,19 @@ impl Threads<Core> {
         }
         let monitor = super::monitor::start(shared)
             .map_err(|e| format!("could not start the stall monitor thread: {e}"))?;
-        lock(&shared.threads.state).monitor = Some(monitor);
+        let mut st = lock(&shared.threads.state);
+        st.monitor = Some(monitor);
+        // A thread just started may not run for milliseconds on a loaded machine (the scheduler
+        // puts a new thread behind the threads that were runnable before it). Returning only once
+        // every worker came to its first park makes a new runtime's workers idle from the start:
+        // its metrics count a park for each, and its first tasks do not wait for a thread that
+        // has not run yet.
+        while st.before_first_park > 0 {
+            st = match shared.threads.first_parks.wait(st) {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+        }
         Ok(())
     }
 
