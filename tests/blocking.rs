@@ -859,3 +859,46 @@ fn another_runtimes_block_on_inside_a_task_keeps_its_timers_in_its_own_runtime()
         );
     });
 }
+
+/// A task that calls `block_in_place` once a poll, many polls in a row, on a one-worker runtime:
+/// each call hands the core over and takes it back when the poll returns, mostly before the thread
+/// started for it (or the spare woken for it) arrives. A thread on its way to wait as a spare
+/// counts as one, so the next hand-off goes to it instead of starting another: the runtime's
+/// threads stay within the worker, the thread blocked in place and one spare, under any load.
+#[test]
+fn repeated_block_in_place_does_not_pile_up_spare_threads() {
+    watchdog(60, || {
+        const CALLS: usize = 300;
+        const WORKERS: usize = 1;
+        // Spares exit only after their keep-alive (10 s), far longer than this test.
+        let rt = rondo::Runtime::builder()
+            .worker_threads(WORKERS)
+            .build()
+            .unwrap();
+        let handle = rt.handle().clone();
+        let most = rt
+            .block_on(rt.spawn(async move {
+                let mut most = 0;
+                for i in 0..CALLS {
+                    rondo::block_in_place(|| std::hint::black_box(i));
+                    rondo::yield_now().await;
+                    most = most.max(handle.metrics().threads);
+                }
+                most
+            }))
+            .unwrap();
+        let m = rt.metrics();
+        assert!(
+            m.hand_offs >= CALLS as u64 / 2,
+            "block_in_place handed the core over only {} times in {CALLS} polls",
+            m.hand_offs
+        );
+        assert!(
+            most <= WORKERS + 2 && m.threads <= WORKERS + 2,
+            "{CALLS} calls of block_in_place left {} runtime threads ({} spare; at most {most} \
+             at once) for {WORKERS} worker",
+            m.threads,
+            m.spare_threads
+        );
+    });
+}

@@ -8,7 +8,8 @@
 //! hand-off that reports a spare notified, or asks for a thread that is then started, gets its core
 //! run without the help of the thread that handed it off (that thread waits for its core to run,
 //! so a broken promise shows as a deadlock, which loom reports); at shutdown every spare returns
-//! and every core retires exactly once; two hand-offs with room for one more thread start one.
+//! and every core retires exactly once; two hand-offs with room for one more thread start one; a
+//! hand-off placed while the thread started for an earlier one is on its way goes to that thread.
 //!
 //! What they leave out: starting an OS thread (a model runs a started thread's `wait_for_core` on
 //! a loom thread, or treats the start as failed where it says so), a core's own preparation (a
@@ -135,10 +136,11 @@ impl Rt {
     }
 
     /// A spare (or newly started) thread waiting for a core; one that gets a core marks it run.
-    fn spare(&self, keep_alive: Duration) -> Option<Box<TestCore>> {
+    /// `started`: the thread was started for a `Placed::StartThread`, which counted it on its way.
+    fn spare(&self, keep_alive: Duration, started: bool) -> Option<Box<TestCore>> {
         let got =
             self.threads
-                .wait_for_core(|| self.is_shutdown(), keep_alive, || self.now(), false);
+                .wait_for_core(|| self.is_shutdown(), keep_alive, || self.now(), started);
         if let Some(core) = &got {
             self.threads.running(core.idx);
             core.marks.set_ran();
@@ -164,9 +166,14 @@ impl Rt {
     }
 }
 
-fn spawn_spare(rt: &Arc<Rt>, keep_alive: Duration) -> thread::JoinHandle<Option<Box<TestCore>>> {
+/// A spare thread (`started`: one started for a `Placed::StartThread`).
+fn spawn_spare(
+    rt: &Arc<Rt>,
+    keep_alive: Duration,
+    started: bool,
+) -> thread::JoinHandle<Option<Box<TestCore>>> {
     let rt = rt.clone();
-    thread::spawn(move || rt.spare(keep_alive))
+    thread::spawn(move || rt.spare(keep_alive, started))
 }
 
 /// Which outcome an execution reached, counted across a model's executions, so a test can check
@@ -206,7 +213,7 @@ fn a_spare_and_the_reclaim_race_for_a_handed_off_core_and_exactly_one_gets_it() 
         model_bounded(move || {
             let rt = Rt::new(1);
             let (core, marks) = TestCore::new(0);
-            let spare = spawn_spare(&rt, FOREVER);
+            let spare = spawn_spare(&rt, FOREVER, false);
 
             let mine = match rt.hand_off(core, 0) {
                 // The spare was not idle yet: the core stays with this thread.
@@ -276,7 +283,7 @@ fn with_no_spare_idle_a_hand_off_starts_a_thread_and_the_core_goes_to_it_or_back
                     Err(_) => panic!("below the thread limit a hand-off was refused"),
                 };
                 assert_eq!(placed, Placed::StartThread, "no spare was idle to notify");
-                let started = spawn_spare(&rt, keep_alive);
+                let started = spawn_spare(&rt, keep_alive, true);
                 if depends {
                     marks.wait_ran();
                 }
@@ -331,7 +338,7 @@ fn shutdown_against_a_waiting_spare_and_a_hand_off_retires_the_core_exactly_once
                 let rt = rt.clone();
                 thread::spawn(move || {
                     // The worker loop of a thread that took a core ends at shutdown and retires it.
-                    let core = rt.spare(FOREVER)?;
+                    let core = rt.spare(FOREVER, false)?;
                     rt.threads.retire(core);
                     Some(())
                 })
@@ -339,7 +346,11 @@ fn shutdown_against_a_waiting_spare_and_a_hand_off_retires_the_core_exactly_once
             let hander = {
                 let rt = rt.clone();
                 thread::spawn(move || {
-                    let core = match rt.hand_off(core, 0) {
+                    let placed = rt.hand_off(core, 0);
+                    if let Ok(Placed::StartThread) = placed {
+                        rt.threads.start_failed();
+                    }
+                    let core = match placed {
                         Err(core) => core,
                         Ok(_) if reclaims => rt.threads.reclaim(0)?,
                         Ok(_) => return None,
@@ -391,7 +402,9 @@ fn two_hand_offs_and_one_or_two_spares_take_each_core_once() {
         for depends in [false, true] {
             model_bounded(move || {
                 let rt = Rt::new(2);
-                let waiting: Vec<_> = (0..spares).map(|_| spawn_spare(&rt, FOREVER)).collect();
+                let waiting: Vec<_> = (0..spares)
+                    .map(|_| spawn_spare(&rt, FOREVER, false))
+                    .collect();
                 // The spares wait before the hand-offs (the race of a spare going idle with a
                 // hand-off is the first model's), which also bounds the threads started to one.
                 while rt.spares_idle() < spares {
@@ -402,8 +415,8 @@ fn two_hand_offs_and_one_or_two_spares_take_each_core_once() {
                     let (core, marks) = TestCore::new(idx);
                     let (mine, started) = match rt.hand_off(core, 1) {
                         Ok(placed) => {
-                            let started =
-                                (placed == Placed::StartThread).then(|| spawn_spare(rt, FOREVER));
+                            let started = (placed == Placed::StartThread)
+                                .then(|| spawn_spare(rt, FOREVER, true));
                             if depends {
                                 marks.wait_ran();
                             }
@@ -474,7 +487,7 @@ fn a_spare_whose_keep_alive_ends_still_takes_the_core_it_was_notified_for() {
         let keep_alive = Duration::from_secs(1);
         let rt = Rt::new(1);
         let (core, marks) = TestCore::new(0);
-        let spare = spawn_spare(&rt, keep_alive);
+        let spare = spawn_spare(&rt, keep_alive, false);
         // The spare's keep-alive starts before time passes (it would go on passing in a real run).
         while rt.spares_idle() == 0 {
             thread::yield_now();
@@ -558,4 +571,60 @@ fn two_hand_offs_at_the_thread_limit_start_one_thread() {
         }
         drop(held);
     });
+}
+
+/// A core handed off and taken back before the thread started for it comes to wait (what a task
+/// calling `block_in_place` once a poll does): a second hand-off, placed while that thread may
+/// still be on its way, goes to it and starts no other thread. With `depends`, the handing-off
+/// thread then waits for its core to run elsewhere: the started thread must take it, whether it
+/// was already waiting or came later. Before a started thread counted as a spare on its way, each
+/// such hand-off started a thread of its own, and idle spares piled up.
+#[test]
+fn a_hand_off_while_a_started_thread_is_on_its_way_goes_to_that_thread() {
+    static SEEN: Seen = Seen::new();
+    for depends in [false, true] {
+        model(move || {
+            let rt = Rt::new(1);
+            let (core, marks) = TestCore::new(0);
+            let first = rt
+                .hand_off(core, 1)
+                .unwrap_or_else(|_| panic!("below the thread limit a hand-off was refused"));
+            assert_eq!(first, Placed::StartThread, "no spare was idle to notify");
+            // Taken back before the thread asked for has started (the poll returned at once).
+            let core = rt
+                .threads
+                .reclaim(0)
+                .expect("no thread was there to take it");
+            let started = spawn_spare(&rt, FOREVER, true);
+            rt.threads.started();
+
+            let second = rt
+                .hand_off(core, 1)
+                .unwrap_or_else(|_| panic!("with a thread on its way a hand-off was refused"));
+            assert_eq!(
+                second,
+                Placed::SpareNotified,
+                "a second thread was asked for while the first was on its way"
+            );
+            if depends {
+                marks.wait_ran();
+            }
+            let mine = rt.threads.reclaim(0);
+            rt.begin_shutdown();
+            let theirs = started.join().unwrap();
+
+            assert!(
+                mine.is_some() != theirs.is_some(),
+                "the core must end with exactly one thread (mine: {}, the started one's: {})",
+                mine.is_some(),
+                theirs.is_some()
+            );
+            SEEN.mark(if mine.is_some() { RECLAIMED } else { TAKEN });
+            assert_eq!(rt.spares_idle(), 0);
+            drop((mine, theirs));
+            assert_eq!(Marks::count(&marks.prepared), 2);
+            assert_eq!(Marks::count(&marks.dropped), 1);
+        });
+    }
+    assert!(SEEN.get(RECLAIMED) > 0 && SEEN.get(TAKEN) > 0);
 }

@@ -370,3 +370,30 @@ fn a_lane_tasks_wait_counts_for_its_group() {
         );
     });
 }
+
+/// tokio's `rt_metrics::worker_park_count`, repeated: on a new runtime, by the time a
+/// `block_on(sleep(1 ms))` returns every worker has parked at least once, since none has anything
+/// to do (`build` returns once each came to its first park). Repeated over many runtimes: on a
+/// loaded machine a worker thread that has not run yet when the sleep ends shows only now and
+/// then.
+#[test]
+fn every_worker_of_a_new_runtime_parks_before_a_short_sleep_ends() {
+    watchdog(120, || {
+        const RUNTIMES: usize = 300;
+        let mut late = Vec::new();
+        for run in 0..RUNTIMES {
+            let rt = builder(2).build().unwrap();
+            rt.block_on(rondo::time::sleep(Duration::from_millis(1)));
+            let parks: Vec<u64> = rt.metrics().workers.iter().map(|w| w.parks).collect();
+            if parks.contains(&0) {
+                late.push((run, parks));
+            }
+        }
+        assert!(
+            late.is_empty(),
+            "in {} of {RUNTIMES} new runtimes a worker had not parked once when a 1 ms sleep \
+             ended (run, parks per worker): {late:?}",
+            late.len()
+        );
+    });
+}

@@ -193,7 +193,8 @@ impl Builder {
     /// `block_on` waits, or a poll stalls), and blocking-pool threads (see
     /// [`Handle::spawn_blocking`](crate::Handle::spawn_blocking)). The runtime's internal stall
     /// monitor thread, which runs no user code, does not run it. A panic inside the hook is caught
-    /// and ignored.
+    /// and ignored. [`build`](Self::build) returns once every worker thread has run it and gone
+    /// idle, so the hook must not wait for what the builder's caller does after `build`.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -348,7 +349,10 @@ impl Builder {
         self
     }
 
-    /// Validates the settings and starts the worker threads.
+    /// Validates the settings and starts the worker threads, and returns once every worker has
+    /// come to its first park (idle, with the park counted in its metrics): on a loaded machine a
+    /// new thread may not run for milliseconds, and a runtime returned before would have workers
+    /// that have not started yet.
     ///
     /// # Errors
     /// A [`BuildError`] saying which setting is wrong and what is allowed, or that the operating

@@ -113,6 +113,8 @@ pub(crate) struct Core {
     extras_since: u64,
     /// Published to `Remote::counts` at parks, quantum ends and retirement.
     counts: Counts,
+    /// The core has not come to its first park yet, which `Threads::start` waits for.
+    before_first_park: bool,
     /// Reused buffer for the wakers of fired timers.
     wakers: Vec<Waker>,
     /// The address of `shared.cores[idx].lent`, computed once: every poll lends the core there.
@@ -182,6 +184,7 @@ impl Core {
             extras_since: 0,
             rescued_from: None,
             counts: Counts::default(),
+            before_first_park: true,
             wakers: Vec::new(),
             lent_slot,
         }
@@ -750,11 +753,22 @@ impl Core {
         fence(Ordering::SeqCst);
         if shared.has_visible_work(self.idx) || shared.is_shutdown() {
             self.wake_self();
+            self.first_park_reached();
             return false;
         }
         self.counts.parks += 1;
         self.publish_counts();
+        self.first_park_reached();
         true
+    }
+
+    /// Tells `Threads::start`, once, that this core came to its first park (counted and
+    /// published, or given up for work or shutdown).
+    #[inline]
+    fn first_park_reached(&mut self) {
+        if std::mem::take(&mut self.before_first_park) {
+            self.shared.threads.reached_first_park();
+        }
     }
 
     /// One turn of the parking loop: woken (a notification, shutdown, a due timer fired), or how
@@ -934,6 +948,7 @@ impl Core {
     /// such wakes go to the global queues; the loop is a safeguard), so repeat until all are
     /// empty.
     pub(crate) fn retire(mut self) {
+        self.first_park_reached();
         self.end_segment(crate::clock::stamp());
         // Nothing is charged any more; the service still goes to the groups' metrics.
         self.service.settle();

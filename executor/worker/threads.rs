@@ -6,9 +6,13 @@
 //!    (shutdown will not wait for it), and gives the core to [`Threads::hand_off`].
 //! 3. `hand_off` ends the core's service segment, moves its LIFO task to its local queue (idle
 //!    workers may steal it from there), and puts the core in the *waiting* list. If a spare thread
-//!    is idle it is woken; otherwise a new thread is started (up to `Config::max_threads`).
-//! 4. The spare (or new) thread takes the core from the waiting list and runs the worker loop
-//!    with it. The core keeps its index, local queue, parker and charges: to the rest of the
+//!    is idle or on its way to wait (started for an earlier core, or rescued and staying) and not
+//!    already counted for another waiting core, it takes the core (an idle one is woken);
+//!    otherwise a new thread is started (up to `Config::max_threads`), counted on its way from
+//!    then on.
+//! 4. The spare (or new) thread takes the core from the waiting list, or, if the core was taken
+//!    back meanwhile (step 6), waits there as an idle spare for the next one, and runs the worker
+//!    loop with it. The core keeps its index, local queue, parker and charges: to the rest of the
 //!    runtime nothing changed but the thread.
 //! 5. The blocked thread waits for its future on its own, running no other task.
 //! 6. When the future is done, the thread takes its core back if no thread took it yet
@@ -96,7 +100,7 @@ impl HandedCore for Core {
 #[must_use = "`StartThread`: no spare was woken, so the caller must start a thread"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placed {
-    /// An idle spare was notified.
+    /// A spare takes it: an idle one, which was notified, or one on its way to wait.
     SpareNotified,
     /// No spare is free for it: the caller starts a thread (if that fails the core stays waiting
     /// for the next spare, and its local queue is stealable meanwhile).
@@ -110,6 +114,8 @@ pub struct Threads<C> {
     spare: Condvar,
     /// Shutdown waits here for the cores to retire.
     retired: Condvar,
+    /// `start` waits here for every worker's first park.
+    first_parks: Condvar,
 }
 
 struct State<C> {
@@ -119,10 +125,16 @@ struct State<C> {
     waiting: Vec<Box<C>>,
     /// Spare threads waiting on `spare`.
     idle_spares: usize,
-    /// Rescued threads on their way to `spare` (counted so two returning at once keep one).
+    /// Threads on their way to `spare`: started for a core (`Placed::StartThread`) and rescued
+    /// threads staying as spares (`core_lost`), counted until they wait. A core placed meanwhile
+    /// goes to them like to an idle spare: a core taken back before its new thread arrived leaves
+    /// that thread to the next hand-off instead of a second thread, and two rescued threads
+    /// returning at once keep one.
     spares_coming: usize,
     /// Cores not yet retired.
     live_cores: usize,
+    /// Cores that have not reached their first park yet (`start` waits for none to be left).
+    before_first_park: usize,
     /// Every thread started and not yet joined.
     records: Vec<Record>,
     /// Threads started and not yet exited.
@@ -165,6 +177,7 @@ impl<C: HandedCore> Threads<C> {
                 idle_spares: 0,
                 spares_coming: 0,
                 live_cores: 0,
+                before_first_park: 0,
                 records: Vec::new(),
                 running: 0,
                 starting: 0,
@@ -177,6 +190,7 @@ impl<C: HandedCore> Threads<C> {
             }),
             spare: Condvar::new(),
             retired: Condvar::new(),
+            first_parks: Condvar::new(),
         }
     }
 
@@ -184,6 +198,7 @@ impl<C: HandedCore> Threads<C> {
     pub fn open(&self, n: usize) {
         let mut st = lock(&self.state);
         st.live_cores = n;
+        st.before_first_park = n;
         st.runners = (0..n).map(|_| None).collect();
     }
 
@@ -205,21 +220,28 @@ impl<C: HandedCore> Threads<C> {
     }
 
     /// Steps 3 and 4 for a core this thread owns and no thread runs, with a thread reserved for it
-    /// ([`offer`](Self::offer), rescue): prepares it, puts it in the waiting list and wakes a
-    /// spare for it if one is idle (releasing the reservation), or says to start a thread.
+    /// ([`offer`](Self::offer), rescue): prepares it, puts it in the waiting list and leaves it to
+    /// a spare that is idle (woken for it) or on its way, if one is not yet counted for another
+    /// waiting core (releasing the reservation), or says to start a thread, which counts as on its
+    /// way from this same hold of the lock (so a hand-off placed before it arrives goes to it).
     pub fn place(&self, mut core: Box<C>, is_shutdown: impl Fn() -> bool) -> Placed {
         core.prepare();
         let mut st = lock(&self.state);
+        let to_spare = spares_free(&st) > 0;
         st.waiting.push(core);
         if is_shutdown() {
             // Placed just as shutdown began: the shutting-down thread retires it.
             self.retired.notify_all();
         }
-        if st.idle_spares >= st.waiting.len() {
+        if to_spare {
             st.starting -= 1;
+            // A spare on its way finds the core when it comes to wait; an idle one needs waking.
             self.spare.notify_one();
             Placed::SpareNotified
         } else {
+            // The thread the caller starts; its first `wait_for_core` passes `coming` (if it
+            // cannot start, the caller releases the count: `spawn_thread`).
+            st.spares_coming += 1;
             Placed::StartThread
         }
     }
@@ -232,6 +254,16 @@ impl<C: HandedCore> Threads<C> {
     #[cfg(loom)]
     pub fn started(&self) {
         lock(&self.state).starting -= 1;
+    }
+
+    /// After [`Placed::StartThread`], when the thread could not start (the loom models' stand-in
+    /// for a failed `spawn_thread`): releases the reservation and the count of the thread as on
+    /// its way, so the next core placed asks for a thread again.
+    #[cfg(loom)]
+    pub fn start_failed(&self) {
+        let mut st = lock(&self.state);
+        st.starting -= 1;
+        st.spares_coming -= 1;
     }
 
     /// Threads running and threads promised (for the loom models).
@@ -251,7 +283,8 @@ impl<C: HandedCore> Threads<C> {
     /// Step 4: a spare thread waits for a core; `None` at shutdown or once `keep_alive` has passed
     /// on `now`'s clock (`Instant::now`; a loom model's own, since loom's timed wait never times
     /// out: the model advances its clock and wakes the spares). A keep-alive too long for an
-    /// `Instant` never ends. `coming`: the thread was counted in `spares_coming` (`core_lost`).
+    /// `Instant` never ends. `coming`: the thread was counted in `spares_coming` (a thread started
+    /// for [`Placed::StartThread`], on its first wait; a rescued thread after `core_lost`).
     pub fn wait_for_core(
         &self,
         is_shutdown: impl Fn() -> bool,
@@ -294,7 +327,8 @@ impl<C: HandedCore> Threads<C> {
 
     /// Step 7: the calling thread's poll returned and its core is gone (handed off or rescued).
     /// Returns whether the thread stays as a spare: a rescued thread stays only if no other spare
-    /// is idle or on its way, so rescue threads do not outlast the stall. A staying thread is
+    /// is idle or on its way with no waiting core left to it, so rescue threads do not outlast
+    /// the stall (a thread started for a waiting core takes that core). A staying thread is
     /// counted in `spares_coming` until it waits (`wait_for_core(.., true)`).
     pub fn core_lost(&self, blocked: &AtomicBool) -> bool {
         let me = current_thread().id();
@@ -303,7 +337,7 @@ impl<C: HandedCore> Threads<C> {
         let stay = match st.rescued.iter().position(|&t| t == me) {
             Some(pos) => {
                 st.rescued.swap_remove(pos);
-                st.idle_spares + st.spares_coming == 0
+                spares_free(&st) == 0
             }
             None => true,
         };
@@ -333,6 +367,16 @@ impl<C: HandedCore> Threads<C> {
     pub fn wake_spares(&self) {
         let _st = lock(&self.state);
         self.spare.notify_all();
+    }
+
+    /// A core came to its first park (`Core::park_begin`), with the park counted and published,
+    /// or retired without one.
+    pub(crate) fn reached_first_park(&self) {
+        let mut st = lock(&self.state);
+        st.before_first_park = st.before_first_park.saturating_sub(1);
+        if st.before_first_park == 0 {
+            self.first_parks.notify_all();
+        }
     }
 
     /// A core ends for good (shutdown).
@@ -436,7 +480,19 @@ impl Threads<Core> {
         }
         let monitor = super::monitor::start(shared)
             .map_err(|e| format!("could not start the stall monitor thread: {e}"))?;
-        lock(&shared.threads.state).monitor = Some(monitor);
+        let mut st = lock(&shared.threads.state);
+        st.monitor = Some(monitor);
+        // A thread just started may not run for milliseconds on a loaded machine (the scheduler
+        // puts a new thread behind the threads that were runnable before it). Returning only once
+        // every worker came to its first park makes a new runtime's workers idle from the start:
+        // its metrics count a park for each, and its first tasks do not wait for a thread that
+        // has not run yet.
+        while st.before_first_park > 0 {
+            st = match shared.threads.first_parks.wait(st) {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+        }
         Ok(())
     }
 
@@ -544,10 +600,16 @@ fn start_if_needed(placed: Placed, shared: &Arc<Shared>, default_group: &Arc<Gro
     }
 }
 
+/// Spares idle or on their way that no waiting core is left to (each waiting core has one of
+/// them, or a thread being started for it, which counts as on its way).
+fn spares_free<C>(st: &State<C>) -> usize {
+    (st.idle_spares + st.spares_coming).saturating_sub(st.waiting.len())
+}
+
 /// Whether a spare, or a thread still to be started, can take one more core: promised threads
 /// count against the limit.
 fn can_take_another<C>(st: &State<C>, max_threads: usize) -> bool {
-    st.idle_spares > st.waiting.len() || st.running + st.starting < max_threads
+    spares_free(st) > 0 || st.running + st.starting < max_threads
 }
 
 /// The check of [`Threads::offer`] and the reservation it makes when it passes (see the module
@@ -604,6 +666,8 @@ fn spawn_thread(
             Ok(())
         }
         Err(e) => {
+            // `place` counted the reserved thread on its way: it will not come.
+            st.spares_coming -= usize::from(reserved);
             drop(st);
             let core = lock(&slot).take();
             Err((core, e))
@@ -626,8 +690,9 @@ fn thread_main(
     });
     run_hook(shared.config.on_thread_start.as_ref());
     let tid = super::os_thread::current_tid();
+    // A thread started without a core was counted on its way by `place` (`Placed::StartThread`).
+    let mut coming = first.is_none();
     let mut next = first;
-    let mut coming = false;
     loop {
         let core = match next.take() {
             Some(c) => c,
