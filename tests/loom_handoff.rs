@@ -577,13 +577,13 @@ fn two_hand_offs_at_the_thread_limit_start_one_thread() {
 /// calling `block_in_place` once a poll does): a second hand-off, placed while that thread may
 /// still be on its way, goes to it and starts no other thread. With `depends`, the handing-off
 /// thread then waits for its core to run elsewhere: the started thread must take it, whether it
-/// was already waiting or came later. Before a started thread counted as a spare on its way, each
-/// such hand-off started a thread of its own, and idle spares piled up.
+/// was already waiting or came later. Were a started thread not counted as a spare on its way,
+/// each such hand-off would start a thread of its own, and idle spares would pile up.
 #[test]
 fn a_hand_off_while_a_started_thread_is_on_its_way_goes_to_that_thread() {
     static SEEN: Seen = Seen::new();
     for depends in [false, true] {
-        model(move || {
+        model_bounded(move || {
             let rt = Rt::new(1);
             let (core, marks) = TestCore::new(0);
             let first = rt
