@@ -8,7 +8,9 @@
 // (cores, threads, the worker loop) and `runtime` (what users build and enter). `sync` stands
 // beside them and needs none; `blocking` (the blocking pool) stands beside `worker`: it uses `task`
 // and `group`, `runtime` uses it, and `worker` does not. `shim` is the std-or-loom facade they all
-// use.
+// use. `macros` comes first: its configuration helpers are for all of them.
+#[macro_use]
+mod macros;
 mod blocking;
 mod fair;
 pub mod group;
