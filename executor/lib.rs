@@ -173,7 +173,7 @@ pub mod loom_support {
     pub use crate::group::queue::GroupQueue;
     pub use crate::time::driver::{Armed, IfBusy, NEVER, Registration, TimerHost, Timers};
     pub use crate::time::keeper::{Keeper, Lowered};
-    pub use crate::worker::idle::Idle;
+    pub use crate::worker::idle::{Idle, Search, Stopped};
     pub use crate::worker::lent::{Lease, LentSlot, generation, hint, is_lent};
     pub use crate::worker::local::{LOCAL_CAPACITY, LocalQueue};
     pub use crate::worker::parker::Parker;
