@@ -8,7 +8,7 @@
 //! A core (its index, LIFO slot, tick counters, service segment and pending charges) is a `Box`
 //! owned by whichever thread runs it. A thread that holds a core runs the worker loop (`run`);
 //! between polls the core is a local of that loop, and during a poll it is lent through its slot
-//! (`lent`, with the lease in the thread's `lease`), where the polled task reaches it. A thread
+//! (`lent`; the thread keeps the lease in `lease`), where the polled task reaches it. A thread
 //! that must wait (a nested `block_on`) takes it back and hands it to another thread (`threads`);
 //! the stall monitor may claim it from a poll that is stuck (`monitor`). When the poll returns and
 //! the core is gone, the loop ends and the thread becomes a spare. What other threads may reach of
