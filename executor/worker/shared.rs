@@ -105,22 +105,13 @@ cfg_reactor! {
     }
 
     /// The I/O state of a runtime (see `reactor`).
+    #[derive(Default)]
     struct Io {
-        /// The timer tick at which a readiness wake last claimed the keeper.
+        /// The timer tick at which a readiness wake last claimed the keeper (0: none yet).
         seen: AtomicU64,
         /// The async-io timers the keepers inserted into the reactor, for tests.
         #[cfg(test)]
         reactor_timers: AtomicU64,
-    }
-
-    impl Io {
-        fn new() -> Self {
-            Io {
-                seen: AtomicU64::new(0),
-                #[cfg(test)]
-                reactor_timers: AtomicU64::new(0),
-            }
-        }
     }
 
     impl Shared {
@@ -149,6 +140,10 @@ cfg_reactor! {
 }
 
 cfg_not_reactor! {
+    /// A runtime's I/O state without the reactor: none. Zero-sized, and never read (a
+    /// `PhantomData` field counts as used).
+    type Io = std::marker::PhantomData<()>;
+
     /// [`Remote::claimed`] without the reactor: no thread dispatches readiness wakes, so no core
     /// is ever claimed.
     pub(crate) struct Claimed;
@@ -185,8 +180,7 @@ pub(crate) struct Shared {
     timers: Timers,
     /// The parked core that sleeps until the earliest timer (see `time::keeper`).
     keeper: Keeper,
-    /// The reactor's readiness wakes (see `reactor`).
-    #[cfg(all(feature = "io", not(loom), not(miri)))]
+    /// The reactor's readiness wakes (see `reactor`); nothing without the reactor.
     io: Io,
 }
 
@@ -201,8 +195,7 @@ impl Shared {
             Shared {
                 timers,
                 keeper: Keeper::new(),
-                #[cfg(all(feature = "io", not(loom), not(miri)))]
-                io: Io::new(),
+                io: Io::default(),
                 cores,
                 scheduler: Scheduler::new(n, config.quantum),
                 idle: Idle::new(n),
