@@ -8,7 +8,9 @@
 // (cores, threads, the worker loop) and `runtime` (what users build and enter). `sync` stands
 // beside them and needs none; `blocking` (the blocking pool) stands beside `worker`: it uses `task`
 // and `group`, `runtime` uses it, and `worker` does not. `shim` is the std-or-loom facade they all
-// use.
+// use. `macros` comes first: its configuration helpers are for all of them.
+#[macro_use]
+mod macros;
 mod blocking;
 mod fair;
 pub mod group;
@@ -171,7 +173,7 @@ pub mod loom_support {
     pub use crate::group::queue::GroupQueue;
     pub use crate::time::driver::{Armed, IfBusy, NEVER, Registration, TimerHost, Timers};
     pub use crate::time::keeper::{Keeper, Lowered};
-    pub use crate::worker::idle::Idle;
+    pub use crate::worker::idle::{Idle, Search, Stopped};
     pub use crate::worker::lent::{Lease, LentSlot, generation, hint, is_lent};
     pub use crate::worker::local::{LOCAL_CAPACITY, LocalQueue};
     pub use crate::worker::parker::Parker;

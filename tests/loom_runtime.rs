@@ -8,6 +8,7 @@ use loom::sync::{Arc, Mutex};
 use loom::thread;
 use rondo::loom_support::{
     GroupQueue, Idle, Inbox, Lane, LaneEntry, LaneFlag, ListFlag, Listing, LocalQueue, Parker,
+    Search, Stopped,
 };
 
 mod loom_setup;
@@ -459,9 +460,9 @@ fn a_thief_leaves_no_worker_asleep_beside_the_work_it_left() {
         model(move || {
             // Four workers, so that two may search at once; workers 2 and 3 stay awake.
             let idle = Arc::new(Idle::new(4));
-            assert!(idle.try_search());
+            assert_eq!(idle.try_search(), Search::Started);
             if parker_searching {
-                assert!(idle.try_search());
+                assert_eq!(idle.try_search(), Search::Started);
             }
             let victim = Arc::new(LocalQueue::<u32>::new());
             // SAFETY: this thread is the queue's owner until the threads start, and pushes no more.
@@ -485,7 +486,7 @@ fn a_thief_leaves_no_worker_asleep_beside_the_work_it_left() {
                 unsafe { victim.steal_half_into(&mine, |_| panic!("an empty queue overflowed")) }
                     .into_iter()
                     .collect();
-            if !got.is_empty() && idle.stop_searching() {
+            if !got.is_empty() && idle.stop_searching() == Stopped::Last {
                 notify_after_fence(&idle, &notified, &handle);
             }
             // SAFETY: as above.

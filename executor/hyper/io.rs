@@ -130,41 +130,42 @@ impl<T> Io<T> {
     }
 }
 
-#[cfg(all(feature = "io", not(loom), not(miri)))]
-impl<S> Io<async_io::Async<S>> {
-    /// Wraps an async-io stream, and skips the reads that would find its socket empty.
-    ///
-    /// A read that returns less than it asked for left the socket empty. async-io's own read
-    /// tries the socket first and waits for readiness only after that failed, so the next read
-    /// costs a system call that fails and, while the readiness event that delivered the data is
-    /// not yet consumed, often a second one; HTTP/1.1 keep-alive makes such a read per request.
-    /// An `Io` from this constructor waits for readiness first after a short read, which costs
-    /// only the re-registration the failed read would have made. [`new`](Io::new) works with any
-    /// stream; use this one for `Async<TcpStream>` and `Async<UnixStream>`.
-    ///
-    /// ```
-    /// use std::io::Write;
-    /// use std::pin::Pin;
-    ///
-    /// use async_io::Async;
-    /// use hyper::rt::{Read, ReadBuf};
-    ///
-    /// let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
-    /// let mut io = rondo::hyper::Io::from_async(Async::new(a).unwrap());
-    /// let mut raw = [std::mem::MaybeUninit::uninit(); 64];
-    /// let mut buf = ReadBuf::uninit(&mut raw);
-    /// b.write_all(b"ping").unwrap();
-    /// async_io::block_on(std::future::poll_fn(|cx| {
-    ///     Pin::new(&mut io).poll_read(cx, buf.unfilled())
-    /// }))
-    /// .unwrap();
-    /// assert_eq!(buf.filled(), b"ping");
-    /// ```
-    pub fn from_async(inner: async_io::Async<S>) -> Self {
-        Io {
-            inner,
-            readiness: Some(async_io::Async::poll_readable),
-            drained: false,
+cfg_reactor! {
+    impl<S> Io<async_io::Async<S>> {
+        /// Wraps an async-io stream, and skips the reads that would find its socket empty.
+        ///
+        /// A read that returns less than it asked for left the socket empty. async-io's own read
+        /// tries the socket first and waits for readiness only after that failed, so the next read
+        /// costs a system call that fails and, while the readiness event that delivered the data is
+        /// not yet consumed, often a second one; HTTP/1.1 keep-alive makes such a read per request.
+        /// An `Io` from this constructor waits for readiness first after a short read, which costs
+        /// only the re-registration the failed read would have made. [`new`](Io::new) works with any
+        /// stream; use this one for `Async<TcpStream>` and `Async<UnixStream>`.
+        ///
+        /// ```
+        /// use std::io::Write;
+        /// use std::pin::Pin;
+        ///
+        /// use async_io::Async;
+        /// use hyper::rt::{Read, ReadBuf};
+        ///
+        /// let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        /// let mut io = rondo::hyper::Io::from_async(Async::new(a).unwrap());
+        /// let mut raw = [std::mem::MaybeUninit::uninit(); 64];
+        /// let mut buf = ReadBuf::uninit(&mut raw);
+        /// b.write_all(b"ping").unwrap();
+        /// async_io::block_on(std::future::poll_fn(|cx| {
+        ///     Pin::new(&mut io).poll_read(cx, buf.unfilled())
+        /// }))
+        /// .unwrap();
+        /// assert_eq!(buf.filled(), b"ping");
+        /// ```
+        pub fn from_async(inner: async_io::Async<S>) -> Self {
+            Io {
+                inner,
+                readiness: Some(async_io::Async::poll_readable),
+                drained: false,
+            }
         }
     }
 }
@@ -319,73 +320,70 @@ mod tests {
         assert!(io.into_inner().into_inner().starts_with(b"abcde"));
     }
 
-    /// A Unix socket whose reads are counted: each is a system call.
-    #[cfg(all(feature = "io", not(loom), not(miri)))]
-    struct CountedReads(
-        std::os::unix::net::UnixStream,
-        std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    );
-
-    #[cfg(all(feature = "io", not(loom), not(miri)))]
-    impl io::Read for CountedReads {
-        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-            self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            self.0.read(out)
-        }
-    }
-
-    // SAFETY: `CountedReads` never closes or replaces its socket's file descriptor while it is
-    // borrowed: it only reads through it.
-    #[cfg(all(feature = "io", not(loom), not(miri)))]
-    unsafe impl async_io::IoSafe for CountedReads {}
-
-    #[cfg(all(feature = "io", not(loom), not(miri)))]
-    impl std::os::fd::AsFd for CountedReads {
-        fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-            self.0.as_fd()
-        }
-    }
-
-    /// After a read that returned less than it asked for, an `Io` from `from_async` waits for the
-    /// socket to become readable instead of trying a read that fails (one or two failed reads per
-    /// request before, under HTTP/1.1 keep-alive), and still gets the next data.
-    #[cfg(all(feature = "io", not(loom), not(miri)))]
-    #[test]
-    fn from_async_does_not_read_an_empty_socket_after_a_short_read() {
-        use std::io::Write as _;
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicUsize, Ordering};
-
-        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
-        let reads = Arc::new(AtomicUsize::new(0));
-        let stream = async_io::Async::new(CountedReads(a, reads.clone())).unwrap();
-        let mut io = Io::from_async(stream);
-        let poll = |io: &mut Io<_>| {
-            let mut raw = vec![MaybeUninit::<u8>::uninit(); 64];
-            let mut buf = ReadBuf::uninit(&mut raw);
-            let polled = noop_cx(|cx| Pin::new(io).poll_read(cx, buf.unfilled()));
-            polled.map(|r| r.map(|()| buf.filled().to_vec()))
-        };
-        b.write_all(b"one").unwrap();
-        assert_eq!(
-            poll(&mut io).map(Result::unwrap),
-            Poll::Ready(b"one".to_vec())
+    cfg_reactor! {
+        /// A Unix socket whose reads are counted: each is a system call.
+        struct CountedReads(
+            std::os::unix::net::UnixStream,
+            std::sync::Arc<std::sync::atomic::AtomicUsize>,
         );
-        assert_eq!(reads.load(Ordering::SeqCst), 1);
-        // Short read: nothing is read until the socket is readable again.
-        assert!(poll(&mut io).is_pending());
-        assert!(poll(&mut io).is_pending());
-        assert_eq!(reads.load(Ordering::SeqCst), 1, "read an empty socket");
-        b.write_all(b"two").unwrap();
-        let got = async_io::block_on(std::future::poll_fn(|cx| {
-            let mut raw = vec![MaybeUninit::<u8>::uninit(); 64];
-            let mut buf = ReadBuf::uninit(&mut raw);
-            Pin::new(&mut io)
-                .poll_read(cx, buf.unfilled())
-                .map(|r| r.map(|()| buf.filled().to_vec()))
-        }))
-        .unwrap();
-        assert_eq!(got, b"two");
-        assert_eq!(reads.load(Ordering::SeqCst), 2);
+
+        impl io::Read for CountedReads {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                self.0.read(out)
+            }
+        }
+
+        // SAFETY: `CountedReads` never closes or replaces its socket's file descriptor while it is
+        // borrowed: it only reads through it.
+        unsafe impl async_io::IoSafe for CountedReads {}
+
+        impl std::os::fd::AsFd for CountedReads {
+            fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                self.0.as_fd()
+            }
+        }
+
+        /// After a read that returned less than it asked for, an `Io` from `from_async` waits for the
+        /// socket to become readable instead of trying a read that fails (one or two failed reads per
+        /// request before, under HTTP/1.1 keep-alive), and still gets the next data.
+        #[test]
+        fn from_async_does_not_read_an_empty_socket_after_a_short_read() {
+            use std::io::Write as _;
+            use std::sync::Arc;
+            use std::sync::atomic::{AtomicUsize, Ordering};
+
+            let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+            let reads = Arc::new(AtomicUsize::new(0));
+            let stream = async_io::Async::new(CountedReads(a, reads.clone())).unwrap();
+            let mut io = Io::from_async(stream);
+            let poll = |io: &mut Io<_>| {
+                let mut raw = vec![MaybeUninit::<u8>::uninit(); 64];
+                let mut buf = ReadBuf::uninit(&mut raw);
+                let polled = noop_cx(|cx| Pin::new(io).poll_read(cx, buf.unfilled()));
+                polled.map(|r| r.map(|()| buf.filled().to_vec()))
+            };
+            b.write_all(b"one").unwrap();
+            assert_eq!(
+                poll(&mut io).map(Result::unwrap),
+                Poll::Ready(b"one".to_vec())
+            );
+            assert_eq!(reads.load(Ordering::SeqCst), 1);
+            // Short read: nothing is read until the socket is readable again.
+            assert!(poll(&mut io).is_pending());
+            assert!(poll(&mut io).is_pending());
+            assert_eq!(reads.load(Ordering::SeqCst), 1, "read an empty socket");
+            b.write_all(b"two").unwrap();
+            let got = async_io::block_on(std::future::poll_fn(|cx| {
+                let mut raw = vec![MaybeUninit::<u8>::uninit(); 64];
+                let mut buf = ReadBuf::uninit(&mut raw);
+                Pin::new(&mut io)
+                    .poll_read(cx, buf.unfilled())
+                    .map(|r| r.map(|()| buf.filled().to_vec()))
+            }))
+            .unwrap();
+            assert_eq!(got, b"two");
+            assert_eq!(reads.load(Ordering::SeqCst), 2);
+        }
     }
 }

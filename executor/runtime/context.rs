@@ -145,13 +145,13 @@ impl crate::time::Source for crate::time::Current {
     fn with_shard<R>(f: impl FnOnce(&Arc<crate::time::Shard>) -> R) -> R {
         // A poll's lease names the core it runs on, claimed by a rescue or not: its shard, with
         // no access to the core (a shard is a locked wheel; any thread may arm in it).
-        if let Some(remote) = crate::worker::context::lent_remote() {
+        if let Some(remote) = crate::worker::lease::lent_remote() {
             return f(&remote.timer_shard);
         }
         let hint = thread_hint();
         match current_handle() {
-            Some(h) => f(h.shared.timers.shard(None, hint)),
-            None => f(super::global().shared.timers.shard(None, hint)),
+            Some(h) => f(h.shared.timers().shard(None, hint)),
+            None => f(super::global().shared.timers().shard(None, hint)),
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::shim::Ordering;
+use crate::group::Host;
 use crate::worker::Shared;
 
 /// A snapshot of a runtime's counters, from [`Runtime::metrics`](crate::Runtime::metrics) or
@@ -98,7 +98,7 @@ pub struct WorkerMetrics {
 impl RuntimeMetrics {
     pub(crate) fn collect(shared: &Shared) -> Self {
         let workers = shared
-            .cores
+            .cores()
             .iter()
             .map(|c| {
                 let n = c.counts.read();
@@ -115,26 +115,26 @@ impl RuntimeMetrics {
                 }
             })
             .collect();
-        let groups = shared.groups.snapshot();
-        let (threads, spare_threads, rescues) = shared.threads.counts();
+        let groups = shared.groups().snapshot();
+        let (threads, spare_threads, rescues) = shared.threads().counts();
         RuntimeMetrics {
             workers,
             global_queue_depth: groups.iter().map(|g| g.queued()).sum::<usize>()
-                + shared.scheduler.lane_len(),
-            groups_alive: shared.groups.live(),
+                + shared.scheduler().lane_len(),
+            groups_alive: shared.groups().live(),
             groups_runnable: groups
                 .iter()
                 .filter(|g| g.is_listed() || g.has_task_in_lane())
                 .count(),
             threads,
             spare_threads,
-            blocking_threads: shared.blocking.threads(),
-            timers: shared.timers.live(),
-            timers_fired: shared.timers.fired(),
-            timer_wakeups: shared.timers.wakeups(),
+            blocking_threads: shared.blocking().threads(),
+            timers: shared.timers().live(),
+            timers_fired: shared.timers().fired(),
+            timer_wakeups: shared.timers().wakeups(),
             rescues,
-            hand_offs: shared.hand_offs.load(Ordering::Relaxed),
-            monitor_wakeups: shared.monitor.wakeups(),
+            hand_offs: shared.hand_offs(),
+            monitor_wakeups: shared.monitor().wakeups(),
         }
     }
 

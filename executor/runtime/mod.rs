@@ -58,11 +58,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::blocking::{self, Pool};
-use crate::group::{GroupBuilder, GroupInner, GroupScope, HostOf, spawn_in, with_current};
+use crate::group::{GroupBuilder, GroupInner, GroupScope, Host, HostOf, spawn_in, with_current};
 use crate::task::JoinHandle;
-use crate::worker::shared::run_hook;
+use crate::worker::run_hook;
 use crate::worker::threads::Threads;
-use crate::worker::{Blocking, BlockingBinding, Config, Shared};
+use crate::worker::{Blocking, BlockingBinding, Config, Drained, Shared};
 
 impl BlockingBinding for Blocking {
     type Pool = Pool;
@@ -104,7 +104,7 @@ impl RefUnwindSafe for Runtime {}
 impl fmt::Debug for Handle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handle")
-            .field("workers", &self.shared.cores.len())
+            .field("workers", &self.shared.cores().len())
             .finish()
     }
 }
@@ -199,7 +199,7 @@ impl Handle {
         R: Send + 'static,
     {
         let own = Arc::as_ptr(&self.shared) as *const HostOf;
-        let pool = &self.shared.blocking;
+        let pool = &self.shared.blocking();
         with_current(|g| match g {
             Some(g) if std::ptr::eq(g.host_addr(), own) => blocking::spawn_blocking(pool, g, f),
             _ => blocking::spawn_blocking(pool, &self.default_group, f),
@@ -215,7 +215,7 @@ impl Handle {
     /// assert_eq!(rt.handle().blocking_threads(), 1);
     /// ```
     pub fn blocking_threads(&self) -> usize {
-        self.shared.blocking.threads()
+        self.shared.blocking().threads()
     }
 
     /// Runs `future` to completion on this thread, with this runtime as the current one. A panic
@@ -275,7 +275,7 @@ impl Handle {
     /// assert_eq!(rt.handle().worker_count(), 2);
     /// ```
     pub fn worker_count(&self) -> usize {
-        self.shared.cores.len()
+        self.shared.cores().len()
     }
 
     /// A snapshot of the runtime's counters; see [`RuntimeMetrics`].
@@ -300,7 +300,7 @@ impl Handle {
     /// assert_eq!(rt.handle().group_count(), 1);
     /// ```
     pub fn group_count(&self) -> usize {
-        self.shared.groups.live()
+        self.shared.groups().live()
     }
 }
 
@@ -323,7 +323,7 @@ pub struct Runtime {
 impl fmt::Debug for Runtime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Runtime")
-            .field("workers", &self.handle.shared.cores.len())
+            .field("workers", &self.handle.shared.cores().len())
             .finish()
     }
 }
@@ -366,9 +366,9 @@ impl Runtime {
         // Pool threads run with the runtime entered, and are runtime threads for the thread hooks
         // (as tokio's blocking threads are). The pool holds this handle until shutdown closes it.
         let handle = rt.handle.clone();
-        shared.blocking.set_enter(Arc::new(move |body| {
+        shared.blocking().set_enter(Arc::new(move |body| {
             let _enter = handle.enter();
-            let config = &handle.shared.config;
+            let config = &handle.shared.config();
             run_hook(config.on_thread_start.as_ref());
             body();
             run_hook(config.on_thread_stop.as_ref());
@@ -504,33 +504,34 @@ impl Runtime {
         let _enter = context::enter(self.handle.clone());
         // 1 and 2.
         shared.begin_shutdown();
-        shared.blocking.close();
+        shared.blocking().close();
         // 3.
-        for g in shared.groups.snapshot() {
+        for g in shared.groups().snapshot() {
             g.wake_idle_for_shutdown();
         }
         // 4. A runtime dropped inside one of its own tasks: the core this thread polls with
         // retires here (the thread leaves the worker loop when the poll returns).
-        if let Some(core) = crate::worker::context::take() {
+        if let Some(core) = crate::worker::lease::take() {
             if Arc::ptr_eq(&core.shared, shared) {
-                shared.threads.retire(core);
+                shared.threads().retire(core);
             } else {
-                crate::worker::context::install(core);
+                crate::worker::lease::install(core);
             }
         }
-        shared.threads.wait_retired(deadline);
-        shared.threads.stop_monitor(shared);
+        shared.threads().wait_retired(deadline);
+        shared.threads().stop_monitor(shared);
         // 5.
-        while shared.drain_once() > 0 {}
+        while shared.drain_once() == Drained::Dropped {}
         // 6.
-        shared.blocking.join(deadline);
-        shared.threads.join(deadline);
+        shared.blocking().join(deadline);
+        shared.threads().join(deadline);
         // 7.
-        shared.scheduler.clear();
+        shared.scheduler().clear();
         // The async-io timers of the dropped tasks still hold their wakers, and so this runtime,
         // until the reactor's next pass.
-        #[cfg(all(feature = "io", not(loom), not(miri)))]
-        crate::worker::apply_dropped_timers();
+        cfg_reactor! {{
+            crate::worker::apply_dropped_timers();
+        }}
     }
 }
 

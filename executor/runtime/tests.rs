@@ -13,7 +13,7 @@ mod monitor {
     #[test]
     fn light_load_does_not_make_the_workers_wake_the_monitor() {
         let rt = Runtime::builder().worker_threads(2).build().unwrap();
-        let idle = &rt.handle().shared.idle;
+        let idle = &rt.handle().shared.idle();
         const N: u64 = 50;
         let mut transitions = 0;
         for _ in 0..N {
@@ -68,17 +68,17 @@ mod parking {
         let rt = Runtime::builder().worker_threads(2).build().unwrap();
         let shared = &rt.handle().shared;
         assert!(
-            eventually(|| shared.idle.counts().0 == 0),
+            eventually(|| shared.idle().counts().0 == 0),
             "the workers never parked after starting"
         );
         let before = parks(&rt);
-        let window = shared.scheduler.listing_on_its_way();
+        let window = shared.scheduler().listing_on_its_way();
         // A task from outside wakes a worker; once it has run, the worker finds nothing to do.
         let (tx, rx) = std::sync::mpsc::channel();
         drop(rt.spawn(async move { tx.send(()).unwrap() }));
         rx.recv().unwrap();
         assert!(
-            eventually(|| parks(&rt) > before && shared.idle.counts().0 == 0),
+            eventually(|| parks(&rt) > before && shared.idle().counts().0 == 0),
             "a worker stayed awake while a listing was on its way to an inbox"
         );
         drop(window);
@@ -99,7 +99,7 @@ mod parking {
             .build()
             .unwrap();
         let shared = rt.handle().shared.clone();
-        let core_idx = || crate::worker::context::with_core(|c| c.map(|c| c.idx)).unwrap();
+        let core_idx = || crate::worker::lease::with_core(|c| c.map(|c| c.idx)).unwrap();
         // A holds one worker: it fills that worker's local queue, then blocks it.
         let (a_at, a_running) = channel();
         let (a_fill, a_go) = channel::<()>();
@@ -127,16 +127,16 @@ mod parking {
         assert_ne!(x, y);
         a_fill.send(()).unwrap();
         a_done.recv().unwrap();
-        assert_eq!(shared.cores[x].local.len(), 2);
+        assert_eq!(shared.cores()[x].local.len(), 2);
         let before = parks(&rt);
-        let (parked, claimed) = shared.cores[x].local.while_a_thief_copies_out(|| {
+        let (parked, claimed) = shared.cores()[x].local.while_a_thief_copies_out(|| {
             // E ends: its worker finds no work it can take (x's queue is under a steal).
             e_release.send(()).unwrap();
             eventually(|| parks(&rt) > before)
         });
         for r in claimed {
             let g = r.metadata().group.clone();
-            crate::worker::shared::push_global(&g, r);
+            crate::worker::publish::push_global(&g, r);
         }
         a_finish.send(()).unwrap();
         assert!(
@@ -146,75 +146,75 @@ mod parking {
     }
 }
 
-#[cfg(all(feature = "io", not(loom), not(miri)))]
-mod reactor {
-    use std::os::unix::net::UnixDatagram;
-    use std::sync::atomic::Ordering;
-    use std::time::Duration;
+cfg_reactor! {
+    mod reactor {
+        use std::os::unix::net::UnixDatagram;
+        use std::time::Duration;
 
-    use async_io::Async;
+        use async_io::Async;
 
-    use crate::Runtime;
+        use crate::Runtime;
 
-    /// async-io interrupts the reactor's wait (an `eventfd` write and one more pass of
-    /// `epoll_wait`) for every timer inserted into it. Here the keeper parks in the reactor once
-    /// per datagram, with I/O recent, so each park wants a timer `REACTOR_TICK` ahead: one timer
-    /// kept across parks serves them all until it fires.
-    #[test]
-    fn a_keeper_keeps_its_reactor_timer_from_one_park_to_the_next() {
-        const N: u64 = 200;
-        let rt = Runtime::builder().worker_threads(1).build().unwrap();
-        let (ours, theirs) = UnixDatagram::pair().unwrap();
-        let ours = Async::new(ours).unwrap();
-        let task = rt.spawn(async move {
-            let mut buf = [0u8; 8];
+        /// async-io interrupts the reactor's wait (an `eventfd` write and one more pass of
+        /// `epoll_wait`) for every timer inserted into it. Here the keeper parks in the reactor once
+        /// per datagram, with I/O recent, so each park wants a timer `REACTOR_TICK` ahead: one timer
+        /// kept across parks serves them all until it fires.
+        #[test]
+        fn a_keeper_keeps_its_reactor_timer_from_one_park_to_the_next() {
+            const N: u64 = 200;
+            let rt = Runtime::builder().worker_threads(1).build().unwrap();
+            let (ours, theirs) = UnixDatagram::pair().unwrap();
+            let ours = Async::new(ours).unwrap();
+            let task = rt.spawn(async move {
+                let mut buf = [0u8; 8];
+                for _ in 0..N {
+                    ours.recv(&mut buf).await.unwrap();
+                }
+            });
             for _ in 0..N {
-                ours.recv(&mut buf).await.unwrap();
+                std::thread::sleep(Duration::from_micros(300));
+                theirs.send(b"x").unwrap();
             }
-        });
-        for _ in 0..N {
-            std::thread::sleep(Duration::from_micros(300));
-            theirs.send(b"x").unwrap();
+            rt.block_on(task).unwrap();
+            let parks: u64 = rt.metrics().workers.iter().map(|w| w.parks).sum();
+            let timers = rt.handle().shared.reactor_timers();
+            assert!(
+                parks >= N / 2,
+                "the worker parked {parks} times for {N} datagrams"
+            );
+            assert!(
+                timers * 4 <= parks,
+                "{timers} reactor timers inserted for {parks} parks"
+            );
         }
-        rt.block_on(task).unwrap();
-        let parks: u64 = rt.metrics().workers.iter().map(|w| w.parks).sum();
-        let timers = rt.handle().shared.reactor_timers.load(Ordering::Relaxed);
-        assert!(
-            parks >= N / 2,
-            "the worker parked {parks} times for {N} datagrams"
-        );
-        assert!(
-            timers * 4 <= parks,
-            "{timers} reactor timers inserted for {parks} parks"
-        );
-    }
 
-    /// A runtime fed from another thread, with no I/O, leaves its keeper asleep between the wakes:
-    /// of the wakes from outside, only async-io's thread's (its dispatch while it holds the
-    /// reactor) make the keeper wake every few milliseconds to win the reactor back. (Counting
-    /// every wake from outside, a runtime fed every 100 ms made about 280 more context switches a
-    /// second, the keeper's and async-io's thread's, for nothing: with no I/O the reactor is
-    /// worth nothing to the keeper.)
-    #[test]
-    fn wakes_from_another_thread_leave_the_keeper_asleep() {
-        use futures::StreamExt;
-        const WAKES: usize = 20;
-        let rt = Runtime::builder().worker_threads(2).build().unwrap();
-        let (tx, mut rx) = futures::channel::mpsc::unbounded::<()>();
-        let task = rt.spawn(async move { while rx.next().await.is_some() {} });
-        for _ in 0..WAKES {
-            std::thread::sleep(Duration::from_millis(20));
-            tx.unbounded_send(()).unwrap();
+        /// A runtime fed from another thread, with no I/O, leaves its keeper asleep between the wakes:
+        /// of the wakes from outside, only async-io's thread's (its dispatch while it holds the
+        /// reactor) make the keeper wake every few milliseconds to win the reactor back. (Counting
+        /// every wake from outside, a runtime fed every 100 ms made about 280 more context switches a
+        /// second, the keeper's and async-io's thread's, for nothing: with no I/O the reactor is
+        /// worth nothing to the keeper.)
+        #[test]
+        fn wakes_from_another_thread_leave_the_keeper_asleep() {
+            use futures::StreamExt;
+            const WAKES: usize = 20;
+            let rt = Runtime::builder().worker_threads(2).build().unwrap();
+            let (tx, mut rx) = futures::channel::mpsc::unbounded::<()>();
+            let task = rt.spawn(async move { while rx.next().await.is_some() {} });
+            for _ in 0..WAKES {
+                std::thread::sleep(Duration::from_millis(20));
+                tx.unbounded_send(()).unwrap();
+            }
+            drop(tx);
+            rt.block_on(task).unwrap();
+            // Counting every wake from outside, the keeper inserted one timer per 8 ms tick: about 50
+            // over these 400 ms.
+            let timers = rt.handle().shared.reactor_timers();
+            assert!(
+                timers <= 5,
+                "{timers} reactor timers inserted for {WAKES} wakes from another thread, no I/O"
+            );
         }
-        drop(tx);
-        rt.block_on(task).unwrap();
-        // Counting every wake from outside, the keeper inserted one timer per 8 ms tick: about 50
-        // over these 400 ms.
-        let timers = rt.handle().shared.reactor_timers.load(Ordering::Relaxed);
-        assert!(
-            timers <= 5,
-            "{timers} reactor timers inserted for {WAKES} wakes from another thread, no I/O"
-        );
     }
 }
 

@@ -16,7 +16,7 @@
 //!   wakes. Arming a timer earlier than the keeper's wake-up calls [`TimerHost::timer_lowered`],
 //!   which wakes the keeper (or, with no keeper, a sleeping worker, which becomes one).
 //!
-//! The host's half (who keeps time, `timer_lowered`) is in `worker::core` and `worker::shared`.
+//! The host's half (who keeps time, `timer_lowered`) is in `worker::park` and `worker::publish`.
 //! The protocol between an arming thread and a parking keeper is a Dekker pair: the armer lowers
 //! `earliest` then reads the keeper's wake-up tick; the keeper publishes its wake-up tick then
 //! re-reads `earliest`; all four SeqCst, so one of them sees the other.

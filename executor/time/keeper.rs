@@ -72,15 +72,6 @@ impl Keeper {
         self.core.store(NONE, Ordering::SeqCst);
     }
 
-    /// The core that keeps time now, if any.
-    #[cfg(all(feature = "io", not(loom), not(miri)))]
-    pub fn core(&self) -> Option<usize> {
-        match self.core.load(Ordering::SeqCst) {
-            NONE => None,
-            k => Some(k),
-        }
-    }
-
     /// The armer's half: `earliest` was just lowered to `tick`, and the armer fenced.
     pub fn lowered(&self, tick: u64) -> Lowered {
         if self.until.load(Ordering::SeqCst) <= tick {
@@ -89,6 +80,18 @@ impl Keeper {
         match self.core.load(Ordering::SeqCst) {
             NONE => Lowered::Notify,
             k => Lowered::Unpark(k),
+        }
+    }
+}
+
+cfg_reactor! {
+    impl Keeper {
+        /// The core that keeps time now, if any.
+        pub fn core(&self) -> Option<usize> {
+            match self.core.load(Ordering::SeqCst) {
+                NONE => None,
+                k => Some(k),
+            }
         }
     }
 }

@@ -3,9 +3,9 @@
 //! On a runtime thread that polls a task, the thread's core (its LIFO task first moved to the
 //! local queue, where idle workers may steal it) is handed to another thread with the hand-off
 //! protocol of `threads`, exactly as a waiting nested `block_on` does; then the closure runs on
-//! this thread. The thread takes its core back when the task's poll returns (`reclaim_deferred`,
-//! called by the worker loop when it finds the poll's lease gone), if no thread took it
-//! meanwhile; otherwise it becomes a spare. While the core is away, the thread is marked
+//! this thread. The thread takes its core back when the task's poll returns
+//! (`handoff::reclaim_deferred`, called by the worker loop when it finds the poll's lease gone),
+//! if no thread took it meanwhile; otherwise it becomes a spare. While the core is away, the thread is marked
 //! blocked, so shutdown does not wait for it.
 //!
 //! - The reclaim waits for the end of the poll, not of the closure, so that more calls in the
@@ -20,59 +20,27 @@
 //!   the end of the poll is charged to no group (it is not worker time: the core serves other
 //!   tasks meanwhile).
 
-use std::cell::Cell;
-
-use super::block_on::HandedOff;
-use super::context;
-
-thread_local! {
-    /// The core this thread handed over in the current poll, to take back when the poll returns.
-    static DEFERRED: Cell<Option<HandedOff>> = const { Cell::new(None) };
-}
+use super::handoff::{HandedOff, defer};
+use super::lease;
+use super::runner::hand_off;
 
 /// Runs `f` on this thread; see the module docs.
 pub(crate) fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
-    let Some(core) = context::take() else {
+    let Some(core) = lease::take() else {
         return f();
     };
-    match HandedOff::hand_off(core) {
+    match hand_off(core) {
         Ok(handed) => {
-            let mut handed = Some(handed);
-            // A thread holding a core has no reclaim pending (it would hold none), so this
-            // replaces nothing.
-            let older = DEFERRED
-                .try_with(|d| d.replace(handed.take()))
-                .ok()
-                .flatten();
-            // Were it not so, the older core would still go to the thread its hand-off woke or
-            // started; only its reclaim would be lost.
-            debug_assert!(
-                older.is_none(),
-                "a reclaim was pending on a thread with a core"
-            );
-            drop(older);
+            let handed = defer(handed);
             // Thread teardown, where the cell is gone: take the core back after `f` (even if `f`
             // panics; the panic unwinds into the task's poll, which catches it).
             let _reclaim = Reclaim(handed);
             f()
         }
         Err(core) => {
-            context::install(core);
+            lease::install(core);
             f()
         }
-    }
-}
-
-/// At the end of a poll that left this thread without its core: if the poll handed the core over
-/// in `block_in_place`, takes it back into this thread's lease when no thread took it yet (see the
-/// module docs). True if a hand-off was pending (whether or not the core came back).
-pub(crate) fn reclaim_deferred() -> bool {
-    match DEFERRED.try_with(Cell::take) {
-        Ok(Some(handed)) => {
-            handed.reclaim();
-            true
-        }
-        _ => false,
     }
 }
 

@@ -27,13 +27,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 
-use crate::group::{GroupInner, with_current};
+use crate::group::with_current;
 use crate::shim::{AtomicBool, Ordering};
 use crate::task::coop::PollBudget;
 use crate::task::{BOX_FUTURES_ABOVE, end_probe, start_probe};
 
-use super::context;
 use super::core::{Core, take_flag};
+use super::lease;
+use super::runner::hand_off;
 use super::shared::Shared;
 
 /// Wakes a thread blocked in `block_on`.
@@ -95,12 +96,12 @@ fn block_on_pinned<F: Future + ?Sized>(shared: &Shared, mut future: Pin<&mut F>)
     });
     let waker = Waker::from(state.clone());
     let mut cx = Context::from_waker(&waker);
-    if !context::lends_core_of(shared) {
+    if !lease::lends_core_of(shared) {
         // No core (a plain thread, or a poll whose core was claimed), or a worker of another
         // runtime: that core is held aside while this runtime's future is polled (the future's
         // timers must not arm in that core's shard), and handed over if the future waits. None of
         // this runtime's tasks sits in its queues to run inline.
-        let Some(core) = context::take() else {
+        let Some(core) = lease::take() else {
             return park_loop(future, &state, &mut cx);
         };
         let held = Held(Some(core));
@@ -117,7 +118,7 @@ fn block_on_pinned<F: Future + ?Sized>(shared: &Shared, mut future: Pin<&mut F>)
         if let Poll::Ready(v) = out {
             return v;
         }
-        let Some(core) = context::take() else {
+        let Some(core) = lease::take() else {
             // Claimed by a rescue during the poll, or handed away by a nested call: wait
             // without a core.
             return park_loop(future, &state, &mut cx);
@@ -141,7 +142,7 @@ fn block_on_pinned<F: Future + ?Sized>(shared: &Shared, mut future: Pin<&mut F>)
                 core.serve(g);
             }
         });
-        context::install(core);
+        lease::install(core);
         state.woken.store(true, Ordering::Release);
     }
 }
@@ -170,11 +171,11 @@ fn hand_off_and_wait<F: Future + ?Sized>(
     state: &BlockOnWaker,
     cx: &mut Context<'_>,
 ) -> F::Output {
-    let handed = match HandedOff::hand_off(held.take()) {
+    let handed = match hand_off(held.take()) {
         Ok(h) => h,
         Err(core) => {
-            let limit = core.shared.config.max_threads;
-            context::install(core);
+            let limit = core.shared.config().max_threads;
+            lease::install(core);
             panic!(
                 "rondo: a block_on nested in a task cannot hand its worker over: the runtime \
                  already runs {limit} threads, most of them waiting in nested block_on calls. \
@@ -207,76 +208,9 @@ impl Held {
 impl Drop for Held {
     fn drop(&mut self) {
         if let Some(core) = self.0.take() {
-            context::install(core);
+            lease::install(core);
         }
     }
-}
-
-/// A core this thread handed to another thread in the middle of a poll, until it takes it back
-/// (steps 2, 3 and 6 of the hand-off protocol in `threads`).
-pub(crate) struct HandedOff {
-    idx: usize,
-    shared: Arc<Shared>,
-    blocked: Option<Arc<AtomicBool>>,
-    /// The polled task's group, kept from the hand-off: a reclaim deferred to the end of the poll
-    /// (`block_in_place`) runs after the task may have completed and dropped its own reference,
-    /// so the thread's current-group pointer is no longer safe to follow then.
-    group: Option<Arc<GroupInner>>,
-}
-
-impl HandedOff {
-    /// Marks this thread blocked and hands `core` over. Gives it back, unmarked, if no thread can
-    /// take it (the runtime runs its thread limit and no spare is idle).
-    pub(crate) fn hand_off(core: Box<Core>) -> Result<HandedOff, Box<Core>> {
-        let idx = core.idx;
-        let shared = core.shared.clone();
-        // During the poll: the pointer is valid, and the clone keeps the group for the reclaim.
-        let group = with_current(|g| g.cloned());
-        let blocked = set_blocked(true);
-        match shared.threads.hand_off(core) {
-            Ok(()) => Ok(HandedOff {
-                idx,
-                shared,
-                blocked,
-                group,
-            }),
-            Err(core) => {
-                set_blocked(false);
-                Err(core)
-            }
-        }
-    }
-
-    /// Takes the core back from its lent slot if no thread took it yet; the rest of the poll
-    /// is then a new service segment of the polled task's group, which counts the poll when it
-    /// returns. Otherwise the poll continues without a core (and the thread becomes a spare when it
-    /// returns), so the poll is counted to the task's group here.
-    pub(crate) fn reclaim(self) {
-        match self.shared.threads.reclaim(self.idx) {
-            Some(mut core) => {
-                if let Some(b) = &self.blocked {
-                    b.store(false, Ordering::SeqCst);
-                }
-                core.resume_segment(self.group);
-                context::install(core);
-            }
-            None => {
-                if let Some(g) = &self.group {
-                    g.record_service(1, 0);
-                }
-            }
-        }
-    }
-}
-
-/// Marks this runtime thread as blocked in user code without a core (or not); returns the mark.
-fn set_blocked(on: bool) -> Option<Arc<AtomicBool>> {
-    context::with_thread(|t| {
-        t.map(|t| {
-            t.blocked.store(on, Ordering::SeqCst);
-            t.blocked.clone()
-        })
-    })
 }
 
 /// Polls `future` whenever it is woken, parking the thread in between. Each poll gets a fresh

@@ -8,8 +8,8 @@
 //!    work (or re-check before it parks), so nobody is woken. Otherwise one sleeper is woken and
 //!    counted as awake *and searching* before it runs: a burst of spawns wakes at most one worker.
 //! 2. A searching worker that finds work leaves the searching state; if it was the last searcher it
-//!    wakes one more sleeper ([`Idle::stop_searching`] returns true), so a batch ramps all workers
-//!    up one hop at a time but in parallel with the work, never one sleeper per task.
+//!    wakes one more sleeper ([`Idle::stop_searching`] returns [`Stopped::Last`]), so a batch ramps
+//!    all workers up one hop at a time but in parallel with the work, never one sleeper per task.
 //! 3. A worker with nothing to do calls [`Idle::sleep`] (registering itself under the sleepers lock
 //!    and leaving the counts), issues a SeqCst fence, and re-checks every place work can appear.
 //!    Only if it still finds nothing does it block. A pusher and a parker thus each write then
@@ -34,6 +34,27 @@ use super::parker::Parker;
 const SEARCHING: usize = 1;
 const AWAKE: usize = 1 << 16;
 const SEARCH_MASK: usize = AWAKE - 1;
+
+/// What [`Idle::try_search`] did (step 5).
+#[must_use = "`Started`: the caller is counted searching and must leave with `stop_searching`"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Search {
+    /// The caller searches now, and is counted so until [`Idle::stop_searching`] or it sleeps.
+    Started,
+    /// Half the workers search already: the caller does not.
+    Enough,
+}
+
+/// What [`Idle::stop_searching`] found (step 2).
+#[must_use = "`Last`: pushers left their work to the searchers, so the caller must wake one more"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// The caller was the last searcher: it wakes one more sleeper, since the pushers that saw it
+    /// searching woke nobody.
+    Last,
+    /// Other workers still search, and see what the pushers published.
+    OthersSearch,
+}
 
 /// The parking state of a runtime's workers (see the module docs).
 pub struct Idle {
@@ -77,15 +98,6 @@ impl Idle {
         s & SEARCH_MASK != 0 || s / AWAKE >= self.workers
     }
 
-    /// Chooses a sleeper to wake (step 1). `mark(idx)` runs under the lock and must set that
-    /// worker's notified flag; the caller unparks the returned worker's thread afterwards.
-    // With the `io` feature the runtime states a preference (`notify_preferring`); the loom models
-    // and the build without the feature call this.
-    #[cfg_attr(all(feature = "io", not(loom), not(miri)), allow(dead_code))]
-    pub fn notify_one(&self, mark: impl FnOnce(usize)) -> Option<usize> {
-        self.notify_preferring(None, mark)
-    }
-
     /// [`Idle::notify_one`], choosing sleeper `prefer` if it is one (the keeper, see `reactor`),
     /// otherwise the one that slept last.
     pub fn notify_preferring(
@@ -113,19 +125,23 @@ impl Idle {
     }
 
     /// Enters the searching state unless half the workers already search (step 5).
-    pub fn try_search(&self) -> bool {
+    pub fn try_search(&self) -> Search {
         let s = self.state.load(Ordering::SeqCst);
         if 2 * (s & SEARCH_MASK) >= self.workers {
-            return false;
+            return Search::Enough;
         }
         self.state.fetch_add(SEARCHING, Ordering::SeqCst);
-        true
+        Search::Started
     }
 
-    /// Leaves the searching state; true if this was the last searcher (step 2).
-    pub fn stop_searching(&self) -> bool {
+    /// Leaves the searching state (step 2).
+    pub fn stop_searching(&self) -> Stopped {
         let prev = self.state.fetch_sub(SEARCHING, Ordering::SeqCst);
-        prev & SEARCH_MASK == 1
+        if prev & SEARCH_MASK == 1 {
+            Stopped::Last
+        } else {
+            Stopped::OthersSearch
+        }
     }
 
     /// Registers worker `idx` as asleep (step 3). The caller fences and re-checks for work next.
@@ -148,24 +164,6 @@ impl Idle {
         } else {
             consume();
         }
-    }
-
-    /// Wakes sleeper `idx` if it is still registered: the keeper, on whose thread the reactor
-    /// dispatches this wake (see `reactor`). Unlike [`Idle::notify_one`] it counts the sleeper
-    /// awake but not searching: it runs the work its own thread dispatched, so finding it must not
-    /// wake another sleeper (step 2); a second wake in the same dispatch sees no searcher and wakes
-    /// one. `mark` runs under the lock. False if `idx` is awake already.
-    #[cfg(all(feature = "io", not(loom), not(miri)))]
-    pub fn claim(&self, idx: usize, mark: impl FnOnce(usize)) -> bool {
-        let mut sleepers = lock(&self.sleepers);
-        let Some(pos) = sleepers.iter().position(|&i| i == idx) else {
-            return false;
-        };
-        sleepers.swap_remove(pos);
-        let prev = self.state.fetch_add(AWAKE, Ordering::SeqCst);
-        mark(idx);
-        self.first_awake(prev);
-        true
     }
 
     /// After a SeqCst increment of the awake count from `prev`: the first awake worker wakes the
@@ -216,5 +214,48 @@ impl Idle {
     pub fn counts(&self) -> (usize, usize) {
         let s = self.state.load(Ordering::SeqCst);
         (s / AWAKE, s & SEARCH_MASK)
+    }
+}
+
+cfg_not_reactor! {
+    impl Idle {
+        /// Chooses a sleeper to wake (step 1). `mark(idx)` runs under the lock and must set that
+        /// worker's notified flag; the caller unparks the returned worker's thread afterwards.
+        // With the reactor the runtime states a preference (`notify_preferring`); the loom models
+        // and the build without the reactor call this.
+        pub fn notify_one(&self, mark: impl FnOnce(usize)) -> Option<usize> {
+            self.notify_preferring(None, mark)
+        }
+    }
+}
+
+cfg_reactor! {
+    impl Idle {
+        /// Wakes sleeper `idx` if it is still registered: the keeper, on whose thread the reactor
+        /// dispatches this wake (see `reactor`). Unlike [`Idle::notify_one`] it counts the sleeper
+        /// awake but not searching: it runs the work its own thread dispatched, so finding it must not
+        /// wake another sleeper (step 2); a second wake in the same dispatch sees no searcher and wakes
+        /// one. `mark` runs under the lock.
+        pub fn claim(&self, idx: usize, mark: impl FnOnce(usize)) -> Claim {
+            let mut sleepers = lock(&self.sleepers);
+            let Some(pos) = sleepers.iter().position(|&i| i == idx) else {
+                return Claim::Awake;
+            };
+            sleepers.swap_remove(pos);
+            let prev = self.state.fetch_add(AWAKE, Ordering::SeqCst);
+            mark(idx);
+            self.first_awake(prev);
+            Claim::Claimed
+        }
+    }
+
+    /// What [`Idle::claim`] did.
+    #[must_use = "`Claimed`: the sleeper is counted awake, so the caller must unpark it"]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Claim {
+        /// The sleeper was registered: it is counted awake now, and its thread must be unparked.
+        Claimed,
+        /// It is awake already: nobody was claimed.
+        Awake,
     }
 }

@@ -1,5 +1,6 @@
 //! The stall monitor: one thread per runtime that notices a worker stuck in one poll while tasks
-//! wait behind it, and has a rescue thread take over that worker's core.
+//! wait behind it, and has a rescue thread take over that worker's core (`runner`'s rescue). Its
+//! state in `Shared` is `monitor_state`'s.
 //!
 //! # Detection
 //! Every poll lends the core through its slot (`lent`) under a new generation, so the monitor
@@ -77,11 +78,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::shim::{AtomicBool, AtomicU64, Ordering};
+use crate::shim::Ordering;
 
 use super::lent::{generation, hint, is_lent};
 use super::os_thread::{CpuTime, ThreadFiles, preempted};
-use super::parker::Parker;
 use super::shared::Shared;
 
 /// The shortest interval between two ticks, whatever the threshold.
@@ -94,41 +94,11 @@ const IDLE_GRACE: Duration = Duration::from_millis(20);
 /// divided by this, and at least [`MIN_TICK`].
 const PROBATION_DIVISOR: u32 = 32;
 
-/// The monitor's shared state (in `Shared`).
-pub(crate) struct Monitor {
-    /// The monitor's timed sleep between ticks.
-    parker: Parker,
-    stop: AtomicBool,
-    /// Times the monitor thread woke up (timed ticks and wakes from an idle sleep).
-    wakeups: AtomicU64,
-}
-
-impl Monitor {
-    pub(crate) fn new() -> Self {
-        Monitor {
-            parker: Parker::new(),
-            stop: AtomicBool::new(false),
-            wakeups: AtomicU64::new(0),
-        }
-    }
-
-    /// Ends the monitor thread (shutdown, once the cores retired).
-    pub(crate) fn stop(&self, idle: &super::idle::Idle) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.parker.unpark();
-        idle.wake_watcher();
-    }
-
-    pub(crate) fn wakeups(&self) -> u64 {
-        self.wakeups.load(Ordering::Relaxed)
-    }
-}
-
 /// Starts the monitor thread of `shared`'s runtime.
 pub(crate) fn start(shared: &Arc<Shared>) -> io::Result<thread::JoinHandle<()>> {
     let s = shared.clone();
     thread::Builder::new()
-        .name(format!("{}-monitor", shared.config.thread_name))
+        .name(format!("{}-monitor", shared.config().thread_name))
         // It runs no user code: a small stack does.
         .stack_size(64 * 1024)
         .spawn(move || {
@@ -151,12 +121,12 @@ struct Seen {
 }
 
 fn run(shared: &Shared) {
-    let threshold = shared.config.stall_threshold;
+    let threshold = shared.config().stall_threshold;
     let probation = (threshold / PROBATION_DIVISOR).max(MIN_TICK);
     let short = (threshold / 4).max(MIN_TICK);
     let long = (threshold / 2).max(MIN_TICK);
-    let monitor = &shared.monitor;
-    let stopped = || monitor.stop.load(Ordering::Acquire);
+    let monitor = shared.monitor();
+    let stopped = || monitor.stopped();
     let now = Instant::now();
     let mut seen = vec![
         Seen {
@@ -165,27 +135,27 @@ fn run(shared: &Shared) {
             thread: None,
             probation: false,
         };
-        shared.cores.len()
+        shared.cores().len()
     ];
     // Per core: until when a poll that begins on it is on probation (set when it is rescued).
-    let mut probation_until: Vec<Option<Instant>> = vec![None; shared.cores.len()];
+    let mut probation_until: Vec<Option<Instant>> = vec![None; shared.cores().len()];
     // Per core: its thread's `/proc` files, kept open while the core stays on that thread.
-    let mut files: Vec<Option<ThreadFiles>> = shared.cores.iter().map(|_| None).collect();
-    let mut stalled = Vec::with_capacity(shared.cores.len());
+    let mut files: Vec<Option<ThreadFiles>> = shared.cores().iter().map(|_| None).collect();
+    let mut stalled = Vec::with_capacity(shared.cores().len());
     let mut tick = short;
     // The last tick that saw a worker awake or a poll begin.
     let mut active_at = now;
     while !stopped() {
         let resting = active_at.elapsed() >= IDLE_GRACE;
-        if resting && shared.idle.wait_for_awake(stopped) {
+        if resting && shared.idle().wait_for_awake(stopped) {
             // Slept through an idle spell: every poll seen before it is over. Look again soon:
             // a poll is timed from the first tick that sees it, and a worker just woke.
-            monitor.wakeups.fetch_add(1, Ordering::Relaxed);
+            monitor.woke();
             tick = MIN_TICK;
             continue;
         }
-        monitor.parker.park_timeout(tick);
-        monitor.wakeups.fetch_add(1, Ordering::Relaxed);
+        monitor.sleep(tick);
+        monitor.woke();
         if stopped() {
             break;
         }
@@ -193,13 +163,13 @@ fn run(shared: &Shared) {
         // The earliest moment a poll seen now could count as stalled, if one spans a tick.
         let mut next_due: Option<Instant> = None;
         stalled.clear();
-        if shared.idle.counts().0 > 0 {
+        if shared.idle().counts().0 > 0 {
             active_at = now;
         }
         // While a core is on probation, look at least every `probation`: a poll that begins
         // there is seen within one and is due at the next, however late in the probation.
         let mut probing = false;
-        for (i, c) in shared.cores.iter().enumerate() {
+        for (i, c) in shared.cores().iter().enumerate() {
             let word = c.lent.observe();
             let s = &mut seen[i];
             let on_probation = probation_until[i].is_some_and(|until| now < until);
@@ -322,16 +292,16 @@ fn thread_files(slot: &mut Option<ThreadFiles>, tid: u32) -> Option<&ThreadFiles
 /// before the stall would wait for one of them to return. One rescue serves it (the thread that
 /// takes the core fires what is due).
 fn rescue<'a>(shared: &'a Shared, stalled: &'a [(usize, u64)]) -> impl Iterator<Item = usize> + 'a {
-    let (awake, _) = shared.idle.counts();
-    let nobody_free = awake <= stalled.len() && shared.scheduler.has_queued_work();
+    let (awake, _) = shared.idle().counts();
+    let nobody_free = awake <= stalled.len() && shared.scheduler().has_queued_work();
     let mut timer_waits =
-        stalled.len() >= shared.cores.len() && shared.timers.any_due(Instant::now());
+        stalled.len() >= shared.cores().len() && shared.timers().any_due(Instant::now());
     stalled.iter().filter_map(move |&(i, word)| {
-        let c = &shared.cores[i];
+        let c = &shared.cores()[i];
         // The first core looked at takes the timers, whatever else waits behind it.
         let timers = std::mem::take(&mut timer_waits);
         let waits = timers || nobody_free || hint(word) || !c.local.is_empty();
-        (waits && shared.threads.rescue(shared, i, word)).then_some(i)
+        (waits && shared.threads().rescue(shared, i, word)).then_some(i)
     })
 }
 

@@ -1,5 +1,5 @@
 //! Workers drive the `async-io` reactor: the keeper sleeps in it (feature `io`; compiled out
-//! under loom and Miri, where the worker loop of `core` runs as without the feature).
+//! under loom and Miri, where the worker loop of `run` runs as without the feature).
 //!
 //! # Who holds the reactor
 //! async-io lets a thread drive its reactor only from `async_io::block_on`: while the future it
@@ -51,16 +51,16 @@
 //! at once while no `block_on` runs), it retakes it after its first back-off (50 µs) following
 //! each pass unless another thread took it meanwhile, which a keeper running a request for longer
 //! never does. The keeper's 8 ms wakes find nothing to run and retry the reactor within that
-//! back-off. That thread is known by the name async-io gives it ([`on_fallback_thread`]); other
-//! wakes from outside do not count: without I/O the reactor is worth nothing to the keeper, and
+//! back-off. That thread is known by the name async-io gives it
+//! (`reacting::on_fallback_thread`); other wakes from outside do not count: without I/O the reactor is worth nothing to the keeper, and
 //! winning it back would cost a runtime fed from another thread a keeper pass every 8 ms, and
 //! the fallback thread a round of its back-off after each.
 //!
 //! # Where readiness wakes go
 //! The wakes a reactor pass dispatches run on the keeper's thread, between two polls of its loop,
 //! where it holds no lent core: the tasks go to their groups' global queues. While the keeper
-//! waits, its thread is marked ([`reacting_core`]), so the first such wake claims the keeper
-//! itself as the woken core (`Idle::claim`, no other thread woken, no system call: async-io's
+//! waits, its thread is marked (`reacting::reacting_core`), so the first such wake claims the
+//! keeper itself as the woken core (`Idle::claim`, no other thread woken, no system call: async-io's
 //! waker skips the reactor notification on the reactor's own thread) instead of waking a sleeping
 //! core; the keeper leaves the reactor and runs what it dispatched. The claim counts it awake but
 //! not searching (`Remote::claimed` tells its parking loop so), so finding that work wakes nobody
@@ -73,7 +73,6 @@
 //! otherwise never try again, so the fallback thread would keep dispatching. A wake from one of
 //! the runtime's own threads wakes another sleeper, leaving the keeper in the reactor.
 
-use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::ptr;
@@ -83,74 +82,18 @@ use std::time::{Duration, Instant};
 
 use async_io::Timer;
 
-use crate::group::Host;
-
-use super::core::{Core, Step};
-use super::shared::Shared;
+use super::core::Core;
+use super::park::Step;
+use super::reacting::{io_recent, set_reacting};
 
 /// Held by the one keeper in the process that sleeps in the reactor (see the module docs).
 static REACTOR: AtomicBool = AtomicBool::new(false);
 
-thread_local! {
-    /// The runtime and core index of the keeper waiting in the reactor on this thread (see the
-    /// module docs); null while the thread runs its loop.
-    static REACTING: Cell<(*const Shared, usize)> = const { Cell::new((ptr::null(), 0)) };
-}
-
-/// How long the keeper keeps waking at least every [`REACTOR_TICK`] after a readiness wake (see
-/// the module docs, *Keeping the reactor*).
-const IO_RECENT: Duration = Duration::from_secs(1);
-/// The longest the keeper waits in the reactor while I/O is recent.
+/// The longest the keeper waits in the reactor while I/O is recent (see the module docs, *Keeping
+/// the reactor*; how long I/O counts as recent is `reacting`'s).
 const REACTOR_TICK: Duration = Duration::from_millis(8);
 
-/// A readiness wake claimed the keeper (on the keeper's thread, from the reactor's dispatch), or the
-/// fallback thread's dispatch woke it.
-pub(crate) fn note_io(shared: &Shared) {
-    let tick = shared.timers.now_tick(Instant::now());
-    shared.io_seen.store(tick, Ordering::Relaxed);
-}
-
-/// Whether [`note_io`] was called within [`IO_RECENT`] of `now`.
-fn io_recent(shared: &Shared, now: Instant) -> bool {
-    let seen = shared.io_seen.load(Ordering::Relaxed);
-    seen != 0 && shared.timers.instant_of(seen) + IO_RECENT > now
-}
-
-/// The name async-io gives its fallback thread (async-io 2.6, `driver.rs`).
-const FALLBACK_THREAD: &str = "async-io";
-
-thread_local! {
-    /// Whether this thread is async-io's fallback thread, once looked up.
-    static FALLBACK: Cell<Option<bool>> = const { Cell::new(None) };
-}
-
-/// Whether this thread is async-io's fallback thread: a wake it makes comes from the reactor's
-/// dispatch, while it holds the reactor. The name is looked up once per thread (a
-/// `thread::current()` is a reference count taken and dropped). `thread::current` panics only once
-/// the thread's handle is gone, after every thread-local destructor of the thread has run: no wake
-/// gets here then.
-pub(crate) fn on_fallback_thread() -> bool {
-    if let Some(known) = FALLBACK.try_with(Cell::get).unwrap_or(Some(false)) {
-        return known;
-    }
-    let yes = std::thread::current().name() == Some(FALLBACK_THREAD);
-    let _ = FALLBACK.try_with(|c| c.set(Some(yes)));
-    yes
-}
-
-/// The core this thread keeps in the reactor for `shared`, if it is waiting there now: a wake on
-/// this thread then comes from the reactor's dispatch.
-#[inline]
-pub(crate) fn reacting_core(shared: &Shared) -> Option<usize> {
-    let (s, idx) = REACTING.try_with(Cell::get).ok()?;
-    ptr::eq(s, shared).then_some(idx)
-}
-
-fn set_reacting(v: (*const Shared, usize)) {
-    let _ = REACTING.try_with(|c| c.set(v));
-}
-
-/// Runs `core` inside `async_io::block_on` (see the module docs); returns as `core::run` does.
+/// Runs `core` inside `async_io::block_on` (see the module docs); returns as `run::run` does without the feature.
 pub(crate) fn run(core: Box<Core>) -> Option<Box<Core>> {
     async_io::block_on(RunLoop {
         core: Some(core),
@@ -291,7 +234,7 @@ impl Parking {
                             Some((due, t)) if *due <= at => t,
                             _ => {
                                 #[cfg(test)]
-                                core.shared.reactor_timers.fetch_add(1, Ordering::Relaxed);
+                                core.shared.count_reactor_timer();
                                 &mut timer.insert((at, Timer::at(at))).1
                             }
                         };

@@ -1,10 +1,11 @@
-//! The schedule function of every task: where a woken or new task goes.
+//! The schedule function of every task (`Shared`'s part as the groups' `Host`): where a woken or
+//! new task goes.
 //!
 //! - A task of a group with `max_concurrency` goes through the group's limiter, then its global
 //!   queue (never the LIFO slot, so a strand runs in FIFO order).
 //! - A task woken or spawned by a task this thread polls, on a core of the same runtime that
 //!   serves the same group: a yield (woken while running) to the back of the local queue, anything
-//!   else to the LIFO slot. Both go through an access to the lent core (`context::with_core`):
+//!   else to the LIFO slot. Both go through an access to the lent core (`lease::with_core`):
 //!   only the core's holder pushes to its local queue.
 //! - A task of another group, woken or spawned the same way: to the LIFO slot as well if the
 //!   scheduler says that group may run beside the served one (it is not ahead of it by more than
@@ -23,10 +24,43 @@ use std::sync::Arc;
 use async_task::ScheduleInfo;
 
 use crate::group::limiter::Admit;
+use crate::group::list::GroupList;
+use crate::group::{GroupInner, Host, PanicHook};
 use crate::task::Runnable;
 
-use super::context;
-use super::shared::{push_from_outside, push_global};
+use super::lease;
+use super::publish::{push_from_outside, push_global};
+use super::shared::Shared;
+
+/// `Shared` hosts the groups: their tasks are scheduled here.
+impl Host for Shared {
+    #[inline]
+    fn schedule(r: Runnable, info: ScheduleInfo) {
+        schedule(r, info);
+    }
+
+    #[inline]
+    fn schedule_new(r: Runnable) {
+        schedule_new(r);
+    }
+
+    #[inline]
+    fn is_shutdown(&self) -> bool {
+        Shared::is_shutdown(self)
+    }
+
+    fn groups(&self) -> &GroupList<GroupInner> {
+        Shared::groups(self)
+    }
+
+    fn panic_hook(&self) -> Option<&PanicHook> {
+        self.config().on_task_panic.as_ref()
+    }
+
+    fn locally_queued(&self, g: &GroupInner) -> usize {
+        Shared::locally_queued(self, g)
+    }
+}
 
 /// See the module docs.
 pub(crate) fn schedule(r: Runnable, info: ScheduleInfo) {
@@ -57,7 +91,7 @@ fn route(r: Runnable, woken_while_running: bool) {
     let g = &r.metadata().group;
     let gptr = Arc::as_ptr(g);
     let host = g.host_addr();
-    let routed = context::with_core(|core| match core {
+    let routed = lease::with_core(|core| match core {
         Some(core) if ptr::eq(Arc::as_ptr(&core.shared), host) => {
             if core.service.serves(gptr) {
                 core.schedule_local(r, woken_while_running);

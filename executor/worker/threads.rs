@@ -1,9 +1,11 @@
-//! The threads that run cores, and how a core moves from one thread to another.
+//! The rendezvous of a runtime's threads and cores: how a core moves from one thread to another.
+//! The runtime's part (starting threads, their body, the rescue) is in `runner`; starting and
+//! stopping them all, in `lifecycle`.
 //!
 //! # The core hand-off protocol
-//! 1. A thread that runs a core polls a task, with the core lent to the poll (`context`, `lent`).
+//! 1. A thread that runs a core polls a task, with the core lent to the poll (`lease`, `lent`).
 //! 2. The task calls `block_on`. The thread takes the core back, marks itself *blocked*
-//!    (shutdown will not wait for it), and gives the core to [`Threads::hand_off`].
+//!    (shutdown will not wait for it), and gives the core to `runner::hand_off`.
 //! 3. `hand_off` ends the core's service segment, moves its LIFO task to its local queue (idle
 //!    workers may steal it from there), and puts the core in the *waiting* list. If a spare thread
 //!    is idle or on its way to wait (started for an earlier core, or rescued and staying) and not
@@ -24,7 +26,7 @@
 //! # Rescue (the stall monitor, `monitor`)
 //! A core lent to a poll that has run longer than `Config::stall_threshold` while work waits is
 //! *claimed* by the monitor (`lent`), like a hand-off the stuck thread never asked for:
-//! [`Threads::rescue`] ends the core's segment, moves its LIFO task to its local queue and gives
+//! the rescue (`runner`, with [`Threads::claim_for_rescue`]) ends the core's segment, moves its LIFO task to its local queue and gives
 //! the core to a spare or a new thread (step 3 on). The stuck thread is not marked blocked: its
 //! poll is a task's poll like any other, so shutdown waits for it (at most its timeout) and every
 //! poll is over when `Runtime` drop returns. The stuck poll continues without a core; when it
@@ -42,19 +44,20 @@
 //! reclaim, and the retirement of cores at shutdown) is one impl that needs only a core's index,
 //! its preparation and its retirement, so the loom models (`tests/loom_handoff.rs`) run this very
 //! code with cores of their own. Placing a core does not start a thread: it says whether a spare
-//! was notified or a thread must be started ([`Placed`]), and the runtime's part, in
-//! `impl Threads<Core>`, starts it. That part also holds the threads' body and the rescue, whose
-//! checks and claim happen under one hold of the lock.
+//! was notified or a thread must be started ([`Placed`]), and the runtime's part (`runner`) starts
+//! it. That part also holds the threads' body and the rescue, whose checks and claim happen under
+//! one hold of the lock ([`Threads::claim_for_rescue`]).
 //!
 //! # The thread limit
 //! The check that a core can be taken (an idle spare, or fewer than `max_threads` threads) and the
 //! thread it promises are one step: a hand-off or rescue that passes the check *reserves* a thread
 //! (`starting`) in the same hold of the lock, and the reservation counts against the limit until
 //! the core goes to a spare (placing it releases the reservation) or the thread it asked for has
-//! started or failed to start (whoever starts it releases the reservation: `spawn_thread` in the
-//! runtime). Two hand-offs at `max_threads − 1` once both passed the check and both started a
-//! thread.
+//! started or failed to start (whoever starts it releases the reservation:
+//! [`Threads::start_thread`]). Two hand-offs at `max_threads − 1` once both passed the check and
+//! both started a thread.
 
+use std::io;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -65,16 +68,9 @@ use loom::thread::{ThreadId, current as current_thread};
 use std::thread::{ThreadId, current as current_thread};
 
 use crate::group::GroupInner;
-use crate::group::Host;
 use crate::shim::{AtomicBool, Condvar, Mutex, Ordering, lock};
 
-use super::context::{ThreadCtx, ThreadGuard};
-use super::core::Core;
-#[cfg(not(all(feature = "io", not(loom), not(miri))))]
-use super::core::run;
-use super::shared::{Shared, run_hook};
-
-/// What the rendezvous needs of a core: the runtime's [`Core`], or a loom model's own.
+/// What the rendezvous needs of a core: the runtime's `Core` (`handover`), or a loom model's own.
 pub trait HandedCore {
     /// The core's index, by which the thread that handed it off takes it back.
     fn idx(&self) -> usize;
@@ -82,18 +78,6 @@ pub trait HandedCore {
     fn prepare(&mut self);
     /// Ends the core for good (shutdown).
     fn retire(self: Box<Self>);
-}
-
-impl HandedCore for Core {
-    fn idx(&self) -> usize {
-        self.idx
-    }
-    fn prepare(&mut self) {
-        self.prepare_hand_off();
-    }
-    fn retire(self: Box<Self>) {
-        Core::retire(*self);
-    }
 }
 
 /// Who takes a core just put in the waiting list (step 3).
@@ -248,8 +232,8 @@ impl<C: HandedCore> Threads<C> {
 
     /// After [`Placed::StartThread`], once the thread reserved for the core was started (and is
     /// counted as running by whoever started it) or could not start (the core waits for the next
-    /// spare): releases the reservation. The runtime's own starts release it in `spawn_thread`,
-    /// under the lock that counts the thread running; the loom models, which start no thread,
+    /// spare): releases the reservation. The runtime's own starts release it in
+    /// [`start_thread`](Self::start_thread), under the lock that counts the thread running; the loom models, which start no thread,
     /// call this.
     #[cfg(loom)]
     pub fn started(&self) {
@@ -385,7 +369,9 @@ impl<C: HandedCore> Threads<C> {
         self.count_retired();
     }
 
-    fn count_retired(&self) {
+    /// Counts a core retired without passing through [`retire`](Self::retire) (one never
+    /// created, at a failed start).
+    pub(crate) fn count_retired(&self) {
         let mut st = lock(&self.state);
         st.live_cores -= 1;
         if st.live_cores == 0 {
@@ -445,124 +431,109 @@ impl<C: HandedCore> Threads<C> {
         let st = lock(&self.state);
         (st.running, st.idle_spares, st.rescues)
     }
-}
 
-/// What only the runtime's cores do: start threads for them, and rescue them.
-impl Threads<Core> {
-    /// Starts the runtime's first threads, one per core.
-    pub(crate) fn start(
-        shared: &Arc<Shared>,
-        default_group: &Arc<GroupInner>,
-    ) -> Result<(), String> {
-        let n = shared.cores.len();
-        shared.threads.open(n);
-        for idx in 0..n {
-            let core = Box::new(Core::new(idx, shared.clone(), default_group.clone()));
-            if let Err((core, e)) = spawn_thread(shared, default_group, Some(core), false) {
-                // The caller shuts the runtime down; this core never ran.
-                if let Some(core) = core {
-                    shared.threads.retire(core);
-                }
-                // The cores after this one were never created.
-                for _ in idx + 1..n {
-                    shared.threads.count_retired();
-                }
-                return Err(match shared.config.thread_stack_size {
-                    // The setting is within its bounds, but the system may still refuse (or have
-                    // no room for) stacks that large: say which setting to change.
-                    Some(size) => format!(
-                        "could not start worker thread {idx} of {n} with a stack of {size} bytes \
-                         (thread_stack_size; a smaller one may start): {e}"
-                    ),
-                    None => format!("could not start worker thread {idx} of {n}: {e}"),
-                });
+    /// The rescue's claim of core `idx` (see the module docs, *Rescue*), under one hold of the
+    /// lock: nothing unless the runtime still runs (`is_shutdown`), fewer than
+    /// `max_rescue_threads` rescued threads are stuck and a thread can take the core; then
+    /// `claim()` takes the core from its poll, a thread is reserved for it, and the group
+    /// `stuck_group` returns is kept for the stuck thread until its poll returns
+    /// ([`take_stuck_group`](Self::take_stuck_group)). The caller [`place`](Self::place)s the
+    /// core claimed.
+    pub(crate) fn claim_for_rescue(
+        &self,
+        idx: usize,
+        max_rescue_threads: usize,
+        max_threads: usize,
+        is_shutdown: impl Fn() -> bool,
+        claim: impl FnOnce() -> Option<Box<C>>,
+        stuck_group: impl FnOnce(&mut C) -> Option<Arc<GroupInner>>,
+    ) -> Option<Box<C>> {
+        let mut st = lock(&self.state);
+        if is_shutdown()
+            || st.rescued.len() >= max_rescue_threads
+            || !can_take_another(&st, max_threads)
+        {
+            return None;
+        }
+        // Claimed under the lock, so the stuck thread, once its poll returns and it finds
+        // the core gone, sees itself counted as rescued (`core_lost` takes the lock).
+        let mut core = claim()?;
+        // The check above passed in this same hold: reserve the thread it promised.
+        st.starting += 1;
+        // Kept for the stuck thread, which takes it once its poll returns; stored in this same
+        // hold, so that thread, which learns of the claim only after it, finds it.
+        let group = stuck_group(&mut core);
+        if let Some(id) = st.runners[idx].take() {
+            st.rescued.push(id);
+            if let Some(g) = group {
+                st.stuck_groups.push((id, g));
             }
         }
-        let monitor = super::monitor::start(shared)
-            .map_err(|e| format!("could not start the stall monitor thread: {e}"))?;
-        let mut st = lock(&shared.threads.state);
-        st.monitor = Some(monitor);
-        // A thread just started may not run for milliseconds on a loaded machine (the scheduler
-        // puts a new thread behind the threads that were runnable before it). Returning only once
-        // every worker came to its first park makes a new runtime's workers idle from the start:
-        // its metrics count a park for each, and its first tasks do not wait for a thread that
-        // has not run yet.
+        st.rescues += 1;
+        Some(core)
+    }
+
+    /// Starts a runtime thread with `spawn`, which gets the thread's index among the runtime's
+    /// threads: `first_idx`, the index of the core it starts with, or the next after the workers'
+    /// for a spare. `reserved`: the thread was reserved by a hand-off or rescue, and the
+    /// reservation is released here, in the hold of the lock that counts the thread running (see
+    /// the module docs, *The thread limit*).
+    pub(crate) fn start_thread(
+        &self,
+        first_idx: Option<usize>,
+        workers: usize,
+        reserved: bool,
+        blocked: Arc<AtomicBool>,
+        spawn: impl FnOnce(usize) -> io::Result<thread::JoinHandle<()>>,
+    ) -> io::Result<()> {
+        let mut st = lock(&self.state);
+        let index = match first_idx {
+            Some(idx) => idx,
+            None => {
+                st.spares_started += 1;
+                workers + st.spares_started - 1
+            }
+        };
+        let spawned = spawn(index);
+        st.starting -= usize::from(reserved);
+        let handle = match spawned {
+            Ok(h) => h,
+            Err(e) => {
+                // `place` counted the reserved thread on its way: it will not come.
+                st.spares_coming -= usize::from(reserved);
+                return Err(e);
+            }
+        };
+        st.running += 1;
+        st.records.push(Record { handle, blocked });
+        Ok(())
+    }
+
+    /// A thread [`start_thread`](Self::start_thread) started exits.
+    pub(crate) fn exited(&self) {
+        lock(&self.state).running -= 1;
+    }
+
+    /// Keeps the stall monitor's thread, for [`stop_monitor`](Self::take_monitor) to join.
+    pub(crate) fn set_monitor(&self, monitor: thread::JoinHandle<()>) {
+        lock(&self.state).monitor = Some(monitor);
+    }
+
+    /// Waits until every core of the runtime came to its first park (or retired without one):
+    /// see [`reached_first_park`](Self::reached_first_park).
+    pub(crate) fn wait_for_first_parks(&self) {
+        let mut st = lock(&self.state);
         while st.before_first_park > 0 {
-            st = match shared.threads.first_parks.wait(st) {
+            st = match self.first_parks.wait(st) {
                 Ok(g) => g,
                 Err(p) => p.into_inner(),
             };
         }
-        Ok(())
     }
 
-    /// Step 3 of the hand-off protocol: gives `core` to a spare thread or a new one. Gives it back
-    /// if no spare is idle and the runtime already runs `Config::max_threads` threads (see
-    /// [`offer`](Self::offer)).
-    pub(crate) fn hand_off(&self, core: Box<Core>) -> Result<(), Box<Core>> {
-        let shared = core.shared.clone();
-        let default_group = core.default_group.clone();
-        let placed = self.offer(core, shared.config.max_threads, || shared.is_shutdown())?;
-        shared.hand_offs.fetch_add(1, Ordering::Relaxed);
-        start_if_needed(placed, &shared, &default_group);
-        Ok(())
-    }
-
-    /// Steps 3 and 4 for a core this thread owns and no thread runs: prepares it and gives it to a
-    /// spare thread or a new one.
-    fn adopt(&self, core: Box<Core>) {
-        let shared = core.shared.clone();
-        let default_group = core.default_group.clone();
-        let placed = self.place(core, || shared.is_shutdown());
-        start_if_needed(placed, &shared, &default_group);
-    }
-
-    /// The stall monitor's rescue of core `idx`, observed lent under `observed` with work waiting
-    /// (see the module docs). Claims it, unless the runtime shuts down, the rescued threads
-    /// already number `max_rescue_threads` or no thread could take it. True if it was claimed.
-    pub(crate) fn rescue(&self, shared: &Shared, idx: usize, observed: u64) -> bool {
-        let core = {
-            let mut st = lock(&self.state);
-            if shared.is_shutdown()
-                || st.rescued.len() >= shared.config.max_rescue_threads
-                || !can_take_another(&st, shared.config.max_threads)
-            {
-                return false;
-            }
-            // Claimed under the lock, so the stuck thread, once its poll returns and it finds
-            // the core gone, sees itself counted as rescued (`core_lost` takes the lock).
-            let Some(mut core) = shared.cores[idx].lent.claim(observed) else {
-                return false;
-            };
-            // The check above passed in this same hold: reserve the thread it promised.
-            st.starting += 1;
-            // Kept for the stuck thread, which takes it once its poll returns; stored in this same
-            // hold, so that thread, which learns of the claim only after it, finds it.
-            let group = core.claimed_in_poll();
-            if let Some(id) = st.runners[idx].take() {
-                st.rescued.push(id);
-                if let Some(g) = group {
-                    st.stuck_groups.push((id, g));
-                }
-            }
-            st.rescues += 1;
-            core
-        };
-        self.adopt(core);
-        true
-    }
-
-    /// Shutdown: stops the stall monitor and waits for its thread (it runs no user code), then
-    /// retires any core it claimed meanwhile.
-    pub(crate) fn stop_monitor(&self, shared: &Shared) {
-        shared.monitor.stop(&shared.idle);
-        let handle = lock(&self.state).monitor.take();
-        if let Some(h) = handle {
-            if h.thread().id() != thread::current().id() {
-                let _ = h.join();
-            }
-        }
-        self.retire_waiting();
+    /// The stall monitor's thread, once (shutdown).
+    pub(crate) fn take_monitor(&self) -> Option<thread::JoinHandle<()>> {
+        lock(&self.state).monitor.take()
     }
 
     /// Shutdown's last wait: joins every thread except this one and those blocked in user code
@@ -591,15 +562,6 @@ impl Threads<Core> {
     }
 }
 
-/// Starts a spare thread for a core just placed, if no idle spare was woken for it. A failure
-/// leaves the core waiting: a spare takes it when one frees up, and its local queue is stealable
-/// meanwhile.
-fn start_if_needed(placed: Placed, shared: &Arc<Shared>, default_group: &Arc<GroupInner>) {
-    if placed == Placed::StartThread {
-        let _ = spawn_thread(shared, default_group, None, true);
-    }
-}
-
 /// Spares idle or on their way that no waiting core is left to (each waiting core has one of
 /// them, or a thread being started for it, which counts as on its way).
 fn spares_free<C>(st: &State<C>) -> usize {
@@ -620,112 +582,6 @@ fn reserve<C>(st: &mut State<C>, max_threads: usize) -> bool {
         st.starting += 1;
     }
     ok
-}
-
-/// Starts a runtime thread, running `first` (or waiting for a core as a spare). `reserved`: the
-/// thread was reserved by a hand-off or rescue, and the reservation is released here.
-#[allow(clippy::type_complexity)]
-fn spawn_thread(
-    shared: &Arc<Shared>,
-    default_group: &Arc<GroupInner>,
-    first: Option<Box<Core>>,
-    reserved: bool,
-) -> Result<(), (Option<Box<Core>>, std::io::Error)> {
-    let blocked = Arc::new(AtomicBool::new(false));
-    let first_idx = first.as_ref().map(|c| c.idx);
-    // The core travels through a shared slot so that it comes back if the thread cannot start.
-    let slot = Arc::new(Mutex::new(first));
-    let (s, g, b, sl) = (
-        shared.clone(),
-        default_group.clone(),
-        blocked.clone(),
-        slot.clone(),
-    );
-    let mut st = lock(&shared.threads.state);
-    let index = match first_idx {
-        Some(idx) => idx,
-        None => {
-            st.spares_started += 1;
-            shared.cores.len() + st.spares_started - 1
-        }
-    };
-    let mut builder = thread::Builder::new().name(format!("{}-{index}", shared.config.thread_name));
-    if let Some(n) = shared.config.thread_stack_size {
-        builder = builder.stack_size(n);
-    }
-    let spawned = builder.spawn(move || {
-        let first = lock(&sl).take();
-        drop(sl);
-        thread_main(s, g, b, first);
-    });
-    st.starting -= usize::from(reserved);
-    match spawned {
-        Ok(handle) => {
-            st.running += 1;
-            st.records.push(Record { handle, blocked });
-            Ok(())
-        }
-        Err(e) => {
-            // `place` counted the reserved thread on its way: it will not come.
-            st.spares_coming -= usize::from(reserved);
-            drop(st);
-            let core = lock(&slot).take();
-            Err((core, e))
-        }
-    }
-}
-
-/// The body of every runtime thread: run a core until it is handed away or the runtime shuts down,
-/// then wait as a spare for another.
-fn thread_main(
-    shared: Arc<Shared>,
-    default_group: Arc<GroupInner>,
-    blocked: Arc<AtomicBool>,
-    first: Option<Box<Core>>,
-) {
-    let _thread = ThreadGuard::enter(ThreadCtx {
-        shared: shared.clone(),
-        default_group,
-        blocked: blocked.clone(),
-    });
-    run_hook(shared.config.on_thread_start.as_ref());
-    let tid = super::os_thread::current_tid();
-    // A thread started without a core was counted on its way by `place` (`Placed::StartThread`).
-    let mut coming = first.is_none();
-    let mut next = first;
-    loop {
-        let core = match next.take() {
-            Some(c) => c,
-            None => match shared.threads.wait_for_core(
-                || shared.is_shutdown(),
-                shared.config.spare_keep_alive,
-                Instant::now,
-                std::mem::take(&mut coming),
-            ) {
-                Some(c) => c,
-                None => break,
-            },
-        };
-        shared.threads.running(core.idx);
-        shared.cores[core.idx].tid.store(tid, Ordering::Relaxed);
-        #[cfg(all(feature = "io", not(loom), not(miri)))]
-        let ran = super::reactor::run(core);
-        #[cfg(not(all(feature = "io", not(loom), not(miri))))]
-        let ran = run(core);
-        match ran {
-            Some(core) => shared.threads.retire(core),
-            // The core was handed away or rescued during a poll that has now returned: back in
-            // runtime code.
-            None => {
-                if !shared.threads.core_lost(&blocked) {
-                    break;
-                }
-                coming = true;
-            }
-        }
-    }
-    run_hook(shared.config.on_thread_stop.as_ref());
-    lock(&shared.threads.state).running -= 1;
 }
 
 /// Takes the group kept for thread `me` out of `kept`, if any.

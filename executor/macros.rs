@@ -1,0 +1,41 @@
+//! The crate's configuration helpers, declared first in `lib.rs` so that every module sees them.
+//!
+//! Workers drive async-io's reactor (`worker::reactor`) with the `io` feature, outside loom
+//! (async-io does not build there) and Miri (which lacks the reactor's system calls). That one
+//! condition is written here only: items and statements name it through [`cfg_reactor!`] and
+//! [`cfg_not_reactor!`].
+
+/// Compiles the items given only where workers drive async-io's reactor: feature `io`, neither
+/// loom nor Miri (see the module docs). In a function, `cfg_reactor! {{ statements }}` compiles
+/// the block of statements only there.
+macro_rules! cfg_reactor {
+    ({ $($body:tt)* }) => {
+        #[cfg(all(feature = "io", not(loom), not(miri)))]
+        {
+            $($body)*
+        }
+    };
+    ($($item:item)*) => {
+        $(
+            #[cfg(all(feature = "io", not(loom), not(miri)))]
+            $item
+        )*
+    };
+}
+
+/// Compiles the items given only where workers do not drive async-io's reactor: the complement
+/// of [`cfg_reactor!`], with the same two forms.
+macro_rules! cfg_not_reactor {
+    ({ $($body:tt)* }) => {
+        #[cfg(not(all(feature = "io", not(loom), not(miri))))]
+        {
+            $($body)*
+        }
+    };
+    ($($item:item)*) => {
+        $(
+            #[cfg(not(all(feature = "io", not(loom), not(miri))))]
+            $item
+        )*
+    };
+}

@@ -1,0 +1,112 @@
+//! The worker loop: takes the next task (`search`), runs it with the core lent to its poll
+//! (`lease`), takes the core back afterwards, and parks when there is nothing to run (`park`).
+//! It ends when the runtime shuts down, or when a poll handed the core to another thread or a
+//! rescue claimed it. With the `io` feature, `reactor::run` runs the same steps as a future.
+
+use std::sync::Arc;
+
+use crate::group::{GroupInner, GroupScope};
+use crate::task::Runnable;
+use crate::task::coop::PollBudget;
+use crate::task::future::{drop_payload, take_deferred_panic};
+use crate::task::meta::Owner;
+
+use super::context;
+use super::core::Core;
+use super::handoff::reclaim_deferred;
+use super::lease;
+use super::publish::push_global;
+
+cfg_not_reactor! {
+    /// Runs `core` until the runtime shuts down (returns the core, for the caller to retire) or
+    /// the core is handed to another thread during a poll (returns `None`).
+    pub(crate) fn run(mut core: Box<Core>) -> Option<Box<Core>> {
+        while !core.shared.is_shutdown() {
+            match core.next_task() {
+                Some(r) => {
+                    core.found_work();
+                    core = core.run_task(r)?;
+                }
+                None => core.park(),
+            }
+        }
+        Some(core)
+    }
+}
+
+impl Core {
+    /// Runs one task. Returns the core, or `None` if the task's poll handed it to another thread.
+    #[inline(always)]
+    pub(crate) fn run_task(mut self: Box<Self>, r: Runnable) -> Option<Box<Self>> {
+        let meta = r.metadata();
+        let group = &meta.group;
+        self.serve(group);
+        let limited = group.limiter().is_some().then(|| group.clone());
+        // The polled task's group when a rescue took the core during the poll (the segment that
+        // would name it went with the core).
+        let mut rescued_from: Option<Arc<GroupInner>> = None;
+        let cancelled = meta.is_cancelled();
+        let core = {
+            // Restored when they drop, even if the poll unwinds.
+            let _group = GroupScope::enter(group);
+            let _budget = PollBudget::start();
+            lease::install(self);
+            if cancelled {
+                // Cancelled by marking (`abort`, `Group::cancel`): the future is dropped here, on
+                // a worker, as a poll would end it. Its destructor is the task's own code and may
+                // do what a poll does (`block_on`, `block_in_place`, spawn into its group, block
+                // until rescued), so it runs with the core lent and the group current, as a poll.
+                drop(r);
+            } else {
+                r.run();
+            }
+            // A `block_in_place` in this poll handed the core over (so the lease is gone) and left
+            // its reclaim for now: take the core back if no thread took it. Off the hot path.
+            let taken = match lease::take_after_poll() {
+                Err(false) if reclaim_deferred() => lease::take_after_poll(),
+                taken => taken,
+            };
+            match taken {
+                Ok(core) => Some(core),
+                Err(claimed) => {
+                    // A rescue took the core while the poll was stuck, counted the poll in the
+                    // segment it ended and kept the poll's group for this thread (a hand-off counts
+                    // its own in `reclaim`). The thread's current group is no use here: the task
+                    // may have dropped its hold on the group in the poll, the group's last.
+                    if claimed {
+                        rescued_from = context::with_thread(|t| {
+                            t.and_then(|t| t.shared.threads().take_stuck_group())
+                        });
+                    }
+                    None
+                }
+            }
+        };
+        if let Some(p) = take_deferred_panic() {
+            // An output's destructor panicked inside the task (detached, it dropped its own
+            // output). The segment's group is the task's.
+            let segment = core.as_ref().and_then(|c| c.service.group());
+            if let Some(g) = segment.or(rescued_from.as_ref()) {
+                g.report_panic(&*p);
+            }
+            drop_payload(p);
+        }
+        if let Some(g) = limited {
+            if let Some(next) = g.limiter().and_then(|l| l.release()) {
+                push_global(&g, next);
+            }
+        }
+        let mut core = core?;
+        // Dropping a cancelled task's future is no poll of it.
+        if !cancelled {
+            core.service.polled();
+            core.counts.polls += 1;
+        }
+        if core.service.tick() {
+            if let Some(now) = core.service.read_clock(core.shared.config().quantum) {
+                core.quantum_end(now);
+            }
+        }
+        Some(core)
+    }
+}
