@@ -32,9 +32,7 @@ impl Core {
     /// Takes the task `id` out of this core's LIFO slot or local queue if it sits there and has
     /// never been polled (for a nested `block_on` that awaits it: see `block_on`).
     pub(crate) fn take_unstarted(&mut self, id: usize) -> Option<Runnable> {
-        let unstarted = |r: &Runnable| {
-            task_id(r.metadata()) == id && !r.metadata().has_waited()
-        };
+        let unstarted = |r: &Runnable| task_id(r.metadata()) == id && !r.metadata().has_waited();
         if self.lifo.as_ref().is_some_and(unstarted) {
             return self.lifo.take();
         }
