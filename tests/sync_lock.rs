@@ -730,3 +730,60 @@ fn a_panicking_waker_does_not_keep_the_waiters_after_it_asleep() {
     drop(first);
     assert_eq!(sem.available_permits(), 2);
 }
+
+/// async-lock's variance check, moved over: a shared guard only ever reads its `T`, so it is
+/// covariant in `T` and a guard of a longer-lived `T` passes where a shorter-lived one is expected.
+/// This file does not compile if `SharedGuardArc` is invariant in `T`.
+fn shorten_shared_arc<'a>(
+    g: rondo::sync::SharedGuardArc<&'static str>,
+) -> rondo::sync::SharedGuardArc<&'a str> {
+    g
+}
+
+#[test]
+fn shared_arc_guards_are_covariant_in_t() {
+    let lock = Arc::new(AsyncOneManyLock::new("static"));
+    let local = String::from("local");
+    let g = shorten_shared_arc(lock.try_shared_arc().unwrap());
+    // The shortened guard compares with a borrow of a local, as a `&'a str` guard would.
+    let shorter: [&str; 2] = [*g, local.as_str()];
+    assert_eq!(shorter, ["static", "local"]);
+    assert!(lock.try_exclusive().is_none());
+    drop(g);
+    assert!(lock.try_exclusive().is_some());
+}
+
+/// `SharedGuardArc` keeps the `Arc` as a pointer typed for covariance; the pointer's metadata
+/// must survive the round trip for unsized values, and the guard must give its strong count back.
+#[test]
+fn shared_arc_guards_of_unsized_values_release_the_lock_and_the_arc() {
+    let slice: Arc<AsyncOneManyLock<[u8]>> = Arc::new(AsyncOneManyLock::new([1, 2, 3]));
+    let g = slice.try_shared_arc().unwrap();
+    assert_eq!((&*g, Arc::strong_count(&slice)), (&[1, 2, 3][..], 2));
+    drop(g);
+    assert_eq!(Arc::strong_count(&slice), 1);
+    let mut w = futures::executor::block_on(slice.exclusive_arc());
+    w[0] = 7;
+    let r = w.downgrade();
+    assert!(slice.try_exclusive().is_none());
+    assert_eq!(&*r, [7, 2, 3]);
+    drop(r);
+    assert_eq!(Arc::strong_count(&slice), 1);
+    assert!(slice.try_exclusive().is_some());
+
+    let dynamic: Arc<AsyncOneManyLock<dyn std::fmt::Debug + Send + Sync>> =
+        Arc::new(AsyncOneManyLock::new(String::from("s")));
+    let g = futures::executor::block_on(dynamic.shared_arc());
+    assert_eq!(format!("{g:?}"), "\"s\"");
+    // The last owner of the `Arc` is the guard: dropping it drops the lock and its value.
+    drop(dynamic);
+    drop(g);
+}
+
+#[test]
+fn shared_arc_guards_are_unwind_safe_as_shared_guards_are() {
+    use std::panic::{RefUnwindSafe, UnwindSafe};
+    fn unwind_safe<G: UnwindSafe + RefUnwindSafe>() {}
+    unwind_safe::<rondo::sync::SharedGuard<'static, u8>>();
+    unwind_safe::<rondo::sync::SharedGuardArc<u8>>();
+}

@@ -93,6 +93,19 @@ pub enum OneManyMode {
 /// ```
 /// ```compile_fail
 /// fn assert_sync<S: Sync>() {}
+/// assert_sync::<rondo::sync::SharedGuardArc<std::cell::Cell<u8>>>();
+/// ```
+/// ```compile_fail
+/// fn assert_send<S: Send>() {}
+/// // `MutexGuard` is `Sync` but not `Send`: the last `SharedGuardArc` drops the value.
+/// assert_send::<rondo::sync::SharedGuardArc<std::sync::MutexGuard<'static, u8>>>();
+/// ```
+/// ```compile_fail
+/// fn assert_sync<S: Sync>() {}
+/// assert_sync::<rondo::sync::SharedGuardArc<std::sync::MutexGuard<'static, u8>>>();
+/// ```
+/// ```compile_fail
+/// fn assert_sync<S: Sync>() {}
 /// assert_sync::<rondo::sync::UpgradableGuard<'static, std::cell::Cell<u8>>>();
 /// ```
 /// ```compile_fail
@@ -114,8 +127,11 @@ pub enum OneManyMode {
 /// Shared guards are covariant in `T` (they only ever read it), exclusive guards in their lifetime:
 ///
 /// ```
-/// use rondo::sync::{ExclusiveGuard, SharedGuard};
+/// use rondo::sync::{ExclusiveGuard, SharedGuard, SharedGuardArc};
 /// fn shorten<'a, 'b: 'a>(g: SharedGuard<'a, &'b str>) -> SharedGuard<'a, &'a str> {
+///     g
+/// }
+/// fn shorten_arc<'a>(g: SharedGuardArc<&'static str>) -> SharedGuardArc<&'a str> {
 ///     g
 /// }
 /// fn shorter_borrow<'a, 'b: 'a>(g: ExclusiveGuard<'b, u8>) -> ExclusiveGuard<'a, u8> {
@@ -135,6 +151,18 @@ pub enum OneManyMode {
 /// ```compile_fail
 /// use rondo::sync::UpgradableGuard;
 /// fn shorten<'a, 'b: 'a>(g: UpgradableGuard<'a, &'b str>) -> UpgradableGuard<'a, &'a str> {
+///     g
+/// }
+/// ```
+/// ```compile_fail
+/// use rondo::sync::ExclusiveGuardArc;
+/// fn shorten<'a>(g: ExclusiveGuardArc<&'static str>) -> ExclusiveGuardArc<&'a str> {
+///     g
+/// }
+/// ```
+/// ```compile_fail
+/// use rondo::sync::MappedExclusiveGuard;
+/// fn shorten<'a, 'b: 'a>(g: MappedExclusiveGuard<'a, &'b str>) -> MappedExclusiveGuard<'a, &'a str> {
 ///     g
 /// }
 /// ```
@@ -422,7 +450,7 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
         async move {
             // The hold moves from the borrowed guard into the owned one.
             core::mem::forget(lock.shared().await);
-            SharedGuardArc { lock }
+            SharedGuardArc::new(lock)
         }
     }
 
@@ -459,9 +487,9 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
     /// assert!(lock.try_exclusive_arc().is_some());
     /// ```
     pub fn try_shared_arc(self: &Arc<Self>) -> Option<SharedGuardArc<T>> {
-        self.raw.try_shared().then(|| SharedGuardArc {
-            lock: Arc::clone(self),
-        })
+        self.raw
+            .try_shared()
+            .then(|| SharedGuardArc::new(Arc::clone(self)))
     }
 
     /// Like [`try_exclusive`](Self::try_exclusive), returning a guard that owns an `Arc` of the lock.
@@ -950,23 +978,66 @@ impl<T: ?Sized> Deref for OneManyGuard<'_, T> {
     }
 }
 
-/// Shared access owning an `Arc` of the lock, from [`AsyncOneManyLock::shared_arc`].
+/// Shared access owning an `Arc` of the lock, from [`AsyncOneManyLock::shared_arc`]; released on
+/// drop. Covariant in `T`, like [`SharedGuard`]: it only ever reads the value, and it never hands
+/// out the lock or its `Arc`, through which a `T` could be written.
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct SharedGuardArc<T: ?Sized> {
-    lock: Arc<AsyncOneManyLock<T>>,
+    /// The pointer `Arc::into_raw` gave for the lock's `Arc`, whose strong count this guard owns.
+    /// It points at the `AsyncOneManyLock<T>`, not at a `T`: it is typed `NonNull<T>` because a
+    /// pointer to the lock would make the guard invariant in `T` (the lock holds its value in an
+    /// `UnsafeCell`). The value is the lock's last field, so both pointer types carry the same
+    /// metadata, and [`lock`](Self::lock) casts it back without loss.
+    lock: NonNull<T>,
+    /// The guard owns a strong count of an `Arc` holding a `T` (for the drop check, which must
+    /// see that dropping the guard may drop a `T`).
+    _owns: PhantomData<Arc<T>>,
+}
+
+// SAFETY: the same bounds as `Arc<AsyncOneManyLock<T>>`, which this guard owns: the guard gives
+// `&T` on whichever thread holds it (needs `T: Sync`), and its drop may drop the last `Arc` and with
+// it the `T`, on that thread (needs `T: Send`); releasing a shared hold is thread-agnostic.
+unsafe impl<T: ?Sized + Send + Sync> Send for SharedGuardArc<T> {}
+// SAFETY: `&SharedGuardArc` only gives `&T` (needs `T: Sync`); `T: Send` as for the `Arc` it owns.
+unsafe impl<T: ?Sized + Send + Sync> Sync for SharedGuardArc<T> {}
+
+impl<T: ?Sized> SharedGuardArc<T> {
+    /// Wraps an `Arc` of a lock on which the caller holds a shared hold, which moves into the guard.
+    fn new(lock: Arc<AsyncOneManyLock<T>>) -> Self {
+        let lock = Arc::into_raw(lock) as *mut T;
+        SharedGuardArc {
+            // SAFETY: `Arc::into_raw` never returns null, and the cast keeps the address.
+            lock: unsafe { NonNull::new_unchecked(lock) },
+            _owns: PhantomData,
+        }
+    }
+
+    /// The lock. Used only to read the value and to release the hold: through a guard whose `T`
+    /// was shortened by covariance, writing a `T` into the lock would store a value that the lock's
+    /// other owners may outlive.
+    fn lock(&self) -> &AsyncOneManyLock<T> {
+        // SAFETY: `self.lock` came from `Arc::into_raw` of an `Arc<AsyncOneManyLock<T>>` (cast
+        // back with its metadata, see the field), and this guard owns a strong count of that
+        // `Arc`, so the lock lives at least as long as `&self`.
+        unsafe { &*(self.lock.as_ptr() as *const AsyncOneManyLock<T>) }
+    }
 }
 
 impl<T: ?Sized> Deref for SharedGuardArc<T> {
     type Target = T;
     fn deref(&self) -> &T {
         // SAFETY: this guard is a shared hold on the lock (see `SharedGuard::deref`).
-        unsafe { &*self.lock.value.get() }
+        unsafe { &*self.lock().value.get() }
     }
 }
 
 impl<T: ?Sized> Drop for SharedGuardArc<T> {
     fn drop(&mut self) {
-        self.lock.raw.release_shared();
+        // SAFETY: `self.lock` came from `Arc::into_raw` of an `Arc<AsyncOneManyLock<T>>`, and the
+        // strong count it owns is given back here, once: `self` is not used again. Made before the
+        // release, so a panic in a waker the release calls still drops the `Arc`.
+        let lock = unsafe { Arc::from_raw(self.lock.as_ptr() as *const AsyncOneManyLock<T>) };
+        lock.raw.release_shared();
     }
 }
 
@@ -999,8 +1070,8 @@ impl<T: ?Sized> ExclusiveGuardArc<T> {
         let lock = unsafe { core::ptr::read(&this.lock) };
         // Made first, so that a panic in a waker the downgrade calls (after the state has changed)
         // releases the shared hold (and the `Arc`).
-        let shared = SharedGuardArc { lock };
-        shared.lock.raw.downgrade();
+        let shared = SharedGuardArc::new(lock);
+        shared.lock().raw.downgrade();
         shared
     }
 }
