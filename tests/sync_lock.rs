@@ -787,3 +787,203 @@ fn shared_arc_guards_are_unwind_safe_as_shared_guards_are() {
     unwind_safe::<rondo::sync::SharedGuard<'static, u8>>();
     unwind_safe::<rondo::sync::SharedGuardArc<u8>>();
 }
+
+/// Waits until a request from another thread has joined a fair lock's line while the lock is held
+/// in a mode that admits readers: from then on `try_shared` fails.
+fn until_a_waiter_queues<T>(lock: &AsyncOneManyLock<T>) {
+    while let Some(r) = lock.try_shared() {
+        drop(r);
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn blocking_arc_and_upgradable_variants_are_woken_by_releases_on_other_threads() {
+    common::watchdog(30, || {
+        let lock = Arc::new(AsyncOneManyLock::new(0u32));
+        let release = |g: Box<dyn Send>| std::thread::spawn(move || drop(g)).join().unwrap();
+
+        // `upgradable_blocking`, behind another upgradable hold.
+        let up = lock.try_upgradable_arc().unwrap();
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || *lock.upgradable_blocking())
+        };
+        until_a_waiter_queues(&lock);
+        release(Box::new(up));
+        assert_eq!(waiter.join().unwrap(), 0);
+
+        // `upgradable_arc_blocking`: the guard comes back to this thread and upgrades here.
+        let up = lock.try_upgradable_arc().unwrap();
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || lock.upgradable_arc_blocking())
+        };
+        until_a_waiter_queues(&lock);
+        release(Box::new(up));
+        let up = waiter.join().unwrap();
+        *up.try_upgrade().unwrap() += 1;
+
+        // `exclusive_arc_blocking`, behind a reader; the writer downgrades on its thread.
+        let r = lock.try_shared_arc().unwrap();
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                let mut w = lock.exclusive_arc_blocking();
+                *w += 1;
+                w.downgrade()
+            })
+        };
+        until_a_waiter_queues(&lock);
+        release(Box::new(r));
+        let r = waiter.join().unwrap();
+        assert_eq!(*r, 2);
+        assert!(lock.try_exclusive().is_none());
+        drop(r);
+
+        // `shared_arc_blocking`, behind a writer (queued or not yet: it waits either way).
+        let mut w = lock.try_exclusive_arc().unwrap();
+        *w += 1;
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || *lock.shared_arc_blocking())
+        };
+        release(Box::new(w));
+        assert_eq!(waiter.join().unwrap(), 3);
+        assert_eq!(Arc::strong_count(&lock), 1);
+        assert!(lock.try_exclusive().is_some());
+    });
+}
+
+#[test]
+fn an_arc_upgrade_waits_for_the_readers_and_lets_nobody_in_between() {
+    for lock in [
+        AsyncOneManyLock::new(0),
+        AsyncOneManyLock::with_barging(0, std::time::Duration::from_millis(1)),
+    ] {
+        let lock = Arc::new(lock);
+        let up = futures::executor::block_on(lock.upgradable_arc());
+        let r1 = lock.try_shared().unwrap();
+        let r2 = lock.try_shared_arc().unwrap();
+        let mut upgrade = Probe::new(up.upgrade());
+        upgrade.pending();
+        // Nobody gets in while the upgrade waits, and newcomers queue behind it.
+        assert!(lock.try_shared().is_none());
+        assert!(lock.try_exclusive().is_none());
+        assert!(lock.try_upgradable().is_none());
+        let mut writer = Probe::new(lock.exclusive_arc());
+        writer.pending();
+        let mut reader = Probe::new(lock.shared_arc());
+        reader.pending();
+        drop(r1);
+        assert_eq!(upgrade.wakes(), 0, "a reader still holds the lock");
+        upgrade.pending();
+        std::thread::spawn(move || drop(r2)).join().unwrap();
+        assert_eq!(upgrade.wakes(), 1);
+        let mut w = upgrade.ready();
+        *w = 1;
+        assert_eq!((writer.wakes(), reader.wakes()), (0, 0));
+        drop(w);
+        assert_eq!(writer.wakes(), 1, "the line goes on in order");
+        let mut w = writer.ready();
+        *w += 1;
+        reader.pending();
+        drop(w);
+        assert_eq!(*reader.ready(), 2);
+        assert_eq!(Arc::strong_count(&lock), 1);
+        assert!(lock.try_exclusive().is_some());
+    }
+}
+
+#[test]
+fn a_dropped_upgradable_arc_acquire_leaks_neither_the_lock_nor_the_arc() {
+    let lock = Arc::new(AsyncOneManyLock::new(()));
+    // Dropped before its first poll.
+    drop(lock.upgradable_arc());
+    assert_eq!(Arc::strong_count(&lock), 1);
+    assert!(lock.try_exclusive().is_some());
+    // Dropped while queued behind a writer: the upgradable acquire queued behind it moves up.
+    let w = lock.try_exclusive().unwrap();
+    let mut first = Probe::new(lock.upgradable_arc());
+    first.pending();
+    let mut second = Probe::new(lock.upgradable_arc());
+    second.pending();
+    drop(first);
+    drop(w);
+    assert_eq!(second.wakes(), 1);
+    drop(second.ready());
+    drop(second);
+    assert_eq!(Arc::strong_count(&lock), 1);
+    assert!(lock.try_exclusive().is_some(), "lock leaked");
+    // Granted, then dropped unpolled.
+    let w = lock.try_exclusive().unwrap();
+    let mut up = Probe::new(lock.upgradable_arc());
+    up.pending();
+    drop(w);
+    assert_eq!(up.wakes(), 1);
+    drop(up);
+    assert_eq!(Arc::strong_count(&lock), 1);
+    assert!(
+        lock.try_exclusive().is_some(),
+        "granted upgradable hold leaked"
+    );
+}
+
+#[test]
+fn a_dropped_arc_upgrade_releases_the_lock_and_the_arc() {
+    let lock = Arc::new(AsyncOneManyLock::new(()));
+    // Dropped before its first poll.
+    drop(lock.try_upgradable_arc().unwrap().upgrade());
+    assert_eq!(Arc::strong_count(&lock), 1);
+    assert!(lock.try_exclusive().is_some());
+    // Dropped while queued behind a reader.
+    let up = lock.try_upgradable_arc().unwrap();
+    let r = lock.try_shared().unwrap();
+    let mut upgrade = Probe::new(up.upgrade());
+    upgrade.pending();
+    drop(upgrade);
+    assert!(lock.try_upgradable().is_some());
+    drop(r);
+    assert_eq!(Arc::strong_count(&lock), 1);
+    assert!(lock.try_exclusive().is_some(), "lock leaked");
+    // Granted, then dropped unpolled.
+    let up = lock.try_upgradable_arc().unwrap();
+    let r = lock.try_shared().unwrap();
+    let mut upgrade = Probe::new(up.upgrade());
+    upgrade.pending();
+    drop(r);
+    assert_eq!(upgrade.wakes(), 1);
+    drop(upgrade);
+    assert_eq!(Arc::strong_count(&lock), 1);
+    assert!(lock.try_exclusive().is_some(), "granted upgrade leaked");
+}
+
+#[test]
+fn arc_guard_conversions_admit_the_waiters_they_can() {
+    let lock = Arc::new(AsyncOneManyLock::new(1));
+    // Exclusive to upgradable: a waiting reader gets in, a waiting upgradable hold does not.
+    let w = lock.try_exclusive_arc().unwrap();
+    let mut reader = Probe::new(lock.shared_arc());
+    reader.pending();
+    let mut other = Probe::new(lock.upgradable_arc());
+    other.pending();
+    let up = w.downgrade_to_upgradable();
+    assert_eq!((reader.wakes(), other.wakes()), (1, 0));
+    let r = reader.ready();
+    assert_eq!(*r + *up, 2);
+    // Upgradable to shared: the waiting upgradable hold gets in.
+    let shared = up.downgrade();
+    assert_eq!(other.wakes(), 1);
+    let other = other.ready();
+    // A failed `try_upgrade` gives the guard back, still holding.
+    let other = other.try_upgrade().unwrap_err();
+    assert!(lock.try_upgradable().is_none());
+    drop((r, shared));
+    let mut w = other.try_upgrade().unwrap();
+    *w = 5;
+    assert!(lock.try_shared().is_none());
+    drop(w);
+    assert_eq!(*lock.try_shared_arc().unwrap(), 5);
+    assert_eq!(format!("{:?}", lock.try_upgradable_arc().unwrap()), "5");
+    assert_eq!(Arc::strong_count(&lock), 1);
+}
