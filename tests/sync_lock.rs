@@ -987,3 +987,38 @@ fn arc_guard_conversions_admit_the_waiters_they_can() {
     assert_eq!(format!("{:?}", lock.try_upgradable_arc().unwrap()), "5");
     assert_eq!(Arc::strong_count(&lock), 1);
 }
+
+#[test]
+fn blocking_upgrades_are_woken_by_the_last_reader_leaving_on_another_thread() {
+    common::watchdog(30, || {
+        let lock = Arc::new(AsyncOneManyLock::new(0u32));
+        for arc in [false, true] {
+            let reader = lock.try_shared_arc().unwrap();
+            let upgrader = {
+                let lock = lock.clone();
+                std::thread::spawn(move || {
+                    if arc {
+                        let mut w = lock.upgradable_arc_blocking().upgrade_blocking();
+                        *w += 1;
+                        *w
+                    } else {
+                        let mut w = lock.upgradable_blocking().upgrade_blocking();
+                        *w += 1;
+                        *w
+                    }
+                })
+            };
+            // The upgrade has queued (at the front, shutting newcomers out); a writer queues
+            // behind it.
+            until_a_waiter_queues(&lock);
+            let mut writer = Probe::new(lock.exclusive_arc());
+            writer.pending();
+            std::thread::spawn(move || drop(reader)).join().unwrap();
+            let n = upgrader.join().unwrap();
+            assert_eq!(writer.wakes(), 1, "the writer waited for the upgraded hold");
+            *writer.ready() += 1;
+            assert_eq!(*lock.try_shared().unwrap(), n + 1);
+        }
+        assert_eq!(*lock.try_shared().unwrap(), 4);
+    });
+}

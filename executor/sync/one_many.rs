@@ -55,6 +55,7 @@ pub enum OneManyMode {
 /// | [`upgradable_arc`](Self::upgradable_arc) / [`try_upgradable_arc`](Self::try_upgradable_arc) | — | `upgradable_read_arc` / `try_upgradable_read_arc` |
 /// | [`UpgradableGuard::upgrade`] / [`UpgradableGuard::try_upgrade`] / [`UpgradableGuard::downgrade`] | — | `RwLockUpgradableReadGuard::upgrade` / `try_upgrade` / `downgrade` |
 /// | [`UpgradableGuardArc::upgrade`] / [`UpgradableGuardArc::try_upgrade`] / [`UpgradableGuardArc::downgrade`] | — | `RwLockUpgradableReadGuardArc::upgrade` / `try_upgrade` / `downgrade` |
+/// | [`UpgradableGuard::upgrade_blocking`] / [`UpgradableGuardArc::upgrade_blocking`] | — | `RwLockUpgradableReadGuard::upgrade_blocking` / `RwLockUpgradableReadGuardArc::upgrade_blocking` |
 /// | [`ExclusiveGuard::downgrade`] / [`ExclusiveGuardArc::downgrade`] | `RwLockWriteGuard::downgrade` / `OwnedRwLockWriteGuard::downgrade` | `RwLockWriteGuard::downgrade` / `RwLockWriteGuardArc::downgrade` |
 /// | [`ExclusiveGuard::downgrade_to_upgradable`] / [`ExclusiveGuardArc::downgrade_to_upgradable`] | — | `RwLockWriteGuard::downgrade_to_upgradable` / `RwLockWriteGuardArc::downgrade_to_upgradable` |
 /// | [`SharedGuard::map`] / [`ExclusiveGuard::map`] | `RwLockReadGuard::map` / `RwLockWriteGuard::map` | — |
@@ -1002,6 +1003,27 @@ impl<'a, T: ?Sized> UpgradableGuard<'a, T> {
         }
     }
 
+    /// Blocks the current thread until the other readers have left, then turns this hold into
+    /// exclusive access, as [`upgrade`](Self::upgrade). For synchronous code; do not call it on an
+    /// async runtime's worker thread.
+    ///
+    /// ```
+    /// let lock = rondo::sync::AsyncOneManyLock::new(1);
+    /// std::thread::scope(|s| {
+    ///     let up = lock.upgradable_blocking();
+    ///     let reader = lock.shared_blocking();
+    ///     s.spawn(move || drop(reader)); // the upgrade waits for this release
+    ///     *up.upgrade_blocking() += 1;
+    /// });
+    /// assert_eq!(*lock.shared_blocking(), 2);
+    /// ```
+    pub fn upgrade_blocking(self) -> ExclusiveGuard<'a, T> {
+        match self.try_upgrade() {
+            Ok(w) => w,
+            Err(up) => futures_lite::future::block_on(up.upgrade()),
+        }
+    }
+
     /// Turns this hold into exclusive access if no other reader holds the lock; otherwise gives the
     /// guard back unchanged.
     ///
@@ -1319,6 +1341,27 @@ impl<T: ?Sized> UpgradableGuardArc<T> {
         let upgrade = UpgradableGuard { lock: &*lock }.upgrade();
         core::mem::forget(upgrade.await);
         ExclusiveGuardArc { lock }
+    }
+
+    /// Blocks the current thread until the other readers have left, then turns this hold into
+    /// exclusive access, as [`upgrade`](Self::upgrade). For synchronous code; do not call it on an
+    /// async runtime's worker thread.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let lock = Arc::new(rondo::sync::AsyncOneManyLock::new(1));
+    /// let up = lock.upgradable_arc_blocking();
+    /// let reader = lock.shared_arc_blocking();
+    /// let writer = std::thread::spawn(move || *up.upgrade_blocking() += 1);
+    /// drop(reader); // the upgrade waits for this release
+    /// writer.join().unwrap();
+    /// assert_eq!(*lock.shared_arc_blocking(), 2);
+    /// ```
+    pub fn upgrade_blocking(self) -> ExclusiveGuardArc<T> {
+        match self.try_upgrade() {
+            Ok(w) => w,
+            Err(up) => futures_lite::future::block_on(up.upgrade()),
+        }
     }
 
     /// Turns this hold into exclusive access if no other reader holds the lock; otherwise gives the
