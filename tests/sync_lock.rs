@@ -730,3 +730,295 @@ fn a_panicking_waker_does_not_keep_the_waiters_after_it_asleep() {
     drop(first);
     assert_eq!(sem.available_permits(), 2);
 }
+
+/// async-lock's variance check, moved over: a shared guard only ever reads its `T`, so it is
+/// covariant in `T` and a guard of a longer-lived `T` passes where a shorter-lived one is expected.
+/// This file does not compile if `SharedGuardArc` is invariant in `T`.
+fn shorten_shared_arc<'a>(
+    g: rondo::sync::SharedGuardArc<&'static str>,
+) -> rondo::sync::SharedGuardArc<&'a str> {
+    g
+}
+
+#[test]
+fn shared_arc_guards_are_covariant_in_t() {
+    let lock = Arc::new(AsyncOneManyLock::new("static"));
+    let local = String::from("local");
+    let g = shorten_shared_arc(lock.try_shared_arc().unwrap());
+    // The shortened guard compares with a borrow of a local, as a `&'a str` guard would.
+    let shorter: [&str; 2] = [*g, local.as_str()];
+    assert_eq!(shorter, ["static", "local"]);
+    assert!(lock.try_exclusive().is_none());
+    drop(g);
+    assert!(lock.try_exclusive().is_some());
+}
+
+/// `SharedGuardArc` keeps the `Arc` as a pointer typed for covariance; the pointer's metadata
+/// must survive the round trip for unsized values, and the guard must give its strong count back.
+#[test]
+fn shared_arc_guards_of_unsized_values_release_the_lock_and_the_arc() {
+    let slice: Arc<AsyncOneManyLock<[u8]>> = Arc::new(AsyncOneManyLock::new([1, 2, 3]));
+    let g = slice.try_shared_arc().unwrap();
+    assert_eq!((&*g, Arc::strong_count(&slice)), (&[1, 2, 3][..], 2));
+    drop(g);
+    assert_eq!(Arc::strong_count(&slice), 1);
+    let mut w = futures::executor::block_on(slice.exclusive_arc());
+    w[0] = 7;
+    let r = w.downgrade();
+    assert!(slice.try_exclusive().is_none());
+    assert_eq!(&*r, [7, 2, 3]);
+    drop(r);
+    assert_eq!(Arc::strong_count(&slice), 1);
+    assert!(slice.try_exclusive().is_some());
+
+    let dynamic: Arc<AsyncOneManyLock<dyn std::fmt::Debug + Send + Sync>> =
+        Arc::new(AsyncOneManyLock::new(String::from("s")));
+    let g = futures::executor::block_on(dynamic.shared_arc());
+    assert_eq!(format!("{g:?}"), "\"s\"");
+    // The last owner of the `Arc` is the guard: dropping it drops the lock and its value.
+    drop(dynamic);
+    drop(g);
+}
+
+#[test]
+fn shared_arc_guards_are_unwind_safe_as_shared_guards_are() {
+    use std::panic::{RefUnwindSafe, UnwindSafe};
+    fn unwind_safe<G: UnwindSafe + RefUnwindSafe>() {}
+    unwind_safe::<rondo::sync::SharedGuard<'static, u8>>();
+    unwind_safe::<rondo::sync::SharedGuardArc<u8>>();
+}
+
+/// Waits until a request from another thread has joined a fair lock's line while the lock is held
+/// in a mode that admits readers: from then on `try_shared` fails.
+fn until_a_waiter_queues<T>(lock: &AsyncOneManyLock<T>) {
+    while let Some(r) = lock.try_shared() {
+        drop(r);
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn blocking_arc_and_upgradable_variants_are_woken_by_releases_on_other_threads() {
+    common::watchdog(30, || {
+        let lock = Arc::new(AsyncOneManyLock::new(0u32));
+        let release = |g: Box<dyn Send>| std::thread::spawn(move || drop(g)).join().unwrap();
+
+        // `upgradable_blocking`, behind another upgradable hold.
+        let up = lock.try_upgradable_arc().unwrap();
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || *lock.upgradable_blocking())
+        };
+        until_a_waiter_queues(&lock);
+        release(Box::new(up));
+        assert_eq!(waiter.join().unwrap(), 0);
+
+        // `upgradable_arc_blocking`: the guard comes back to this thread and upgrades here.
+        let up = lock.try_upgradable_arc().unwrap();
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || lock.upgradable_arc_blocking())
+        };
+        until_a_waiter_queues(&lock);
+        release(Box::new(up));
+        let up = waiter.join().unwrap();
+        *up.try_upgrade().unwrap() += 1;
+
+        // `exclusive_arc_blocking`, behind a reader; the writer downgrades on its thread.
+        let r = lock.try_shared_arc().unwrap();
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                let mut w = lock.exclusive_arc_blocking();
+                *w += 1;
+                w.downgrade()
+            })
+        };
+        until_a_waiter_queues(&lock);
+        release(Box::new(r));
+        let r = waiter.join().unwrap();
+        assert_eq!(*r, 2);
+        assert!(lock.try_exclusive().is_none());
+        drop(r);
+
+        // `shared_arc_blocking`, behind a writer (queued or not yet: it waits either way).
+        let mut w = lock.try_exclusive_arc().unwrap();
+        *w += 1;
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || *lock.shared_arc_blocking())
+        };
+        release(Box::new(w));
+        assert_eq!(waiter.join().unwrap(), 3);
+        assert_eq!(Arc::strong_count(&lock), 1);
+        assert!(lock.try_exclusive().is_some());
+    });
+}
+
+#[test]
+fn an_arc_upgrade_waits_for_the_readers_and_lets_nobody_in_between() {
+    for lock in [
+        AsyncOneManyLock::new(0),
+        AsyncOneManyLock::with_barging(0, std::time::Duration::from_millis(1)),
+    ] {
+        let lock = Arc::new(lock);
+        let up = futures::executor::block_on(lock.upgradable_arc());
+        let r1 = lock.try_shared().unwrap();
+        let r2 = lock.try_shared_arc().unwrap();
+        let mut upgrade = Probe::new(up.upgrade());
+        upgrade.pending();
+        // Nobody gets in while the upgrade waits, and newcomers queue behind it.
+        assert!(lock.try_shared().is_none());
+        assert!(lock.try_exclusive().is_none());
+        assert!(lock.try_upgradable().is_none());
+        let mut writer = Probe::new(lock.exclusive_arc());
+        writer.pending();
+        let mut reader = Probe::new(lock.shared_arc());
+        reader.pending();
+        drop(r1);
+        assert_eq!(upgrade.wakes(), 0, "a reader still holds the lock");
+        upgrade.pending();
+        std::thread::spawn(move || drop(r2)).join().unwrap();
+        assert_eq!(upgrade.wakes(), 1);
+        let mut w = upgrade.ready();
+        *w = 1;
+        assert_eq!((writer.wakes(), reader.wakes()), (0, 0));
+        drop(w);
+        assert_eq!(writer.wakes(), 1, "the line goes on in order");
+        let mut w = writer.ready();
+        *w += 1;
+        reader.pending();
+        drop(w);
+        assert_eq!(*reader.ready(), 2);
+        assert_eq!(Arc::strong_count(&lock), 1);
+        assert!(lock.try_exclusive().is_some());
+    }
+}
+
+#[test]
+fn a_dropped_upgradable_arc_acquire_leaks_neither_the_lock_nor_the_arc() {
+    let lock = Arc::new(AsyncOneManyLock::new(()));
+    // Dropped before its first poll.
+    drop(lock.upgradable_arc());
+    assert_eq!(Arc::strong_count(&lock), 1);
+    assert!(lock.try_exclusive().is_some());
+    // Dropped while queued behind a writer: the upgradable acquire queued behind it moves up.
+    let w = lock.try_exclusive().unwrap();
+    let mut first = Probe::new(lock.upgradable_arc());
+    first.pending();
+    let mut second = Probe::new(lock.upgradable_arc());
+    second.pending();
+    drop(first);
+    drop(w);
+    assert_eq!(second.wakes(), 1);
+    drop(second.ready());
+    drop(second);
+    assert_eq!(Arc::strong_count(&lock), 1);
+    assert!(lock.try_exclusive().is_some(), "lock leaked");
+    // Granted, then dropped unpolled.
+    let w = lock.try_exclusive().unwrap();
+    let mut up = Probe::new(lock.upgradable_arc());
+    up.pending();
+    drop(w);
+    assert_eq!(up.wakes(), 1);
+    drop(up);
+    assert_eq!(Arc::strong_count(&lock), 1);
+    assert!(
+        lock.try_exclusive().is_some(),
+        "granted upgradable hold leaked"
+    );
+}
+
+#[test]
+fn a_dropped_arc_upgrade_releases_the_lock_and_the_arc() {
+    let lock = Arc::new(AsyncOneManyLock::new(()));
+    // Dropped before its first poll.
+    drop(lock.try_upgradable_arc().unwrap().upgrade());
+    assert_eq!(Arc::strong_count(&lock), 1);
+    assert!(lock.try_exclusive().is_some());
+    // Dropped while queued behind a reader.
+    let up = lock.try_upgradable_arc().unwrap();
+    let r = lock.try_shared().unwrap();
+    let mut upgrade = Probe::new(up.upgrade());
+    upgrade.pending();
+    drop(upgrade);
+    assert!(lock.try_upgradable().is_some());
+    drop(r);
+    assert_eq!(Arc::strong_count(&lock), 1);
+    assert!(lock.try_exclusive().is_some(), "lock leaked");
+    // Granted, then dropped unpolled.
+    let up = lock.try_upgradable_arc().unwrap();
+    let r = lock.try_shared().unwrap();
+    let mut upgrade = Probe::new(up.upgrade());
+    upgrade.pending();
+    drop(r);
+    assert_eq!(upgrade.wakes(), 1);
+    drop(upgrade);
+    assert_eq!(Arc::strong_count(&lock), 1);
+    assert!(lock.try_exclusive().is_some(), "granted upgrade leaked");
+}
+
+#[test]
+fn arc_guard_conversions_admit_the_waiters_they_can() {
+    let lock = Arc::new(AsyncOneManyLock::new(1));
+    // Exclusive to upgradable: a waiting reader gets in, a waiting upgradable hold does not.
+    let w = lock.try_exclusive_arc().unwrap();
+    let mut reader = Probe::new(lock.shared_arc());
+    reader.pending();
+    let mut other = Probe::new(lock.upgradable_arc());
+    other.pending();
+    let up = w.downgrade_to_upgradable();
+    assert_eq!((reader.wakes(), other.wakes()), (1, 0));
+    let r = reader.ready();
+    assert_eq!(*r + *up, 2);
+    // Upgradable to shared: the waiting upgradable hold gets in.
+    let shared = up.downgrade();
+    assert_eq!(other.wakes(), 1);
+    let other = other.ready();
+    // A failed `try_upgrade` gives the guard back, still holding.
+    let other = other.try_upgrade().unwrap_err();
+    assert!(lock.try_upgradable().is_none());
+    drop((r, shared));
+    let mut w = other.try_upgrade().unwrap();
+    *w = 5;
+    assert!(lock.try_shared().is_none());
+    drop(w);
+    assert_eq!(*lock.try_shared_arc().unwrap(), 5);
+    assert_eq!(format!("{:?}", lock.try_upgradable_arc().unwrap()), "5");
+    assert_eq!(Arc::strong_count(&lock), 1);
+}
+
+#[test]
+fn blocking_upgrades_are_woken_by_the_last_reader_leaving_on_another_thread() {
+    common::watchdog(30, || {
+        let lock = Arc::new(AsyncOneManyLock::new(0u32));
+        for arc in [false, true] {
+            let reader = lock.try_shared_arc().unwrap();
+            let upgrader = {
+                let lock = lock.clone();
+                std::thread::spawn(move || {
+                    if arc {
+                        let mut w = lock.upgradable_arc_blocking().upgrade_blocking();
+                        *w += 1;
+                        *w
+                    } else {
+                        let mut w = lock.upgradable_blocking().upgrade_blocking();
+                        *w += 1;
+                        *w
+                    }
+                })
+            };
+            // The upgrade has queued (at the front, shutting newcomers out); a writer queues
+            // behind it.
+            until_a_waiter_queues(&lock);
+            let mut writer = Probe::new(lock.exclusive_arc());
+            writer.pending();
+            std::thread::spawn(move || drop(reader)).join().unwrap();
+            let n = upgrader.join().unwrap();
+            assert_eq!(writer.wakes(), 1, "the writer waited for the upgraded hold");
+            *writer.ready() += 1;
+            assert_eq!(*lock.try_shared().unwrap(), n + 1);
+        }
+        assert_eq!(*lock.try_shared().unwrap(), 4);
+    });
+}

@@ -494,3 +494,96 @@ fn waiting_clones_the_waker_outside_the_semaphore() {
         });
     }
 }
+
+/// Waits until a waiter has joined a fair semaphore's line: from then on `try_acquire` fails even
+/// while a permit is free (`free` must be at least one and less than the waiter's request).
+fn until_a_waiter_queues(sem: &Semaphore) {
+    assert!(sem.available_permits() >= 1);
+    while let Ok(p) = sem.try_acquire() {
+        drop(p);
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn blocking_acquire_many_is_woken_by_a_release_on_another_thread_and_keeps_its_place() {
+    common::watchdog(30, || {
+        let sem = Arc::new(Semaphore::new(3));
+        let held = sem.try_acquire_many_arc(2).unwrap();
+        let waiter = {
+            let sem = sem.clone();
+            std::thread::spawn(move || sem.acquire_many_blocking(3).map(|p| p.count()))
+        };
+        until_a_waiter_queues(&sem);
+        // FIFO: the free permit is not taken past the waiting request, however small the taker.
+        assert_eq!(sem.try_acquire().unwrap_err(), TryAcquireError::NoPermits);
+        let mut later = Probe::new(sem.acquire());
+        later.pending();
+        std::thread::spawn(move || drop(held)).join().unwrap();
+        assert_eq!(waiter.join().unwrap(), Ok(3));
+        assert_eq!(
+            later.wakes(),
+            1,
+            "served after the blocking request returned its permits"
+        );
+        assert_eq!(later.ready().unwrap().count(), 1);
+        assert_eq!(sem.available_permits(), 3);
+    });
+}
+
+#[test]
+fn blocking_arc_acquires_are_woken_by_releases_on_other_threads() {
+    common::watchdog(30, || {
+        for sem in [
+            Semaphore::new(2),
+            Semaphore::with_barging(2, Duration::from_millis(1)),
+        ] {
+            let sem = Arc::new(sem);
+            let held = sem.acquire_many_arc_blocking(2).unwrap();
+            assert_eq!((held.count(), Arc::strong_count(&sem)), (2, 2));
+            let waiters = [1, 2].map(|n| {
+                let sem = sem.clone();
+                std::thread::spawn(move || {
+                    let p = if n == 1 {
+                        sem.acquire_arc_blocking()
+                    } else {
+                        sem.acquire_many_arc_blocking(2)
+                    };
+                    p.map(|p| p.count())
+                })
+            });
+            // The permits go back from another thread; both waiters get in, one after the other.
+            std::thread::spawn(move || drop(held)).join().unwrap();
+            assert_eq!(waiters.map(|t| t.join().unwrap()), [Ok(1), Ok(2)]);
+            assert_eq!((sem.available_permits(), Arc::strong_count(&sem)), (2, 1));
+        }
+    });
+}
+
+#[test]
+fn close_fails_a_waiting_blocking_acquire() {
+    common::watchdog(30, || {
+        let sem = Arc::new(Semaphore::new(2));
+        let held = sem.try_acquire().unwrap();
+        let waiter = {
+            let sem = sem.clone();
+            std::thread::spawn(move || sem.acquire_many_arc_blocking(2).map(|p| p.count()))
+        };
+        until_a_waiter_queues(&sem);
+        sem.close();
+        assert!(waiter.join().unwrap().is_err());
+        assert!(sem.acquire_blocking().is_err());
+        assert!(sem.acquire_many_blocking(1).is_err());
+        assert!(sem.acquire_arc_blocking().is_err());
+        assert!(sem.acquire_many_arc_blocking(0).is_err());
+        drop(held);
+        assert_eq!((sem.available_permits(), Arc::strong_count(&sem)), (2, 1));
+    });
+}
+
+#[test]
+#[should_panic(expected = "MAX_PERMITS")]
+fn blocking_acquire_many_of_more_than_max_permits_panics() {
+    let sem = Semaphore::new(1);
+    let _ = sem.acquire_many_blocking(Semaphore::MAX_PERMITS + 1);
+}

@@ -155,6 +155,8 @@
 //! let futures = (
 //!     spawnable(lock.shared_arc()),
 //!     spawnable(lock.exclusive_arc()),
+//!     spawnable(lock.upgradable_arc()),
+//!     spawnable(lock.try_upgradable_arc().unwrap().upgrade()),
 //!     spawnable(sem.acquire_arc()),
 //!     spawnable(sem.acquire_many_arc(1)),
 //! );
@@ -186,7 +188,7 @@ mod waiters;
 
 pub use one_many::{
     AsyncOneManyLock, ExclusiveGuard, ExclusiveGuardArc, MappedExclusiveGuard, OneManyGuard,
-    OneManyMode, SharedGuard, SharedGuardArc, UpgradableGuard, Upgrade,
+    OneManyMode, SharedGuard, SharedGuardArc, UpgradableGuard, UpgradableGuardArc, Upgrade,
 };
 pub use semaphore::{
     AcquireError, Semaphore, SemaphorePermit, SemaphorePermitArc, TryAcquireError,

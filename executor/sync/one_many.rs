@@ -52,11 +52,16 @@ pub enum OneManyMode {
 /// | [`exclusive`](Self::exclusive) / [`try_exclusive`](Self::try_exclusive) | `write` / `try_write` | `write` / `try_write` |
 /// | [`shared_arc`](Self::shared_arc) / [`exclusive_arc`](Self::exclusive_arc) | `read_owned` / `write_owned` | `read_arc` / `write_arc` |
 /// | [`upgradable`](Self::upgradable) / [`try_upgradable`](Self::try_upgradable) | — | `upgradable_read` / `try_upgradable_read` |
-/// | [`UpgradableGuard::upgrade`] / [`UpgradableGuard::try_upgrade`] | — | `RwLockUpgradableReadGuard::upgrade` / `try_upgrade` |
-/// | [`ExclusiveGuard::downgrade`] | `RwLockWriteGuard::downgrade` | `RwLockWriteGuard::downgrade` |
-/// | [`ExclusiveGuard::downgrade_to_upgradable`] | — | `RwLockWriteGuard::downgrade_to_upgradable` |
+/// | [`upgradable_arc`](Self::upgradable_arc) / [`try_upgradable_arc`](Self::try_upgradable_arc) | — | `upgradable_read_arc` / `try_upgradable_read_arc` |
+/// | [`UpgradableGuard::upgrade`] / [`UpgradableGuard::try_upgrade`] / [`UpgradableGuard::downgrade`] | — | `RwLockUpgradableReadGuard::upgrade` / `try_upgrade` / `downgrade` |
+/// | [`UpgradableGuardArc::upgrade`] / [`UpgradableGuardArc::try_upgrade`] / [`UpgradableGuardArc::downgrade`] | — | `RwLockUpgradableReadGuardArc::upgrade` / `try_upgrade` / `downgrade` |
+/// | [`UpgradableGuard::upgrade_blocking`] / [`UpgradableGuardArc::upgrade_blocking`] | — | `RwLockUpgradableReadGuard::upgrade_blocking` / `RwLockUpgradableReadGuardArc::upgrade_blocking` |
+/// | [`ExclusiveGuard::downgrade`] / [`ExclusiveGuardArc::downgrade`] | `RwLockWriteGuard::downgrade` / `OwnedRwLockWriteGuard::downgrade` | `RwLockWriteGuard::downgrade` / `RwLockWriteGuardArc::downgrade` |
+/// | [`ExclusiveGuard::downgrade_to_upgradable`] / [`ExclusiveGuardArc::downgrade_to_upgradable`] | — | `RwLockWriteGuard::downgrade_to_upgradable` / `RwLockWriteGuardArc::downgrade_to_upgradable` |
 /// | [`SharedGuard::map`] / [`ExclusiveGuard::map`] | `RwLockReadGuard::map` / `RwLockWriteGuard::map` | — |
 /// | [`shared_blocking`](Self::shared_blocking) / [`exclusive_blocking`](Self::exclusive_blocking) | `blocking_read` / `blocking_write` | `read_blocking` / `write_blocking` |
+/// | [`upgradable_blocking`](Self::upgradable_blocking) | — | `upgradable_read_blocking` |
+/// | [`shared_arc_blocking`](Self::shared_arc_blocking) / [`exclusive_arc_blocking`](Self::exclusive_arc_blocking) / [`upgradable_arc_blocking`](Self::upgradable_arc_blocking) | — | `read_arc_blocking` / `write_arc_blocking` / `upgradable_read_arc_blocking` |
 /// | [`with_barging`](Self::with_barging) | — (always FIFO) | — (always barging, unbounded) |
 ///
 /// A future that is polled once and then never polled or dropped while at the head of the line
@@ -93,11 +98,32 @@ pub enum OneManyMode {
 /// ```
 /// ```compile_fail
 /// fn assert_sync<S: Sync>() {}
+/// assert_sync::<rondo::sync::SharedGuardArc<std::cell::Cell<u8>>>();
+/// ```
+/// ```compile_fail
+/// fn assert_send<S: Send>() {}
+/// // `MutexGuard` is `Sync` but not `Send`: the last `SharedGuardArc` drops the value.
+/// assert_send::<rondo::sync::SharedGuardArc<std::sync::MutexGuard<'static, u8>>>();
+/// ```
+/// ```compile_fail
+/// fn assert_sync<S: Sync>() {}
+/// assert_sync::<rondo::sync::SharedGuardArc<std::sync::MutexGuard<'static, u8>>>();
+/// ```
+/// ```compile_fail
+/// fn assert_sync<S: Sync>() {}
 /// assert_sync::<rondo::sync::UpgradableGuard<'static, std::cell::Cell<u8>>>();
 /// ```
 /// ```compile_fail
 /// fn assert_send<S: Send>() {}
 /// assert_send::<rondo::sync::MappedExclusiveGuard<'static, std::rc::Rc<u8>>>();
+/// ```
+/// ```compile_fail
+/// fn assert_send<S: Send>() {}
+/// assert_send::<rondo::sync::UpgradableGuardArc<std::cell::Cell<u8>>>();
+/// ```
+/// ```compile_fail
+/// fn assert_sync<S: Sync>() {}
+/// assert_sync::<rondo::sync::UpgradableGuardArc<std::sync::MutexGuard<'static, u8>>>();
 /// ```
 /// ```
 /// // The positive cases, so the negative ones above fail for the right reason.
@@ -109,13 +135,17 @@ pub enum OneManyMode {
 /// assert_send_sync::<rondo::sync::ExclusiveGuardArc<Vec<u8>>>();
 /// assert_send_sync::<rondo::sync::UpgradableGuard<'static, Vec<u8>>>();
 /// assert_send_sync::<rondo::sync::MappedExclusiveGuard<'static, Vec<u8>>>();
+/// assert_send_sync::<rondo::sync::UpgradableGuardArc<Vec<u8>>>();
 /// ```
 ///
 /// Shared guards are covariant in `T` (they only ever read it), exclusive guards in their lifetime:
 ///
 /// ```
-/// use rondo::sync::{ExclusiveGuard, SharedGuard};
+/// use rondo::sync::{ExclusiveGuard, SharedGuard, SharedGuardArc};
 /// fn shorten<'a, 'b: 'a>(g: SharedGuard<'a, &'b str>) -> SharedGuard<'a, &'a str> {
+///     g
+/// }
+/// fn shorten_arc<'a>(g: SharedGuardArc<&'static str>) -> SharedGuardArc<&'a str> {
 ///     g
 /// }
 /// fn shorter_borrow<'a, 'b: 'a>(g: ExclusiveGuard<'b, u8>) -> ExclusiveGuard<'a, u8> {
@@ -135,6 +165,24 @@ pub enum OneManyMode {
 /// ```compile_fail
 /// use rondo::sync::UpgradableGuard;
 /// fn shorten<'a, 'b: 'a>(g: UpgradableGuard<'a, &'b str>) -> UpgradableGuard<'a, &'a str> {
+///     g
+/// }
+/// ```
+/// ```compile_fail
+/// use rondo::sync::UpgradableGuardArc;
+/// fn shorten<'a>(g: UpgradableGuardArc<&'static str>) -> UpgradableGuardArc<&'a str> {
+///     g
+/// }
+/// ```
+/// ```compile_fail
+/// use rondo::sync::ExclusiveGuardArc;
+/// fn shorten<'a>(g: ExclusiveGuardArc<&'static str>) -> ExclusiveGuardArc<&'a str> {
+///     g
+/// }
+/// ```
+/// ```compile_fail
+/// use rondo::sync::MappedExclusiveGuard;
+/// fn shorten<'a, 'b: 'a>(g: MappedExclusiveGuard<'a, &'b str>) -> MappedExclusiveGuard<'a, &'a str> {
 ///     g
 /// }
 /// ```
@@ -422,7 +470,7 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
         async move {
             // The hold moves from the borrowed guard into the owned one.
             core::mem::forget(lock.shared().await);
-            SharedGuardArc { lock }
+            SharedGuardArc::new(lock)
         }
     }
 
@@ -459,9 +507,9 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
     /// assert!(lock.try_exclusive_arc().is_some());
     /// ```
     pub fn try_shared_arc(self: &Arc<Self>) -> Option<SharedGuardArc<T>> {
-        self.raw.try_shared().then(|| SharedGuardArc {
-            lock: Arc::clone(self),
-        })
+        self.raw
+            .try_shared()
+            .then(|| SharedGuardArc::new(Arc::clone(self)))
     }
 
     /// Like [`try_exclusive`](Self::try_exclusive), returning a guard that owns an `Arc` of the lock.
@@ -474,6 +522,58 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
     /// ```
     pub fn try_exclusive_arc(self: &Arc<Self>) -> Option<ExclusiveGuardArc<T>> {
         self.raw.try_exclusive().then(|| ExclusiveGuardArc {
+            lock: Arc::clone(self),
+        })
+    }
+
+    /// Like [`upgradable`](Self::upgradable), returning a guard that owns an `Arc` of the lock. The
+    /// future owns a clone of the `Arc`, so it is `'static` when `T` is.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`upgradable`](Self::upgradable): dropping the future before it completes
+    /// removes it from the line, and a hold already handed to it is released and passed on.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use rondo::sync::AsyncOneManyLock;
+    /// let lock = Arc::new(AsyncOneManyLock::new(1));
+    /// let fut = lock.upgradable_arc();
+    /// let up = futures::executor::block_on(fut);
+    /// assert!(lock.try_shared().is_some()); // shares with readers
+    /// assert!(lock.try_upgradable().is_none()); // not with another upgradable
+    /// let mut w = std::thread::spawn(move || futures::executor::block_on(up.upgrade()))
+    ///     .join()
+    ///     .unwrap();
+    /// *w += 1;
+    /// drop(w);
+    /// assert_eq!(*lock.try_shared().unwrap(), 2);
+    /// ```
+    pub fn upgradable_arc(
+        self: &Arc<Self>,
+    ) -> impl Future<Output = UpgradableGuardArc<T>> + use<T> {
+        let lock = Arc::clone(self);
+        async move {
+            // The hold moves from the borrowed guard into the owned one.
+            core::mem::forget(lock.upgradable().await);
+            UpgradableGuardArc { lock }
+        }
+    }
+
+    /// Like [`try_upgradable`](Self::try_upgradable), returning a guard that owns an `Arc` of the
+    /// lock.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let lock = Arc::new(rondo::sync::AsyncOneManyLock::new(1));
+    /// let up = lock.try_upgradable_arc().unwrap();
+    /// assert!(lock.try_upgradable_arc().is_none());
+    /// assert!(lock.try_shared_arc().is_some());
+    /// drop(up);
+    /// assert!(lock.try_exclusive_arc().is_some());
+    /// ```
+    pub fn try_upgradable_arc(self: &Arc<Self>) -> Option<UpgradableGuardArc<T>> {
+        self.raw.try_upgradable().then(|| UpgradableGuardArc {
             lock: Arc::clone(self),
         })
     }
@@ -505,6 +605,79 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
             Some(g) => g,
             None => futures_lite::future::block_on(self.exclusive()),
         }
+    }
+
+    /// Blocks the current thread until an upgradable hold is granted. For synchronous code; do not
+    /// call it on an async runtime's worker thread.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let lock = Arc::new(rondo::sync::AsyncOneManyLock::new(1));
+    /// let w = lock.try_exclusive_arc().unwrap();
+    /// let waiter = {
+    ///     let lock = Arc::clone(&lock);
+    ///     std::thread::spawn(move || *lock.upgradable_blocking() * 10)
+    /// };
+    /// drop(w); // wakes the waiting thread
+    /// assert_eq!(waiter.join().unwrap(), 10);
+    /// ```
+    pub fn upgradable_blocking(&self) -> UpgradableGuard<'_, T> {
+        match self.try_upgradable() {
+            Some(g) => g,
+            None => futures_lite::future::block_on(self.upgradable()),
+        }
+    }
+
+    /// Like [`shared_blocking`](Self::shared_blocking), returning a guard that owns an `Arc` of the
+    /// lock. For synchronous code; do not call it on an async runtime's worker thread.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let lock = Arc::new(rondo::sync::AsyncOneManyLock::new(1));
+    /// let r = lock.shared_arc_blocking();
+    /// drop(lock); // the guard keeps the lock alive
+    /// assert_eq!(*r, 1);
+    /// ```
+    pub fn shared_arc_blocking(self: &Arc<Self>) -> SharedGuardArc<T> {
+        let lock = Arc::clone(self);
+        // The hold moves from the borrowed guard into the owned one.
+        core::mem::forget(lock.shared_blocking());
+        SharedGuardArc::new(lock)
+    }
+
+    /// Like [`exclusive_blocking`](Self::exclusive_blocking), returning a guard that owns an `Arc`
+    /// of the lock. For synchronous code; do not call it on an async runtime's worker thread.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let lock = Arc::new(rondo::sync::AsyncOneManyLock::new(1));
+    /// let mut w = lock.exclusive_arc_blocking();
+    /// std::thread::spawn(move || *w += 1).join().unwrap();
+    /// assert_eq!(*lock.shared_arc_blocking(), 2);
+    /// ```
+    pub fn exclusive_arc_blocking(self: &Arc<Self>) -> ExclusiveGuardArc<T> {
+        let lock = Arc::clone(self);
+        core::mem::forget(lock.exclusive_blocking());
+        ExclusiveGuardArc { lock }
+    }
+
+    /// Like [`upgradable_blocking`](Self::upgradable_blocking), returning a guard that owns an
+    /// `Arc` of the lock. For synchronous code; do not call it on an async runtime's worker thread.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let lock = Arc::new(rondo::sync::AsyncOneManyLock::new(1));
+    /// let up = lock.upgradable_arc_blocking();
+    /// let r = lock.shared_arc_blocking(); // shares with readers
+    /// let up = up.try_upgrade().unwrap_err(); // but cannot upgrade while they read
+    /// drop(r);
+    /// *up.try_upgrade().unwrap() = 3;
+    /// assert_eq!(*lock.shared_arc_blocking(), 3);
+    /// ```
+    pub fn upgradable_arc_blocking(self: &Arc<Self>) -> UpgradableGuardArc<T> {
+        let lock = Arc::clone(self);
+        core::mem::forget(lock.upgradable_blocking());
+        UpgradableGuardArc { lock }
     }
 
     /// Mutable access without locking: the `&mut` borrow proves nobody else holds the lock.
@@ -830,6 +1003,27 @@ impl<'a, T: ?Sized> UpgradableGuard<'a, T> {
         }
     }
 
+    /// Blocks the current thread until the other readers have left, then turns this hold into
+    /// exclusive access, as [`upgrade`](Self::upgrade). For synchronous code; do not call it on an
+    /// async runtime's worker thread.
+    ///
+    /// ```
+    /// let lock = rondo::sync::AsyncOneManyLock::new(1);
+    /// std::thread::scope(|s| {
+    ///     let up = lock.upgradable_blocking();
+    ///     let reader = lock.shared_blocking();
+    ///     s.spawn(move || drop(reader)); // the upgrade waits for this release
+    ///     *up.upgrade_blocking() += 1;
+    /// });
+    /// assert_eq!(*lock.shared_blocking(), 2);
+    /// ```
+    pub fn upgrade_blocking(self) -> ExclusiveGuard<'a, T> {
+        match self.try_upgrade() {
+            Ok(w) => w,
+            Err(up) => futures_lite::future::block_on(up.upgrade()),
+        }
+    }
+
     /// Turns this hold into exclusive access if no other reader holds the lock; otherwise gives the
     /// guard back unchanged.
     ///
@@ -950,23 +1144,66 @@ impl<T: ?Sized> Deref for OneManyGuard<'_, T> {
     }
 }
 
-/// Shared access owning an `Arc` of the lock, from [`AsyncOneManyLock::shared_arc`].
+/// Shared access owning an `Arc` of the lock, from [`AsyncOneManyLock::shared_arc`]; released on
+/// drop. Covariant in `T`, like [`SharedGuard`]: it only ever reads the value, and it never hands
+/// out the lock or its `Arc`, through which a `T` could be written.
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct SharedGuardArc<T: ?Sized> {
-    lock: Arc<AsyncOneManyLock<T>>,
+    /// The pointer `Arc::into_raw` gave for the lock's `Arc`, whose strong count this guard owns.
+    /// It points at the `AsyncOneManyLock<T>`, not at a `T`: it is typed `NonNull<T>` because a
+    /// pointer to the lock would make the guard invariant in `T` (the lock holds its value in an
+    /// `UnsafeCell`). The value is the lock's last field, so both pointer types carry the same
+    /// metadata, and [`lock`](Self::lock) casts it back without loss.
+    lock: NonNull<T>,
+    /// The guard owns a strong count of an `Arc` holding a `T` (for the drop check, which must
+    /// see that dropping the guard may drop a `T`).
+    _owns: PhantomData<Arc<T>>,
+}
+
+// SAFETY: the same bounds as `Arc<AsyncOneManyLock<T>>`, which this guard owns: the guard gives
+// `&T` on whichever thread holds it (needs `T: Sync`), and its drop may drop the last `Arc` and with
+// it the `T`, on that thread (needs `T: Send`); releasing a shared hold is thread-agnostic.
+unsafe impl<T: ?Sized + Send + Sync> Send for SharedGuardArc<T> {}
+// SAFETY: `&SharedGuardArc` only gives `&T` (needs `T: Sync`); `T: Send` as for the `Arc` it owns.
+unsafe impl<T: ?Sized + Send + Sync> Sync for SharedGuardArc<T> {}
+
+impl<T: ?Sized> SharedGuardArc<T> {
+    /// Wraps an `Arc` of a lock on which the caller holds a shared hold, which moves into the guard.
+    fn new(lock: Arc<AsyncOneManyLock<T>>) -> Self {
+        let lock = Arc::into_raw(lock) as *mut T;
+        SharedGuardArc {
+            // SAFETY: `Arc::into_raw` never returns null, and the cast keeps the address.
+            lock: unsafe { NonNull::new_unchecked(lock) },
+            _owns: PhantomData,
+        }
+    }
+
+    /// The lock. Used only to read the value and to release the hold: through a guard whose `T`
+    /// was shortened by covariance, writing a `T` into the lock would store a value that the lock's
+    /// other owners may outlive.
+    fn lock(&self) -> &AsyncOneManyLock<T> {
+        // SAFETY: `self.lock` came from `Arc::into_raw` of an `Arc<AsyncOneManyLock<T>>` (cast
+        // back with its metadata, see the field), and this guard owns a strong count of that
+        // `Arc`, so the lock lives at least as long as `&self`.
+        unsafe { &*(self.lock.as_ptr() as *const AsyncOneManyLock<T>) }
+    }
 }
 
 impl<T: ?Sized> Deref for SharedGuardArc<T> {
     type Target = T;
     fn deref(&self) -> &T {
         // SAFETY: this guard is a shared hold on the lock (see `SharedGuard::deref`).
-        unsafe { &*self.lock.value.get() }
+        unsafe { &*self.lock().value.get() }
     }
 }
 
 impl<T: ?Sized> Drop for SharedGuardArc<T> {
     fn drop(&mut self) {
-        self.lock.raw.release_shared();
+        // SAFETY: `self.lock` came from `Arc::into_raw` of an `Arc<AsyncOneManyLock<T>>`, and the
+        // strong count it owns is given back here, once: `self` is not used again. Made before the
+        // release, so a panic in a waker the release calls still drops the `Arc`.
+        let lock = unsafe { Arc::from_raw(self.lock.as_ptr() as *const AsyncOneManyLock<T>) };
+        lock.raw.release_shared();
     }
 }
 
@@ -994,14 +1231,39 @@ impl<T: ?Sized> ExclusiveGuardArc<T> {
     /// assert!(lock.try_exclusive().is_none());
     /// ```
     pub fn downgrade(self) -> SharedGuardArc<T> {
-        let this = ManuallyDrop::new(self);
-        // SAFETY: `this` is never used or dropped again, so the `Arc` is moved out exactly once.
-        let lock = unsafe { core::ptr::read(&this.lock) };
         // Made first, so that a panic in a waker the downgrade calls (after the state has changed)
         // releases the shared hold (and the `Arc`).
-        let shared = SharedGuardArc { lock };
-        shared.lock.raw.downgrade();
+        let shared = SharedGuardArc::new(self.into_arc());
+        shared.lock().raw.downgrade();
         shared
+    }
+
+    /// Turns exclusive access into an upgradable hold atomically (see
+    /// [`ExclusiveGuard::downgrade_to_upgradable`]).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let lock = Arc::new(rondo::sync::AsyncOneManyLock::new(1));
+    /// let up = lock.try_exclusive_arc().unwrap().downgrade_to_upgradable();
+    /// assert!(lock.try_shared_arc().is_some());
+    /// assert!(lock.try_upgradable_arc().is_none());
+    /// assert_eq!(*up.try_upgrade().unwrap(), 1);
+    /// ```
+    pub fn downgrade_to_upgradable(self) -> UpgradableGuardArc<T> {
+        // Made first, so that a panic in a waker the downgrade calls (after the state has changed)
+        // releases the upgradable hold (and the `Arc`).
+        let upgradable = UpgradableGuardArc {
+            lock: self.into_arc(),
+        };
+        upgradable.lock.raw.downgrade_to_upgradable();
+        upgradable
+    }
+
+    /// Moves the `Arc` out without releasing the hold, which passes to the caller.
+    fn into_arc(self) -> Arc<AsyncOneManyLock<T>> {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so the `Arc` is moved out exactly once.
+        unsafe { core::ptr::read(&this.lock) }
     }
 }
 
@@ -1027,6 +1289,137 @@ impl<T: ?Sized> Drop for ExclusiveGuardArc<T> {
 }
 
 impl<T: ?Sized + fmt::Debug> fmt::Debug for ExclusiveGuardArc<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+/// An upgradable shared hold owning an `Arc` of the lock, from
+/// [`AsyncOneManyLock::upgradable_arc`]: reads alongside plain readers, keeps writers and other
+/// upgradable holds out, and can become exclusive without letting anyone in between (see
+/// [`UpgradableGuard`]). Released on drop. Invariant in `T`, since an upgrade gives write access.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct UpgradableGuardArc<T: ?Sized> {
+    lock: Arc<AsyncOneManyLock<T>>,
+}
+
+impl<T: ?Sized> UpgradableGuardArc<T> {
+    /// Moves the `Arc` out without releasing the hold, which passes to the caller.
+    fn into_arc(self) -> Arc<AsyncOneManyLock<T>> {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so the `Arc` is moved out exactly once.
+        unsafe { core::ptr::read(&this.lock) }
+    }
+
+    /// Waits until the other readers have left, then turns this hold into exclusive access, as
+    /// [`UpgradableGuard::upgrade`]. The future owns the guard, so it is `'static` when `T` is.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes releases the lock entirely (the upgradable hold
+    /// moved into the future).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use rondo::sync::AsyncOneManyLock;
+    /// let lock = Arc::new(AsyncOneManyLock::new(1));
+    /// let up = lock.try_upgradable_arc().unwrap();
+    /// let reader = lock.try_shared_arc().unwrap();
+    /// let upgrade = std::thread::spawn(move || {
+    ///     let mut w = futures::executor::block_on(up.upgrade()); // waits for `reader`
+    ///     *w += 1;
+    /// });
+    /// drop(reader);
+    /// upgrade.join().unwrap();
+    /// assert_eq!(*lock.try_shared().unwrap(), 2);
+    /// ```
+    pub async fn upgrade(self) -> ExclusiveGuardArc<T> {
+        // Until the first poll the future owns `self`, whose drop releases the hold. Then the hold
+        // passes at once (no await in between) to a borrowed guard, whose upgrade future owns it
+        // until it completes and releases it if dropped before.
+        let lock = self.into_arc();
+        let upgrade = UpgradableGuard { lock: &*lock }.upgrade();
+        core::mem::forget(upgrade.await);
+        ExclusiveGuardArc { lock }
+    }
+
+    /// Blocks the current thread until the other readers have left, then turns this hold into
+    /// exclusive access, as [`upgrade`](Self::upgrade). For synchronous code; do not call it on an
+    /// async runtime's worker thread.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let lock = Arc::new(rondo::sync::AsyncOneManyLock::new(1));
+    /// let up = lock.upgradable_arc_blocking();
+    /// let reader = lock.shared_arc_blocking();
+    /// let writer = std::thread::spawn(move || *up.upgrade_blocking() += 1);
+    /// drop(reader); // the upgrade waits for this release
+    /// writer.join().unwrap();
+    /// assert_eq!(*lock.shared_arc_blocking(), 2);
+    /// ```
+    pub fn upgrade_blocking(self) -> ExclusiveGuardArc<T> {
+        match self.try_upgrade() {
+            Ok(w) => w,
+            Err(up) => futures_lite::future::block_on(up.upgrade()),
+        }
+    }
+
+    /// Turns this hold into exclusive access if no other reader holds the lock; otherwise gives the
+    /// guard back unchanged.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let lock = Arc::new(rondo::sync::AsyncOneManyLock::new(1));
+    /// let up = lock.try_upgradable_arc().unwrap();
+    /// let reader = lock.try_shared_arc().unwrap();
+    /// let up = up.try_upgrade().unwrap_err(); // a reader is still in
+    /// drop(reader);
+    /// *up.try_upgrade().unwrap() = 2;
+    /// assert_eq!(*lock.try_shared().unwrap(), 2);
+    /// ```
+    pub fn try_upgrade(self) -> Result<ExclusiveGuardArc<T>, Self> {
+        if self.lock.raw.try_upgrade() {
+            Ok(ExclusiveGuardArc {
+                lock: self.into_arc(),
+            })
+        } else {
+            Err(self)
+        }
+    }
+
+    /// Turns this hold into a plain shared one, letting another upgradable hold in.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let lock = Arc::new(rondo::sync::AsyncOneManyLock::new(1));
+    /// let r = lock.try_upgradable_arc().unwrap().downgrade();
+    /// assert!(lock.try_upgradable_arc().is_some());
+    /// assert_eq!(*r, 1);
+    /// ```
+    pub fn downgrade(self) -> SharedGuardArc<T> {
+        // Made first, so that a panic in a waker the downgrade calls (after the state has changed)
+        // releases the shared hold (and the `Arc`).
+        let shared = SharedGuardArc::new(self.into_arc());
+        shared.lock().raw.upgradable_to_shared();
+        shared
+    }
+}
+
+impl<T: ?Sized> Deref for UpgradableGuardArc<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: an upgradable hold is a shared hold: no `&mut T` exists while it lives.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for UpgradableGuardArc<T> {
+    fn drop(&mut self) {
+        self.lock.raw.release_upgradable();
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for UpgradableGuardArc<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&**self, f)
     }

@@ -40,7 +40,8 @@ const NOT_QUEUED: usize = usize::MAX;
 /// | [`acquire_many`](Self::acquire_many) / [`try_acquire_many`](Self::try_acquire_many) | `acquire_many` / `try_acquire_many` | — |
 /// | [`acquire_arc`](Self::acquire_arc) / [`try_acquire_arc`](Self::try_acquire_arc) | `acquire_owned` / `try_acquire_owned` | `acquire_arc` / `try_acquire_arc` |
 /// | [`acquire_many_arc`](Self::acquire_many_arc) / [`try_acquire_many_arc`](Self::try_acquire_many_arc) | `acquire_many_owned` / `try_acquire_many_owned` | — |
-/// | [`acquire_blocking`](Self::acquire_blocking) | — | `acquire_blocking` |
+/// | [`acquire_blocking`](Self::acquire_blocking) / [`acquire_arc_blocking`](Self::acquire_arc_blocking) | — | `acquire_blocking` / `acquire_arc_blocking` |
+/// | [`acquire_many_blocking`](Self::acquire_many_blocking) / [`acquire_many_arc_blocking`](Self::acquire_many_arc_blocking) | — | — |
 /// | [`add_permits`](Self::add_permits) / [`forget_permits`](Self::forget_permits) | `add_permits` / `forget_permits` | — |
 /// | [`close`](Self::close) / [`is_closed`](Self::is_closed) | `close` / `is_closed` | — |
 /// | [`SemaphorePermit::forget`] / [`split`](SemaphorePermit::split) / [`merge`](SemaphorePermit::merge) | `forget` / `split` / `merge` | — |
@@ -409,8 +410,9 @@ impl Semaphore {
         }
     }
 
-    /// Blocks the current thread until a permit is free. For synchronous code; do not call it on an
-    /// async runtime's worker thread.
+    /// Blocks the current thread until a permit is free. Fails only if the semaphore is closed. For
+    /// synchronous code; do not call it on an async runtime's worker thread (it would block the
+    /// worker).
     ///
     /// ```
     /// let sem = rondo::sync::Semaphore::new(1);
@@ -418,11 +420,75 @@ impl Semaphore {
     /// assert_eq!(p.count(), 1);
     /// ```
     pub fn acquire_blocking(&self) -> Result<SemaphorePermit<'_>, AcquireError> {
-        match self.try_acquire() {
+        self.acquire_many_blocking(1)
+    }
+
+    /// Blocks the current thread until `n` permits are free, waiting in the FIFO line as
+    /// [`acquire_many`](Self::acquire_many) does. Fails only if the semaphore is closed, before or
+    /// while it waits. For synchronous code; do not call it on an async runtime's worker thread.
+    ///
+    /// # Panics
+    ///
+    /// If `n > Semaphore::MAX_PERMITS`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(rondo::sync::Semaphore::new(3));
+    /// let held = sem.acquire_many_blocking(2).unwrap();
+    /// let sem2 = Arc::clone(&sem);
+    /// // Needs 3 permits; 1 is free until `held` is returned.
+    /// let waiter = std::thread::spawn(move || sem2.acquire_many_blocking(3).unwrap().count());
+    /// drop(held);
+    /// assert_eq!(waiter.join().unwrap(), 3);
+    /// assert_eq!(sem.available_permits(), 3);
+    /// ```
+    pub fn acquire_many_blocking(&self, n: usize) -> Result<SemaphorePermit<'_>, AcquireError> {
+        match self.try_acquire_many(n) {
             Ok(p) => Ok(p),
             Err(TryAcquireError::Closed) => Err(AcquireError(())),
-            Err(TryAcquireError::NoPermits) => futures_lite::future::block_on(self.acquire()),
+            Err(TryAcquireError::NoPermits) => futures_lite::future::block_on(self.acquire_many(n)),
         }
+    }
+
+    /// Like [`acquire_blocking`](Self::acquire_blocking), returning a permit that owns an `Arc` of
+    /// the semaphore. For synchronous code; do not call it on an async runtime's worker thread.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(rondo::sync::Semaphore::new(1));
+    /// let permit = sem.acquire_arc_blocking().unwrap();
+    /// drop(sem); // the permit keeps the semaphore alive
+    /// assert_eq!(permit.count(), 1);
+    /// ```
+    pub fn acquire_arc_blocking(self: &Arc<Self>) -> Result<SemaphorePermitArc, AcquireError> {
+        self.acquire_many_arc_blocking(1)
+    }
+
+    /// Like [`acquire_many_blocking`](Self::acquire_many_blocking), returning a permit that owns
+    /// an `Arc` of the semaphore. For synchronous code; do not call it on an async runtime's
+    /// worker thread.
+    ///
+    /// # Panics
+    ///
+    /// If `n > Semaphore::MAX_PERMITS`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(rondo::sync::Semaphore::new(2));
+    /// let permit = sem.acquire_many_arc_blocking(2).unwrap();
+    /// std::thread::spawn(move || drop(permit)).join().unwrap();
+    /// assert_eq!(sem.available_permits(), 2);
+    /// sem.close();
+    /// assert!(sem.acquire_many_arc_blocking(1).is_err());
+    /// ```
+    pub fn acquire_many_arc_blocking(
+        self: &Arc<Self>,
+        n: usize,
+    ) -> Result<SemaphorePermitArc, AcquireError> {
+        let sem = Arc::clone(self);
+        // The permits move from the borrowing permit into the owning one.
+        core::mem::forget(sem.acquire_many_blocking(n)?);
+        Ok(SemaphorePermitArc { sem, n })
     }
 
     /// Adds `n` permits, waking every waiter they satisfy (in line order).
