@@ -362,7 +362,13 @@ impl<T> JoinSet<T> {
             };
             match self.poll_task(notice, cx) {
                 Some(Poll::Ready(res)) => return Poll::Ready(res),
-                Some(Poll::Pending) => self.finishing.push(notice),
+                // The handle wakes `cx` when it can go on (its output is stored, or the task's
+                // cooperative budget is spent): the other notices wait until then, so a spent
+                // budget does not move them all onto `finishing`, to be polled at every call.
+                Some(Poll::Pending) => {
+                    self.finishing.push(notice);
+                    return Poll::Pending;
+                }
                 None => {}
             }
         }
@@ -455,9 +461,9 @@ impl<T: Send + 'static> JoinSet<T> {
         });
     }
 
-    /// Runs `f` on the current runtime's blocking pool, as [`rondo::spawn_blocking`]
-    /// (crate::spawn_blocking) does, and puts it in the set. Aborting it only stops a closure
-    /// that no pool thread has started.
+    /// Runs `f` on the current runtime's blocking pool, as
+    /// [`rondo::spawn_blocking`](crate::spawn_blocking) does, and puts it in the set. Aborting it
+    /// only stops a closure that no pool thread has started.
     ///
     /// ```
     /// rondo::block_on(async {
