@@ -16,7 +16,6 @@ use slab::Slab;
 
 use super::JoinHandle;
 use super::error::JoinError;
-use crate::{Group, Handle};
 
 /// A set of tasks spawned by it, whose results are taken as they complete.
 ///
@@ -110,7 +109,7 @@ impl Drop for Finished {
 
 pin_project_lite::pin_project! {
     /// A task's future with its [`Finished`] marker, dropped together with it.
-    struct Marked<F> {
+    pub(crate) struct Marked<F> {
         #[pin]
         future: F,
         _finished: Finished,
@@ -121,6 +120,25 @@ impl<F: Future> Future for Marked<F> {
     type Output = F::Output;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         self.project().future.poll(cx)
+    }
+}
+
+/// A blocking task's closure with its [`Finished`] marker.
+pub(crate) struct MarkedFn<F> {
+    f: F,
+    finished: Finished,
+}
+
+impl<F> MarkedFn<F> {
+    /// Runs the closure; the marker is dropped once it returns (or unwinds), or with the
+    /// `MarkedFn` if it never runs.
+    pub(crate) fn call<T>(self) -> T
+    where
+        F: FnOnce() -> T,
+    {
+        let MarkedFn { f, finished } = self;
+        let _finished = finished;
+        f()
     }
 }
 
@@ -176,6 +194,36 @@ impl<T> JoinSet<T> {
     /// ```
     pub fn is_empty(&self) -> bool {
         self.tasks.is_empty()
+    }
+
+    /// Puts a task in the set: `spawn` spawns `future` wrapped with the task's marker, and the
+    /// handle it returns is kept. The spawning methods, which choose where the task runs, stand in
+    /// the runtime layer (`runtime/join_set.rs`).
+    pub(crate) fn insert_future<F>(
+        &mut self,
+        future: F,
+        spawn: impl FnOnce(Marked<F>) -> JoinHandle<T>,
+    ) where
+        F: Future<Output = T>,
+    {
+        self.insert(|finished| {
+            spawn(Marked {
+                future,
+                _finished: finished,
+            })
+        });
+    }
+
+    /// Puts a blocking task in the set: `spawn` runs `f` wrapped with the task's marker (through
+    /// [`MarkedFn::call`]), and the handle it returns is kept.
+    pub(crate) fn insert_blocking<F>(
+        &mut self,
+        f: F,
+        spawn: impl FnOnce(MarkedFn<F>) -> JoinHandle<T>,
+    ) where
+        F: FnOnce() -> T,
+    {
+        self.insert(|finished| spawn(MarkedFn { f, finished }));
     }
 
     /// Spawns the task made by `spawn` with the marker, and keeps its handle.
@@ -392,117 +440,6 @@ impl<T> JoinSet<T> {
             }
             Poll::Pending => Some(Poll::Pending),
         }
-    }
-}
-
-impl<T: Send + 'static> JoinSet<T> {
-    /// Spawns `future` into the set, where [`rondo::spawn`](crate::spawn) would spawn it: into
-    /// the caller's group when called from a task, into the current runtime's default group
-    /// otherwise (the global runtime's outside any).
-    ///
-    /// ```
-    /// rondo::block_on(async {
-    ///     let mut set = rondo::task::JoinSet::new();
-    ///     set.spawn(async { 1 });
-    ///     assert_eq!(set.join_next().await.unwrap().unwrap(), 1);
-    /// });
-    /// ```
-    pub fn spawn<F>(&mut self, future: F)
-    where
-        F: Future<Output = T> + Send + 'static,
-    {
-        self.insert(|finished| {
-            crate::spawn(Marked {
-                future,
-                _finished: finished,
-            })
-        });
-    }
-
-    /// Spawns `future` into the set on the runtime of `handle`, as [`Handle::spawn`] does.
-    ///
-    /// ```
-    /// let rt = rondo::Runtime::new().unwrap();
-    /// let mut set = rondo::task::JoinSet::new();
-    /// set.spawn_on(async { 2 }, rt.handle());
-    /// assert_eq!(rt.block_on(set.join_next()).unwrap().unwrap(), 2);
-    /// ```
-    pub fn spawn_on<F>(&mut self, future: F, handle: &Handle)
-    where
-        F: Future<Output = T> + Send + 'static,
-    {
-        self.insert(|finished| {
-            handle.spawn(Marked {
-                future,
-                _finished: finished,
-            })
-        });
-    }
-
-    /// Spawns `future` into the set and into `group`, as [`Group::spawn`] does: if the group was
-    /// cancelled or its runtime shut down, the task's result is cancelled at once.
-    ///
-    /// ```
-    /// let rt = rondo::Runtime::new().unwrap();
-    /// let group = rt.group().weight(4).build().unwrap();
-    /// let mut set = rondo::task::JoinSet::new();
-    /// set.spawn_in_group(&group, async { rondo::current_group().unwrap().weight() });
-    /// assert_eq!(rt.block_on(set.join_next()).unwrap().unwrap(), 4);
-    /// ```
-    pub fn spawn_in_group<F>(&mut self, group: &Group, future: F)
-    where
-        F: Future<Output = T> + Send + 'static,
-    {
-        self.insert(|finished| {
-            group.spawn(Marked {
-                future,
-                _finished: finished,
-            })
-        });
-    }
-
-    /// Runs `f` on the current runtime's blocking pool, as
-    /// [`rondo::spawn_blocking`](crate::spawn_blocking) does, and puts it in the set. Aborting it
-    /// only stops a closure that no pool thread has started.
-    ///
-    /// ```
-    /// rondo::block_on(async {
-    ///     let mut set = rondo::task::JoinSet::new();
-    ///     set.spawn_blocking(|| 40 + 2);
-    ///     assert_eq!(set.join_next().await.unwrap().unwrap(), 42);
-    /// });
-    /// ```
-    pub fn spawn_blocking<F>(&mut self, f: F)
-    where
-        F: FnOnce() -> T + Send + 'static,
-    {
-        self.insert(|finished| {
-            crate::spawn_blocking(move || {
-                let _finished = finished;
-                f()
-            })
-        });
-    }
-
-    /// Runs `f` on the blocking pool of `handle`'s runtime, as [`Handle::spawn_blocking`] does,
-    /// and puts it in the set.
-    ///
-    /// ```
-    /// let rt = rondo::Runtime::new().unwrap();
-    /// let mut set = rondo::task::JoinSet::new();
-    /// set.spawn_blocking_on(|| "done", rt.handle());
-    /// assert_eq!(rt.block_on(set.join_next()).unwrap().unwrap(), "done");
-    /// ```
-    pub fn spawn_blocking_on<F>(&mut self, f: F, handle: &Handle)
-    where
-        F: FnOnce() -> T + Send + 'static,
-    {
-        self.insert(|finished| {
-            handle.spawn_blocking(move || {
-                let _finished = finished;
-                f()
-            })
-        });
     }
 }
 

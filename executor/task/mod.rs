@@ -17,12 +17,14 @@
 //! });
 //! ```
 //!
-//! Inside the runtime this is the bottom layer: it imports no other runtime layer, save for
-//! `JoinSet`, which sits on top of the runtime and spawns through its public `spawn` functions
-//! (`join_set.rs` is the only file here that names `Group` or `Handle`). A task's
-//! metadata points at the set that owns it (a group), which the group layer names; the wrapper a
-//! worker polls catches panics and does the task's bookkeeping exactly once; the output travels
-//! in a wrapper whose destructor never unwinds.
+//! Inside the runtime this is the bottom layer: it imports no other runtime layer. `JoinSet` is
+//! defined here with everything that needs only this layer (its ready list, the marker each task
+//! carries, joining, aborting); its spawning methods, which choose a group, a runtime or a blocking
+//! pool, are an `impl` block in the runtime layer (`runtime/join_set.rs`), which hands each task
+//! to the set through `JoinSet::insert_future` or `insert_blocking`. A task's metadata points at
+//! the set that owns it (a group), which the group layer names; the wrapper a worker polls catches
+//! panics and does the task's bookkeeping exactly once; the output travels in a wrapper whose
+//! destructor never unwinds.
 
 pub(crate) mod coop;
 mod error;
