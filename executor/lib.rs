@@ -78,28 +78,9 @@ where
     F::Output: Send + 'static,
 {
     if std::mem::size_of::<F>() > task::BOX_FUTURES_ABOVE {
-        return spawn_current(Box::pin(future));
+        return runtime::spawn_current(Box::pin(future));
     }
-    spawn_current(future)
-}
-
-fn spawn_current<F>(future: F) -> JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let mut future = Some(future);
-    let in_group = group::with_current(|g| g.map(|g| group::spawn_in(g, future.take().unwrap())));
-    if let Some(h) = in_group {
-        return h;
-    }
-    let future = future.take().unwrap();
-    // The handle is cloned out of the thread-local before spawning (no borrow is held): a refused
-    // task's future is dropped during the spawn, and its destructor may use the thread-local.
-    match runtime::context::current_handle() {
-        Some(h) => group::spawn_in(&h.default_group, future),
-        None => group::spawn_in(&runtime::global().default_group, future),
-    }
+    runtime::spawn_current(future)
 }
 
 /// Runs `f` on the current runtime's blocking pool (see [`Handle::spawn_blocking`]): the pool of
@@ -118,10 +99,7 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    match runtime::context::current_handle() {
-        Some(h) => h.spawn_blocking(f),
-        None => runtime::global().spawn_blocking(f),
-    }
+    runtime::spawn_blocking_current(f)
 }
 
 /// Runs blocking code inside a task without stalling its worker: this worker's run queues (its

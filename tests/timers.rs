@@ -943,3 +943,79 @@ fn a_timer_armed_before_every_worker_blocks_fires_on_time() {
         });
     }
 }
+
+#[test]
+fn skip_from_a_start_centuries_ago_waits_for_the_next_tick_after_now() {
+    // A start over 584 years back: more nanoseconds behind than a u64 holds.
+    let Some(start) = Instant::now().checked_sub(Duration::from_secs(600 * 365 * 86_400)) else {
+        return; // a platform whose clock cannot go back that far
+    };
+    watchdog(30, move || {
+        rondo::block_on(async move {
+            let period = 2 * MS;
+            let mut iv = rondo::time::interval_at(start, period);
+            iv.set_missed_tick_behavior(MissedTickBehavior::Skip);
+            assert_eq!(iv.tick().await, start);
+            let before = Instant::now();
+            let next = iv.tick().await;
+            // The next tick of the original schedule after the late one: not in the past, and at
+            // most a period (plus the timer's lateness) away.
+            assert!(next >= before, "ticked {:?} before now", before - next);
+            assert!(
+                next <= before + period,
+                "ticked {:?} after now",
+                next - before
+            );
+            let d = next.duration_since(start);
+            assert_eq!(d.as_nanos() % period.as_nanos(), 0, "off the schedule");
+        });
+    });
+}
+
+#[test]
+fn a_bursting_interval_spends_the_cooperative_budget() {
+    watchdog(30, || {
+        rondo::block_on(async {
+            // An hour of 1 µs ticks behind: billions of ticks ready at once.
+            let start = Instant::now() - Duration::from_secs(3600);
+            let mut iv = rondo::time::interval_at(start, Duration::from_micros(1));
+            let ready_in_one_poll = std::future::poll_fn(|cx| {
+                let mut n = 0u32;
+                while iv.poll_tick(cx).is_ready() {
+                    n += 1;
+                    if n > 1_000_000 {
+                        break;
+                    }
+                }
+                Poll::Ready(n)
+            })
+            .await;
+            assert!(
+                ready_in_one_poll <= rondo::task::BUDGET,
+                "{ready_in_one_poll} ticks in one poll"
+            );
+        });
+    });
+}
+
+#[test]
+fn a_bursting_interval_lets_the_other_tasks_of_its_worker_run() {
+    watchdog(60, || {
+        let rt = rt(1);
+        rt.block_on(async {
+            rondo::spawn(async {
+                let start = Instant::now() - Duration::from_secs(3600);
+                let mut iv = rondo::time::interval_at(start, Duration::from_micros(1));
+                let other = rondo::spawn(async {});
+                let mut ticks = 0u64;
+                while !other.is_finished() {
+                    iv.tick().await;
+                    ticks += 1;
+                    assert!(ticks < 10_000_000, "the other task never ran");
+                }
+            })
+            .await
+            .unwrap();
+        });
+    });
+}

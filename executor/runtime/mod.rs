@@ -47,6 +47,7 @@
 
 mod builder;
 pub(crate) mod context;
+mod join_set;
 mod metrics;
 #[cfg(all(test, not(loom)))]
 mod tests;
@@ -553,4 +554,40 @@ pub(crate) fn global() -> &'static Handle {
                 .unwrap_or_else(|e| panic!("rondo: cannot start the global runtime: {e}"))
         })
         .handle()
+}
+
+/// Spawns `future` where [`rondo::spawn`](crate::spawn) spawns: into the caller's group when called
+/// from a task, into the current runtime's default group inside `block_on` or `enter`, and into the
+/// global runtime's default group otherwise. The future is not boxed here, whatever its size.
+pub(crate) fn spawn_current<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let mut future = Some(future);
+    let in_group = with_current(|g| g.map(|g| spawn_in(g, future.take().unwrap())));
+    if let Some(h) = in_group {
+        return h;
+    }
+    let future = future.take().unwrap();
+    // The handle is cloned out of the thread-local before spawning (no borrow is held): a refused
+    // task's future is dropped during the spawn, and its destructor may use the thread-local.
+    match context::current_handle() {
+        Some(h) => spawn_in(&h.default_group, future),
+        None => spawn_in(&global().default_group, future),
+    }
+}
+
+/// Runs `f` on the current runtime's blocking pool, as
+/// [`rondo::spawn_blocking`](crate::spawn_blocking) does: the pool of the runtime polling the
+/// calling task, or of the innermost `block_on` or `enter`, or of the global runtime otherwise.
+pub(crate) fn spawn_blocking_current<F, R>(f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    match context::current_handle() {
+        Some(h) => h.spawn_blocking(f),
+        None => global().spawn_blocking(f),
+    }
 }

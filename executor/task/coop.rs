@@ -1,15 +1,16 @@
 //! Cooperative budget.
 //!
 //! Every task poll, and every poll of a [`block_on`](crate::block_on) future, starts with
-//! [`BUDGET`] units. rondo's own leaf futures ([`JoinHandle`], [`consume_budget`], and a sleep of
-//! zero duration, which is ready at once) spend one unit each time they are ready; when the budget
-//! is spent they return `Pending` after waking their task, so a task that loops over always-ready
-//! rondo futures still gives the worker back. Polled by anything else (another executor, a
-//! hand-written poll outside the runtime) the budget is unlimited. A future that never touches
-//! rondo's futures cannot be preempted by any cooperative runtime: split such work with
-//! [`yield_now`](crate::yield_now).
+//! [`BUDGET`] units. rondo's own leaf futures ([`JoinHandle`], [`consume_budget`], a sleep of zero
+//! duration, which is ready at once, and an [`Interval`] tick) spend one unit each time they are
+//! ready; when the budget is spent they return `Pending` after waking their task, so a task that
+//! loops over always-ready rondo futures still gives the worker back. Polled by anything else
+//! (another executor, a hand-written poll outside the runtime) the budget is unlimited. A future
+//! that never touches rondo's futures cannot be preempted by any cooperative runtime: split such
+//! work with [`yield_now`](crate::yield_now).
 //!
 //! [`JoinHandle`]: crate::JoinHandle
+//! [`Interval`]: crate::time::Interval
 
 use std::future::Future;
 use std::pin::Pin;

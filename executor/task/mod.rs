@@ -6,6 +6,10 @@
 //! [`consume_budget`] give the worker back; [`BUDGET`] is what one poll may spend on ready rondo
 //! futures.
 //!
+//! A [`JoinSet`] spawns tasks and yields their results as they complete; dropping it aborts
+//! the tasks still in it. [`task_local!`](crate::task_local) declares a [`LocalKey`], a value set
+//! for a future's polls by [`LocalKey::scope`] and read inside with [`LocalKey::with`].
+//!
 //! ```
 //! rondo::block_on(async {
 //!     let h: rondo::task::JoinHandle<i32> = rondo::spawn(async { 1 + 1 });
@@ -13,15 +17,21 @@
 //! });
 //! ```
 //!
-//! Inside the runtime this is the bottom layer: it imports no other runtime layer. A task's
-//! metadata points at the set that owns it (a group), which the group layer names; the wrapper a
-//! worker polls catches panics and does the task's bookkeeping exactly once; the output travels
-//! in a wrapper whose destructor never unwinds.
+//! Inside the runtime this is the bottom layer: it imports no other runtime layer. `JoinSet` is
+//! defined here with everything that needs only this layer (its ready list, the marker each task
+//! carries, joining, aborting); its spawning methods, which choose a group, a runtime or a blocking
+//! pool, are an `impl` block in the runtime layer (`runtime/join_set.rs`), which hands each task
+//! to the set through `JoinSet::insert_future` or `insert_blocking`. A task's metadata points at
+//! the set that owns it (a group), which the group layer names; the wrapper a worker polls catches
+//! panics and does the task's bookkeeping exactly once; the output travels in a wrapper whose
+//! destructor never unwinds.
 
 pub(crate) mod coop;
 mod error;
 pub(crate) mod future;
 mod join;
+mod join_set;
+mod local;
 pub(crate) mod meta;
 mod yield_now;
 
@@ -33,6 +43,8 @@ pub use coop::{BUDGET, consume_budget};
 pub use error::{JoinError, TaskPanic};
 pub use join::JoinHandle;
 pub(crate) use join::{end_probe, start_probe};
+pub use join_set::JoinSet;
+pub use local::{AccessError, LocalKey, TaskLocalFuture};
 pub(crate) use meta::{Runnable, TaskMeta};
 pub use yield_now::yield_now;
 

@@ -105,11 +105,19 @@ impl MissedTickBehavior {
             MissedTickBehavior::Burst => on_time,
             MissedTickBehavior::Delay => later(now, period),
             MissedTickBehavior::Skip => {
+                // The first instant of the schedule after `now`, in u128 nanoseconds: a
+                // `Duration` holds under 2^64 seconds (under 2^94 ns), so `periods * p`, at most
+                // `behind + p`, cannot overflow. When the result does not fit a `Duration` or an
+                // `Instant`, a period from now.
+                const NANOS: u128 = 1_000_000_000;
                 let behind = now.duration_since(tick).as_nanos();
                 let p = period.as_nanos();
-                let periods = behind / p + 1;
-                let skip = Duration::from_nanos(u64::try_from(periods * p).unwrap_or(u64::MAX));
-                tick.checked_add(skip).unwrap_or_else(|| later(now, period))
+                let skip = (behind / p + 1) * p;
+                u64::try_from(skip / NANOS)
+                    .ok()
+                    .map(|secs| Duration::new(secs, (skip % NANOS) as u32))
+                    .and_then(|skip| tick.checked_add(skip))
+                    .unwrap_or_else(|| later(now, period))
             }
         }
     }
@@ -117,6 +125,9 @@ impl MissedTickBehavior {
 
 /// Ticks at a fixed period; made by [`interval`] and [`interval_at`]. Each tick returns the
 /// instant it was scheduled for. Missed ticks follow [`MissedTickBehavior`].
+///
+/// Each tick spends a unit of the task's cooperative budget ([`BUDGET`](crate::task::BUDGET)), so
+/// a task catching up with many missed ticks in `Burst` mode still gives its worker back.
 #[derive(Debug)]
 pub struct Interval {
     next: Instant,
@@ -158,6 +169,11 @@ impl Interval {
                 return Poll::Pending;
             }
             now = Instant::now();
+        }
+        // A ready tick spends a unit of the task's cooperative budget, as a zero-length sleep
+        // does: an interval bursting through a backlog still gives the worker back.
+        if crate::task::coop::poll_proceed(cx).is_pending() {
+            return Poll::Pending;
         }
         let tick = self.next;
         self.next = self.behavior.next(tick, now, self.period);
@@ -302,5 +318,13 @@ mod tests {
         let p = ms(2);
         assert_eq!(Delay.next(t0, t0 + ms(1), p), t0 + ms(2));
         assert_eq!(Delay.next(t0, t0 + ms(2), p), t0 + ms(4));
+        // More nanoseconds behind than a u64 holds: still the next tick of the schedule.
+        let Some(old) = t0.checked_sub(Duration::from_secs(600 * 365 * 86_400)) else {
+            return;
+        };
+        let p = Duration::from_secs(7);
+        let next = Skip.next(old, t0, p);
+        assert!(next > t0 && next <= t0 + p);
+        assert_eq!(next.duration_since(old).as_nanos() % p.as_nanos(), 0);
     }
 }
