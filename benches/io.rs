@@ -16,7 +16,9 @@
 //! runtime gets `RONDO_BENCH_WORKERS` threads (2 by default). Runs are interleaved round by round;
 //! the median of `ROUNDS` is shown.
 //!
-//! Run with `cargo bench --bench io` (and again with `--no-default-features --features macros`).
+//! Run with `cargo bench --bench io` (and again with
+//! `cargo bench -p rondo --no-default-features --features macros --bench io`: at the workspace
+//! root, feature flags without `-p` are ignored).
 
 mod common;
 

@@ -7,8 +7,8 @@
 //! - **Searching threads.** `searching` counts the threads that will look at `jobs` before they
 //!   wait: threads just started or woken that have not taken a job yet, and threads between two
 //!   jobs. While one searches, a spawner wakes nobody. This is what keeps a flood of spawns cheap:
-//!   waking a thread per spawn (a futex call each, and soon hundreds of threads, each woken for one
-//!   job) made 16 spawning threads 2–3× slower than tokio with 8 or 16 workers.
+//!   waking a thread per spawn would cost a futex call each, and soon hundreds of threads, each
+//!   woken for one job.
 //! - **Spawning** pushes the job to `jobs`, issues a SeqCst fence and reads `searching`. If nobody
 //!   searches and a job is still queued, it *wakes one*: it counts one searcher on behalf of the
 //!   thread it wakes (by compare-exchange from zero, see *Waiting*), pops a waiting thread from
@@ -17,7 +17,7 @@
 //!   takes its count back, and a running thread takes the job when its own ends. A queue found empty
 //!   means a searcher took the job after the push (and stopped searching as it did): the spawner
 //!   gives its count back and looks at `jobs` once more, the other half of the Dekker pair for a
-//!   spawner that saw its count. Waking anyway started a second thread in a
+//!   spawner that saw its count. Waking anyway would start a second thread in a
 //!   `spawn_blocking(..).await` loop.
 //! - **Ramping up.** A searcher that takes a job stops searching; if it was the last one and jobs
 //!   remain, it wakes one more, by the spawner's rule (so a spawner and this searcher that both
@@ -28,8 +28,8 @@
 //!   the other (a Dekker pair).
 //! - **A thread** runs jobs from `jobs` until the queue is empty. After each job it counts itself
 //!   searching again. It counts itself as soon as the closure returns, before the task completes
-//!   and wakes whoever awaits it (`closure_returned`): without this, a sequence of
-//!   `spawn_blocking(..).await` woke or started a thread for every spawn that came before the
+//!   and wakes whoever awaits it (`closure_returned`): otherwise a sequence of
+//!   `spawn_blocking(..).await` would wake or start a thread for every spawn that came before the
 //!   previous thread was back in its loop.
 //! - **Waiting**: a thread that found `jobs` empty sets its state to `WAITING`, pushes its sleeper to
 //!   `idle`, stops searching, fences and looks at `jobs` again (the other half of the spawner's Dekker

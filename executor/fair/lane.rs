@@ -36,8 +36,7 @@
 //! - A group with `max_concurrency` never uses it (its tasks go through its limiter).
 //! - New tasks never use it: spawns from outside come in batches (a job's tasks, a request's
 //!   subtasks), and a batch whose first task took the lane and the rest the group's queue would
-//!   pay for both paths (10,000 groups of ten tasks spawned from `block_on` took about 15% longer
-//!   that way).
+//!   pay for both paths.
 //!
 //! # Protocol
 //! The pusher sets the group's flag (`LaneFlag::enter`), pushes, fences and notifies a worker, as

@@ -6,9 +6,8 @@
 //! order. Those go to the back of a FIFO, the *run*, in O(1); the others (a group entering ahead
 //! of the floor, or re-keyed by a charge while listed) go into a B-tree, in O(log n): at the
 //! run's back they would put every later group at the floor out of order. The first group is the
-//! smaller of the two fronts. With one ordered structure alone, each listing of 10,000 groups
-//! listed in a burst entered a tree of thousands at the same virtual runtime: about 470
-//! instructions of search per listing (BENCHMARKS.md).
+//! smaller of the two fronts. With one ordered structure alone, each of 10,000 groups listed in a
+//! burst would enter a tree of thousands at the same virtual runtime, a search per listing.
 //!
 //! A group that leaves from inside the run (a visit re-keys it after charges, or a pick took it as
 //! an extra) leaves an empty slot, found by binary search (the run is sorted); empty slots at the

@@ -545,9 +545,8 @@ impl Scheduler {
     /// Raises the floor to the smallest virtual runtime among the active groups: the shards'
     /// fronts and the groups the workers last said they serve. A served group counts even while
     /// it is out of the rotation (its tasks are in a worker's local queue): otherwise the floor
-    /// would pass it, and when it re-entered the rotation it would lose the credit it is owed,
-    /// which is what kept a weight-4 group with two tasks at about 2.4× a weight-1 group instead
-    /// of 4×.
+    /// would pass it, and when it re-entered the rotation it would lose the credit it is owed (a
+    /// weight-4 group with two tasks would get well under 4× a weight-1 group).
     ///
     /// A served entry the worker has not refreshed for `stale_after` is left out: that worker is
     /// stuck in one poll, and its group's frozen virtual runtime would otherwise pin the floor, so

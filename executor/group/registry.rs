@@ -4,8 +4,9 @@
 //!
 //! - **Counting** (`Group::len`, `wait_idle`, metrics): atomic counters of tasks spawned and
 //!   finished (completed, panicked or cancelled), inline in the group, the spawners' counter and the
-//!   finishers' on separate cache lines. (Per-worker shards of them were measured: they made no
-//!   difference to `spawn_many_local` in one group, and cost every group an allocation.)
+//!   finishers' on separate cache lines. (Per-worker shards would cost every group an allocation
+//!   and make no difference to `spawn_many_local` in one group: ARCHITECTURE.md, *Tried and not
+//!   kept*.)
 //! - **Reaching idle tasks** (`Group::cancel`, `JoinHandle::abort`, shutdown): a task's waker is
 //!   stored in one of the group's slabs the first time a poll returns `Pending`, and removed when
 //!   its future is dropped. Tasks that finish in their first poll (most short tasks) never take a
@@ -17,8 +18,8 @@
 //!   short task, allocates none). A task registers in the shard of the thread that polls it (each
 //!   thread is given one, round robin), and its `slot` records the shard with the key, so its end
 //!   locks the same shard wherever it runs. With one mutex per group, every worker's tasks of a
-//!   busy group met at it twice per task lifetime (a first `Pending` and an end): the lock was
-//!   contended, and its cache line travelled between the workers' caches. Walking every entry
+//!   busy group would meet at it twice per task lifetime (a first `Pending` and an end): the lock
+//!   would be contended, and its cache line would travel between the workers' caches. Walking every entry
 //!   (cancel, shutdown) allocates the shards if need be and locks them one after another.
 //!
 //! Races (each side writes, then reads the other side's location, both SeqCst):
@@ -51,8 +52,8 @@ pub(crate) const SHARDS: usize = 8;
 
 /// Laid out in order, each part on cache lines of its own: the counter spawners write, the counters
 /// finishing workers write, then the shards, which only a task's first `Pending` and its end write.
-/// (With the counters on one line, or beside the `Arc` counts, `spawn_many_remote` took 280–350 ns
-/// per task instead of 210–260: the spawning thread and the workers fought over the line.)
+/// (With the counters on one line, or beside the `Arc` counts, the spawning thread and the workers
+/// would fight over the line on every spawn.)
 #[repr(C)]
 pub(crate) struct Registry {
     spawned: AtomicU64,

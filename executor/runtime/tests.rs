@@ -8,8 +8,8 @@ mod monitor {
 
     /// Under light load every request wakes an idle runtime. The stall monitor then keeps ticking
     /// on its own timer for a while instead of sleeping until the first worker wakes: the worker
-    /// that starts serving a request no longer unparks it (a system call, and a thread that often
-    /// took the worker's CPU before the request was read).
+    /// that starts serving a request does not unpark it (an unpark is a system call, and the woken
+    /// monitor would often take the worker's CPU before the request was read).
     #[test]
     fn light_load_does_not_make_the_workers_wake_the_monitor() {
         let rt = Runtime::builder().worker_threads(2).build().unwrap();
@@ -190,10 +190,9 @@ cfg_reactor! {
 
         /// A runtime fed from another thread, with no I/O, leaves its keeper asleep between the wakes:
         /// of the wakes from outside, only async-io's thread's (its dispatch while it holds the
-        /// reactor) make the keeper wake every few milliseconds to win the reactor back. (Counting
-        /// every wake from outside, a runtime fed every 100 ms made about 280 more context switches a
-        /// second, the keeper's and async-io's thread's, for nothing: with no I/O the reactor is
-        /// worth nothing to the keeper.)
+        /// reactor) make the keeper wake every few milliseconds to win the reactor back. Counting
+        /// every wake from outside would make the keeper and async-io's thread switch back and
+        /// forth for nothing: with no I/O the reactor is worth nothing to the keeper.
         #[test]
         fn wakes_from_another_thread_leave_the_keeper_asleep() {
             use futures::StreamExt;
@@ -207,8 +206,8 @@ cfg_reactor! {
             }
             drop(tx);
             rt.block_on(task).unwrap();
-            // Counting every wake from outside, the keeper inserted one timer per 8 ms tick: about 50
-            // over these 400 ms.
+            // Were every wake from outside counted, the keeper would insert one timer per 8 ms tick:
+            // about 50 over these 400 ms.
             let timers = rt.handle().shared.reactor_timers();
             assert!(
                 timers <= 5,
@@ -315,7 +314,7 @@ mod output_panics {
 
     /// A task that completes between its handle's look at it and the handle's `detach` has its
     /// output dropped inside `detach`, on the dropping thread. The panic of that output's
-    /// destructor reaches `on_task_panic` (it was caught and then lost), and the dropping thread
+    /// destructor reaches `on_task_panic` (caught, it must not be lost), and the dropping thread
     /// does not unwind.
     #[test]
     fn an_output_panic_is_reported_when_the_task_finishes_as_its_handle_drops() {

@@ -94,9 +94,9 @@
 //! holds the lock. In hand-off mode `dispatch` keeps going, so every reader up to the next waiting
 //! writer is admitted in the same pass and woken in one batch. In barging mode the release wakes
 //! only the first of those readers, and each woken reader that takes the lock wakes the next: woken
-//! in one batch, the readers beyond the first went to the run queue of the releasing worker, idle
-//! workers stole them, and the readers of a hot lock stayed spread over every worker, moving the
-//! state word's cache line between them at each acquire and release; woken one by one from the
+//! in one batch, the readers beyond the first would go to the run queue of the releasing worker,
+//! idle workers would steal them, and the readers of a hot lock would stay spread over every
+//! worker, moving the state word's cache line between them at each acquire and release; woken one by one from the
 //! thread that holds the lock, they gather on it (BENCHMARKS.md, sync primitives). Readers arriving
 //! while a writer waits queue behind it (`HANDOFF` in a fair lock, `W_WAITING` in a barging one),
 //! so writers are not starved; the readers that queued before a writer all get in before it, so

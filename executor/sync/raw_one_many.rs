@@ -239,10 +239,10 @@ impl RawOneMany {
     /// Barging mode: wakes the head of the line, without granting, if it could have the lock in
     /// its current state (a writer only when the lock is free, a reader while no writer holds it)
     /// and is not awake already. Readers queued together are woken one at a time: each, once it
-    /// holds the lock, wakes the next (`compete`). Woken together, all but the first went to the
-    /// releasing worker's run queue, from which idle workers stole them, so the readers of a hot
-    /// lock stayed spread over the workers and every acquire and release moved the state word's
-    /// cache line between them; woken one by one from the thread that holds the lock, they follow
+    /// holds the lock, wakes the next (`compete`). Woken together, all but the first would go to
+    /// the releasing worker's run queue, from which idle workers would steal them, so the readers
+    /// of a hot lock would stay spread over the workers and every acquire and release would move
+    /// the state word's cache line between them; woken one by one from the thread that holds the lock, they follow
     /// it (BENCHMARKS.md, sync primitives). The readers queued before a waiting writer still all
     /// get in before it: it is woken only when the lock is free, and newcomer readers queue behind
     /// it (`W_WAITING`).
@@ -288,7 +288,7 @@ impl RawOneMany {
     /// a park and a wake. Gives up at once in hand-off mode (the head is overdue, or an upgrade
     /// waits: the line comes first) and after a bounded number of looks, so a lock held across an
     /// `.await` costs a spinner under half a microsecond. A fair lock never spins: once anyone
-    /// waits its newcomers queue anyway, and its measured throughput fell with the spin. Returns
+    /// waits its newcomers queue anyway, so a spin there only costs throughput. Returns
     /// whether it acquired.
     ///
     /// The spin adapts to how long the lock is held: a spin that acquires adds two to the lock's

@@ -49,7 +49,8 @@ pub(crate) use meta::{Runnable, TaskMeta};
 pub use yield_now::yield_now;
 
 /// Futures larger than this travel boxed through the spawn path, so a large future is copied onto
-/// the stack once (by its caller), not once per frame (a 1 MiB future overflowed a worker's stack).
+/// the stack once (by its caller), not once per frame (copied per frame, a 1 MiB future overflows a
+/// worker's stack).
 pub(crate) const BOX_FUTURES_ABOVE: usize = 16 * 1024;
 
 /// Allocates a task for `future` with `meta`; `schedule` is called on each wake.

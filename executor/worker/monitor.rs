@@ -29,11 +29,11 @@
 //! the probation ends the monitor looks at least that often (its first look a minimum tick after
 //! the rescue), so a poll that begins late in the probation is seen in time to be on it, and is
 //! stalled one short threshold later. So a batch of blocking tasks costs
-//! one detection and a fraction of a millisecond per further wave, not a threshold per wave: with
-//! four sleepers on two workers, the small tasks behind them used to wait two thresholds. The
+//! one detection and a fraction of a millisecond per further wave, not a threshold per wave (with
+//! four sleepers on two workers, the small tasks behind them would otherwise wait two thresholds). The
 //! same check of the poll's thread applies (a poll the operating system merely preempted is not
 //! rescued), and a CPU-bound poll shows as running only once the kernel's accounting catches up,
-//! so probation rescues blocked polls early and busy ones hardly sooner than before.
+//! so probation rescues blocked polls early and busy ones hardly sooner than outside probation.
 //!
 //! # Rescue
 //! [`Threads::rescue`](super::threads::Threads::rescue) claims the core (`lent`, step 4: exactly
