@@ -14,7 +14,7 @@
 //! What they leave out: starting an OS thread (a model runs a started thread's `wait_for_core` on
 //! a loom thread, or treats the start as failed where it says so), a core's own preparation (a
 //! count here), the thread count against `max_threads` (no model thread is counted as running, so
-//! a model at the limit passes 0 and one below it passes 1), rescue's claim (`loom_models/rescue.rs`)
+//! a model at the limit passes 0 and one below it passes 1), rescue's claim (`rescue.rs`)
 //! and `core_lost`. loom's timed wait never times out, so the keep-alive runs on a clock of the
 //! model's own: time passes when a thread moves the clock past the spare's deadline and then
 //! wakes the spares, as waits that time out wake, so the timeout may fall anywhere after the spare

@@ -1,9 +1,9 @@
 //! loom models of the acquire / release / cancel races of `AsyncOneManyLock` and `Semaphore`.
 //!
-//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --lib loom_models::sync`. The protected data lives in
-//! a `loom::cell::UnsafeCell`, so loom reports any access that the primitives fail to order (a reader
-//! during a write, two writers, a missing happens-before on hand-off), and a lost wakeup shows up as a
-//! deadlock.
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --lib loom_models::sync`. The protected
+//! data lives in a `loom::cell::UnsafeCell`, so loom reports any access that the primitives fail to
+//! order (a reader during a write, two writers, a missing happens-before on hand-off), and a lost
+//! wakeup shows up as a deadlock.
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll};

@@ -87,7 +87,7 @@ impl Keeper {
 cfg_reactor! {
     impl Keeper {
         /// The core that keeps time now, if any.
-        pub fn core(&self) -> Option<usize> {
+        pub(crate) fn core(&self) -> Option<usize> {
             match self.core.load(Ordering::SeqCst) {
                 NONE => None,
                 k => Some(k),

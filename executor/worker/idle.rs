@@ -236,7 +236,7 @@ cfg_reactor! {
         /// awake but not searching: it runs the work its own thread dispatched, so finding it must not
         /// wake another sleeper (step 2); a second wake in the same dispatch sees no searcher and wakes
         /// one. `mark` runs under the lock.
-        pub fn claim(&self, idx: usize, mark: impl FnOnce(usize)) -> Claim {
+        pub(crate) fn claim(&self, idx: usize, mark: impl FnOnce(usize)) -> Claim {
             let mut sleepers = lock(&self.sleepers);
             let Some(pos) = sleepers.iter().position(|&i| i == idx) else {
                 return Claim::Awake;
@@ -252,7 +252,7 @@ cfg_reactor! {
     /// What [`Idle::claim`] did.
     #[must_use = "`Claimed`: the sleeper is counted awake, so the caller must unpark it"]
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum Claim {
+    pub(crate) enum Claim {
         /// The sleeper was registered: it is counted awake now, and its thread must be unparked.
         Claimed,
         /// It is awake already: nobody was claimed.

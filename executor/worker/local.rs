@@ -34,7 +34,7 @@ use crate::shim::{AtomicU32, AtomicU64, Ordering, UnsafeCell, spin_yield};
 
 /// Slots in each local queue (a power of two).
 #[cfg(not(loom))]
-pub const LOCAL_CAPACITY: usize = 256;
+pub(crate) const LOCAL_CAPACITY: usize = 256;
 /// Slots in each local queue: four under loom, so that a model can fill one.
 #[cfg(loom)]
 pub(crate) const LOCAL_CAPACITY: usize = 4;
