@@ -26,6 +26,11 @@ pub mod task;
 pub mod time;
 mod worker;
 
+// The loom models of the lock-free protocols, driving the types above; built only by `cargo test`
+// under `--cfg loom`.
+#[cfg(all(test, loom))]
+mod loom_models;
+
 use std::future::Future;
 
 pub use group::{Group, GroupBuilder, GroupMetrics, Scoped, current_group};
@@ -137,26 +142,6 @@ pub fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
 #[cfg(all(doctest, feature = "hyper"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
-
-/// The runtime's lock-free protocols and the core hand-off's rendezvous, exposed only to the loom
-/// models in `tests/loom_runtime.rs`, `tests/loom_blocking.rs`, `tests/loom_rescue.rs` and
-/// `tests/loom_handoff.rs`.
-#[cfg(loom)]
-#[doc(hidden)]
-pub mod loom_support {
-    pub use crate::blocking::pool::{Job, Pool as BlockingPool, closure_returned};
-    pub use crate::fair::inbox::Inbox;
-    pub use crate::fair::lane::Lane;
-    pub use crate::group::listed::{LaneEntry, LaneFlag, ListFlag, Listing};
-    pub use crate::group::queue::GroupQueue;
-    pub use crate::time::driver::{Armed, IfBusy, NEVER, Registration, TimerHost, Timers};
-    pub use crate::time::keeper::{Keeper, Lowered};
-    pub use crate::worker::idle::{Idle, Search, Stopped};
-    pub use crate::worker::lent::{Lease, LentSlot, generation, hint, is_lent};
-    pub use crate::worker::local::{LOCAL_CAPACITY, LocalQueue};
-    pub use crate::worker::parker::Parker;
-    pub use crate::worker::threads::{HandedCore, Placed, Threads};
-}
 
 #[allow(dead_code)]
 fn assert_send_sync() {

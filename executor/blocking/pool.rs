@@ -62,7 +62,7 @@
 //!
 //! The only lock is the list of thread handles, taken when a thread starts and at shutdown.
 //!
-//! The pool is generic over its job type so that the loom models (`tests/loom_blocking.rs`) run
+//! The pool is generic over its job type so that the loom models (`loom_models/blocking.rs`) run
 //! this code with jobs of their own; the runtime's jobs are `Runnable`s.
 
 use std::cell::Cell;
@@ -86,7 +86,7 @@ use std::thread::{self, Thread};
 pub(crate) type Enter = Arc<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
 
 /// What the pool runs. Dropping a job unrun cancels it.
-pub trait Job: Send + 'static {
+pub(crate) trait Job: Send + 'static {
     /// Runs the job on a pool thread. A job that unwinds ends its thread (see the module docs,
     /// *Unwinding*); the pool goes on with its other threads.
     fn run(self);
@@ -132,10 +132,9 @@ enum Woken {
     Left,
 }
 
-/// A runtime's blocking pool. Public (in a private module) only for the loom models; its default
-/// job type is the runtime's own.
-#[allow(private_interfaces)]
-pub struct Pool<J: Job = Runnable> {
+/// A runtime's blocking pool. Its default job type is the runtime's own; the loom models run it
+/// with jobs of their own.
+pub(crate) struct Pool<J: Job = Runnable> {
     jobs: ConcurrentQueue<J>,
     idle: ConcurrentQueue<Arc<Sleeper>>,
     /// Threads started and not yet left (a place is taken before a thread starts).
@@ -155,7 +154,7 @@ pub struct Pool<J: Job = Runnable> {
 
 impl<J: Job> Pool<J> {
     /// An empty pool: no thread runs until a job is scheduled.
-    pub fn new(max_threads: usize, keep_alive: Duration, name: String) -> Self {
+    pub(crate) fn new(max_threads: usize, keep_alive: Duration, name: String) -> Self {
         Pool {
             jobs: ConcurrentQueue::unbounded(),
             idle: ConcurrentQueue::unbounded(),
@@ -183,7 +182,7 @@ impl<J: Job> Pool<J> {
     }
 
     /// The schedule function of a blocking task: queue it and make sure a thread will run it.
-    pub fn schedule(self: &Arc<Self>, job: J) {
+    pub(crate) fn schedule(self: &Arc<Self>, job: J) {
         if let Err(e) = self.jobs.push(job) {
             // Closed: the runtime is shutting down; the job is torn down here, by its spawner.
             drop(e.into_inner());
@@ -441,7 +440,7 @@ impl<J: Job> Pool<J> {
 
     /// Shutdown, first part: refuse new closures, drop the queued ones (their handles resolve
     /// cancelled) and wake the waiting threads, which exit.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
         self.jobs.close();
         self.idle.close();
@@ -469,7 +468,7 @@ impl<J: Job> Pool<J> {
     /// `deadline`, or forever with none. A thread still running a closure then is left to finish
     /// it on its own; it exits afterwards. The calling thread is never waited for (a runtime
     /// dropped inside a blocking closure).
-    pub fn join(&self, deadline: Option<Instant>) {
+    pub(crate) fn join(&self, deadline: Option<Instant>) {
         let handles = std::mem::take(&mut *lock(&self.handles));
         let me = thread::current().id();
         for h in handles {
@@ -493,13 +492,13 @@ impl<J: Job> Pool<J> {
     }
 
     /// Threads started and not yet left.
-    pub fn threads(&self) -> usize {
+    pub(crate) fn threads(&self) -> usize {
         self.threads.load(Ordering::SeqCst)
     }
 
     /// Threads counted as searching (for the loom models' final checks).
-    #[cfg(loom)]
-    pub fn searching(&self) -> usize {
+    #[cfg(all(test, loom))]
+    pub(crate) fn searching(&self) -> usize {
         self.searching.load(Ordering::SeqCst)
     }
 }
@@ -592,7 +591,7 @@ loom::thread_local! {
 /// counts as searching already. A `spawn_blocking(..).await` loop then finds this thread for its
 /// next closure instead of waking or starting another one (the awaiting task is woken by the
 /// completion, typically before this thread is back in its loop).
-pub fn closure_returned() {
+pub(crate) fn closure_returned() {
     let _ = SEARCH.try_with(|c| {
         if let Search::Armed(searching) = c.get() {
             // SAFETY: `Armed` holds the counter of the pool whose `serve` is running on this

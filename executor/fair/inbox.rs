@@ -14,14 +14,14 @@
 //! which resets it. It is never too high while an item waits, except "unknown" (a lister between
 //! its push and its `fetch_min`, or a `fetch_min` ordered before a concurrent reset), which
 //! [`Inbox::front`] reports as the floor, so a waiting item is never hidden behind other shards.
-//! loom model: `tests/loom_runtime.rs`, `an_inbox_never_hides_a_listed_group`.
+//! loom model: `loom_models/runtime.rs`, `an_inbox_never_hides_a_listed_group`.
 
 use concurrent_queue::ConcurrentQueue;
 
 use crate::shim::{AtomicU64, Ordering};
 
 /// See the module docs.
-pub struct Inbox<T> {
+pub(crate) struct Inbox<T> {
     queue: ConcurrentQueue<T>,
     /// At most where the first queued item enters, in virtual nanoseconds; `u64::MAX` when
     /// unknown.
@@ -40,7 +40,7 @@ impl<T> Default for Inbox<T> {
 impl<T> Inbox<T> {
     /// Queues `item`, which enters at `enters_at` or later. Gives it back if the inbox is closed
     /// (never, in the scheduler).
-    pub fn push(&self, item: T, enters_at: u64) -> Result<(), T> {
+    pub(crate) fn push(&self, item: T, enters_at: u64) -> Result<(), T> {
         self.queue.push(item).map_err(|e| e.into_inner())?;
         if enters_at < self.front.load(Ordering::Relaxed) {
             self.front.fetch_min(enters_at, Ordering::SeqCst);
@@ -50,7 +50,7 @@ impl<T> Inbox<T> {
 
     /// At most where the first queued item enters (a hint), or `None` if nothing waits. `floor`
     /// stands in for a hint not set yet: no item enters below the floor.
-    pub fn front(&self, floor: u64) -> Option<u64> {
+    pub(crate) fn front(&self, floor: u64) -> Option<u64> {
         if self.queue.is_empty() {
             return None;
         }
@@ -61,7 +61,7 @@ impl<T> Inbox<T> {
     }
 
     /// Under the shard's lock: resets the hint, then takes every queued item, oldest first.
-    pub fn drain(&self, mut each: impl FnMut(T)) {
+    pub(crate) fn drain(&self, mut each: impl FnMut(T)) {
         if self.queue.is_empty() {
             return;
         }
@@ -72,7 +72,7 @@ impl<T> Inbox<T> {
     }
 
     /// True if nothing waits (a snapshot).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
 }

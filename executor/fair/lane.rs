@@ -43,7 +43,7 @@
 //! a push to a group queue does; a worker about to park re-checks the lane after registering as a
 //! sleeper (`Shared::has_visible_work`). A worker clears the flag when it takes the task, before it
 //! runs it. Shutdown closes the lane: a push after that gives the task back to its pusher, which
-//! drops it, as a closed group queue does. loom models (`tests/loom_runtime.rs`):
+//! drops it, as a closed group queue does. loom models (`loom_models/runtime.rs`):
 //! `lane_loses_no_task_and_keeps_one_per_group`, `closing_the_lane_races_a_push`,
 //! `a_push_into_the_lane_reaches_a_parking_worker`.
 
@@ -53,7 +53,7 @@ use crate::group::listed::LaneFlag;
 
 /// See the module docs. Each task travels with the clock stamp of its push, so the time its group
 /// waited counts in the group's metrics.
-pub struct Lane<T> {
+pub(crate) struct Lane<T> {
     queue: ConcurrentQueue<(T, u64)>,
 }
 
@@ -68,7 +68,7 @@ impl<T> Default for Lane<T> {
 impl<T> Lane<T> {
     /// Pushes `item` of the group whose flag is `flag`, which the caller set with
     /// [`LaneFlag::enter`]. Gives the item back (and clears the flag) if the lane is closed.
-    pub fn push(&self, flag: &LaneFlag, item: T, stamp: u64) -> Result<(), T> {
+    pub(crate) fn push(&self, flag: &LaneFlag, item: T, stamp: u64) -> Result<(), T> {
         self.queue.push((item, stamp)).map_err(|e| {
             flag.leave();
             e.into_inner().0
@@ -77,24 +77,24 @@ impl<T> Lane<T> {
 
     /// Takes the oldest task and clears its group's flag (`flag_of`), so the group's next wake may
     /// use the lane again.
-    pub fn pop(&self, flag_of: impl FnOnce(&T) -> &LaneFlag) -> Option<(T, u64)> {
+    pub(crate) fn pop(&self, flag_of: impl FnOnce(&T) -> &LaneFlag) -> Option<(T, u64)> {
         let (item, stamp) = self.queue.pop().ok()?;
         flag_of(&item).leave();
         Some((item, stamp))
     }
 
     /// True if no task waits (a snapshot).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
 
     /// Tasks waiting (a snapshot).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.queue.len()
     }
 
     /// Refuses every later push (shutdown).
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.queue.close();
     }
 }

@@ -6,7 +6,7 @@
 //! remover (a worker that emptied the queue, under its rotation shard's lock) clears the flag, then
 //! re-checks the queue after releasing the lock and re-lists the group if a push slipped in. Both
 //! sides write, fence, then read the other side's location, so one of them always sees the other:
-//! no task is left in an unlisted queue (loom models in `tests/loom_runtime.rs`).
+//! no task is left in an unlisted queue (loom models in `loom_models/runtime.rs`).
 
 use crate::shim::{AtomicBool, Ordering, fence};
 
@@ -15,7 +15,7 @@ use crate::shim::{AtomicBool, Ordering, fence};
 #[must_use = "`Listing::Insert` leaves the group to the caller: insert it into the rotation, \
               or its queued tasks are stranded"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Listing {
+pub(crate) enum Listing {
     /// The caller flipped the flag from false to true: it must insert the group into the
     /// rotation (`Scheduler::list`).
     Insert,
@@ -27,7 +27,7 @@ pub enum Listing {
 }
 
 /// See the module docs.
-pub struct ListFlag(AtomicBool);
+pub(crate) struct ListFlag(AtomicBool);
 
 impl Default for ListFlag {
     fn default() -> Self {
@@ -37,13 +37,13 @@ impl Default for ListFlag {
 
 impl ListFlag {
     /// True if the group is listed (a snapshot, for choices a stale answer cannot make wrong).
-    pub fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
 
     /// Pusher side, after pushing to the queue: [`Listing::Insert`] if the caller must insert
     /// the group, else [`Listing::Listed`].
-    pub fn after_push(&self) -> Listing {
+    pub(crate) fn after_push(&self) -> Listing {
         fence(Ordering::SeqCst);
         if self.0.load(Ordering::Relaxed) || self.0.swap(true, Ordering::AcqRel) {
             Listing::Listed
@@ -54,14 +54,14 @@ impl ListFlag {
 
     /// Remover side, under the rotation shard's lock, having seen the queue empty. The caller
     /// owes [`after_clear`](Self::after_clear) once it released the lock.
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         self.0.store(false, Ordering::SeqCst);
     }
 
     /// Remover side, after the lock is released: [`Listing::Insert`] if a push slipped in and the
     /// caller must insert the group again; [`Listing::Listed`] if the pusher flipped the flag
     /// itself; [`Listing::Empty`] if nothing was pushed.
-    pub fn after_clear(&self, queue_is_empty: impl FnOnce() -> bool) -> Listing {
+    pub(crate) fn after_clear(&self, queue_is_empty: impl FnOnce() -> bool) -> Listing {
         fence(Ordering::SeqCst);
         if queue_is_empty() {
             Listing::Empty
@@ -78,7 +78,7 @@ impl ListFlag {
 #[must_use = "`LaneEntry::Entered` holds the group's lane flag: push the task to the lane \
               (a failed push clears it)"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LaneEntry {
+pub(crate) enum LaneEntry {
     /// The caller set the group's lane flag: it must push the group's task to the lane.
     Entered,
     /// The task may not take the lane (another task of the group waits there, or the scheduler
@@ -89,7 +89,7 @@ pub enum LaneEntry {
 /// A group's "has a task in the lane" flag (see `fair::lane`): set by the pusher that puts the
 /// group's task there, cleared by the worker that takes it. At most one task of a group waits in
 /// the lane.
-pub struct LaneFlag(AtomicBool);
+pub(crate) struct LaneFlag(AtomicBool);
 
 impl Default for LaneFlag {
     fn default() -> Self {
@@ -100,7 +100,7 @@ impl Default for LaneFlag {
 impl LaneFlag {
     /// [`LaneEntry::Entered`] if the caller set the flag and must push the group's task to the
     /// lane.
-    pub fn enter(&self) -> LaneEntry {
+    pub(crate) fn enter(&self) -> LaneEntry {
         if self.0.load(Ordering::Relaxed) || self.0.swap(true, Ordering::AcqRel) {
             LaneEntry::Refused
         } else {
@@ -109,7 +109,7 @@ impl LaneFlag {
     }
 
     /// The group's task left the lane (or never entered it).
-    pub fn leave(&self) {
+    pub(crate) fn leave(&self) {
         // Under loom, a read-modify-write with the same effect: loom 0.7 lets a plain store fall
         // between the read and the write of a concurrent `swap` (its issues #254 and #389), which
         // would show a pusher's `enter` overwriting this store, an execution the memory model
@@ -121,7 +121,7 @@ impl LaneFlag {
     }
 
     /// True while a task of the group waits in the lane (a snapshot).
-    pub fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
 }

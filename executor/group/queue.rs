@@ -19,7 +19,7 @@
 //! tier again and it stays empty: items are taken in push order across a promotion. `close` marks
 //! the cold tier and closes the hot queue, both under the cold lock, so no push succeeds after it.
 //!
-//! loom model: `tests/loom_runtime.rs` (`promotion_keeps_order_and_loses_nothing`).
+//! loom model: `loom_models/runtime.rs` (`promotion_keeps_order_and_loses_nothing`).
 
 use std::collections::VecDeque;
 use std::ptr;
@@ -29,7 +29,7 @@ use concurrent_queue::ConcurrentQueue;
 use crate::shim::{AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering, TryLockError, lock};
 
 /// Contended acquisitions of the cold lock after which the queue is promoted to the hot tier.
-pub const PROMOTE_AFTER: u32 = 4;
+pub(crate) const PROMOTE_AFTER: u32 = 4;
 /// Capacity reserved by the first cold push: a group's first handful of tasks costs one allocation.
 const FIRST_CAPACITY: usize = 16;
 
@@ -40,7 +40,7 @@ const FIRST_CAPACITY: usize = 16;
 /// every push and pop reads once the queue is hot; the group places the queue so that the pointer
 /// starts its read-mostly fields.
 #[repr(C)]
-pub struct GroupQueue<T> {
+pub(crate) struct GroupQueue<T> {
     cold: Mutex<Cold<T>>,
     /// The cold tier's length, stored under the cold lock at every change: read without the lock
     /// by [`GroupQueue::len_hint`].
@@ -74,7 +74,7 @@ impl<T> Default for GroupQueue<T> {
 
 impl<T> GroupQueue<T> {
     /// An empty queue in the cold tier; allocates nothing.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with_promotion(PROMOTE_AFTER, usize::MAX)
     }
 
@@ -82,7 +82,7 @@ impl<T> GroupQueue<T> {
     /// acquisitions (`0`: at its first push), or at a push that finds `len` items queued. For tests
     /// and models (loom cannot make `try_lock` fail, so its models promote by length); the runtime
     /// uses `(PROMOTE_AFTER, usize::MAX)`.
-    pub fn with_promotion(contended: u32, len: usize) -> Self {
+    pub(crate) fn with_promotion(contended: u32, len: usize) -> Self {
         GroupQueue {
             cold: Mutex::new(Cold {
                 items: VecDeque::new(),
@@ -136,7 +136,7 @@ impl<T> GroupQueue<T> {
     }
 
     /// Appends `item`; gives it back if the queue was closed.
-    pub fn push(&self, item: T) -> Result<(), T> {
+    pub(crate) fn push(&self, item: T) -> Result<(), T> {
         if let Some(h) = self.hot() {
             return h.push(item).map_err(|e| e.into_inner());
         }
@@ -163,7 +163,7 @@ impl<T> GroupQueue<T> {
     }
 
     /// Takes the oldest item.
-    pub fn pop(&self) -> Option<T> {
+    pub(crate) fn pop(&self) -> Option<T> {
         let mut batch = Vec::new();
         self.pop_batch(|_| 1, &mut batch)
     }
@@ -172,7 +172,11 @@ impl<T> GroupQueue<T> {
     /// oldest and appends the others to `batch`, in order. Returns `None` if the queue is empty,
     /// or if `count` is 0 (the caller looked at the length and declined).
     #[inline]
-    pub fn pop_batch(&self, count: impl FnOnce(usize) -> usize, batch: &mut Vec<T>) -> Option<T> {
+    pub(crate) fn pop_batch(
+        &self,
+        count: impl FnOnce(usize) -> usize,
+        batch: &mut Vec<T>,
+    ) -> Option<T> {
         self.pop_batch_counting(count, batch, false)
             .map(|(first, _)| first)
     }
@@ -180,7 +184,7 @@ impl<T> GroupQueue<T> {
     /// [`pop_batch`](Self::pop_batch), also returning how many items were left queued just after
     /// (a snapshot, as [`len`](Self::len) would give; read under the same lock in the cold tier).
     #[inline]
-    pub fn take_batch(
+    pub(crate) fn take_batch(
         &self,
         count: impl FnOnce(usize) -> usize,
         batch: &mut Vec<T>,
@@ -231,7 +235,7 @@ impl<T> GroupQueue<T> {
     }
 
     /// Items queued now (a snapshot).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         if let Some(h) = self.hot() {
             return h.len();
         }
@@ -246,7 +250,7 @@ impl<T> GroupQueue<T> {
     /// still in progress on another thread. For choices that a stale answer only makes worse, never
     /// wrong (which groups to look at); [`len`](Self::len) and [`is_empty`](Self::is_empty) take
     /// part in the listing protocol and stay exact.
-    pub fn len_hint(&self) -> usize {
+    pub(crate) fn len_hint(&self) -> usize {
         match self.hot() {
             Some(h) => h.len(),
             None => self.cold_len.load(Ordering::Relaxed),
@@ -254,18 +258,18 @@ impl<T> GroupQueue<T> {
     }
 
     /// True if nothing is queued (a snapshot).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// True once the queue moved to the hot tier.
-    #[cfg(any(test, loom))]
-    pub fn is_hot(&self) -> bool {
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn is_hot(&self) -> bool {
         self.hot().is_some()
     }
 
     /// Refuses every later push. Items already queued stay and can still be popped.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         let mut cold = lock(&self.cold);
         cold.closed = true;
         if let Some(h) = self.hot() {

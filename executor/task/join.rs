@@ -202,7 +202,7 @@ impl<T> JoinHandle<T> {
 
     /// Drops the handle the way `Drop` does when the task completes between the handle's look
     /// at it (`is_finished`) and its `detach`.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn drop_as_if_it_finished_after_the_look(mut self) {
         self.release(false);
     }

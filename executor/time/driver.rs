@@ -43,10 +43,10 @@ const TICK_SHIFT: u32 = 17;
 /// thread).
 const FOREIGN_SHARDS: usize = 4;
 /// No timer.
-pub const NEVER: u64 = u64::MAX;
+pub(crate) const NEVER: u64 = u64::MAX;
 
 /// What the driver needs from the runtime that owns it.
-pub trait TimerHost: Send + Sync {
+pub(crate) trait TimerHost: Send + Sync {
     /// A timer due at `tick` may be earlier than any worker planned to wake for: make sure one
     /// will process timers at `tick`.
     fn timer_lowered(&self, tick: u64);
@@ -83,7 +83,7 @@ impl Common {
 }
 
 /// One shard: a wheel and what others may read of it without its lock.
-pub struct Shard {
+pub(crate) struct Shard {
     wheel: Mutex<Wheel>,
     /// A lower bound of the earliest latest tick in the wheel (`NEVER`: nothing linked). Written
     /// under the lock, read without it.
@@ -94,7 +94,7 @@ pub struct Shard {
 }
 
 /// A runtime's timers; see the module docs.
-pub struct Timers {
+pub(crate) struct Timers {
     common: Arc<Common>,
     shards: Box<[Arc<Shard>]>,
     workers: usize,
@@ -107,7 +107,7 @@ pub struct Timers {
 impl Timers {
     /// Timers for a runtime of `workers` workers, which calls `host` when a timer is armed earlier
     /// than planned.
-    pub fn new(workers: usize, host: Weak<dyn TimerHost>) -> Self {
+    pub(crate) fn new(workers: usize, host: Weak<dyn TimerHost>) -> Self {
         let common = Arc::new(Common {
             start: Instant::now(),
             earliest: AtomicU64::new(NEVER),
@@ -136,7 +136,7 @@ impl Timers {
 
     /// The shard of worker `idx`, or, for `None` (a thread that is not a worker), one of the
     /// foreign shards chosen by `hint`.
-    pub fn shard(&self, worker: Option<usize>, hint: usize) -> &Arc<Shard> {
+    pub(crate) fn shard(&self, worker: Option<usize>, hint: usize) -> &Arc<Shard> {
         match worker {
             Some(i) if i < self.workers => &self.shards[i],
             _ => &self.shards[self.workers + hint % FOREIGN_SHARDS],
@@ -144,7 +144,7 @@ impl Timers {
     }
 
     /// The current tick (rounded down: this tick has begun).
-    pub fn now_tick(&self, now: Instant) -> u64 {
+    pub(crate) fn now_tick(&self, now: Instant) -> u64 {
         (now.saturating_duration_since(self.common.start).as_nanos() >> TICK_SHIFT) as u64
     }
 
@@ -156,13 +156,13 @@ impl Timers {
     }
 
     /// A lower bound of the next tick at which a timer is due (`NEVER`: none).
-    pub fn earliest(&self) -> u64 {
+    pub(crate) fn earliest(&self) -> u64 {
         self.common.earliest.load(Ordering::SeqCst)
     }
 
     /// True if a timer may be due at `now` (by the lower bound of [`earliest`](Self::earliest)).
     #[inline]
-    pub fn any_due(&self, now: Instant) -> bool {
+    pub(crate) fn any_due(&self, now: Instant) -> bool {
         let earliest = self.earliest();
         earliest != NEVER && earliest <= self.now_tick(now)
     }
@@ -171,7 +171,7 @@ impl Timers {
     /// outside every lock. Returns how many fired. If another thread is processing, `busy` says
     /// what to do: [`IfBusy::Skip`] returns 0 at once (that thread fires what is due);
     /// [`IfBusy::Wait`] blocks until its pass ends, then fires what is due by then.
-    pub fn process(&self, now: Instant, out: &mut Vec<Waker>, busy: IfBusy) -> usize {
+    pub(crate) fn process(&self, now: Instant, out: &mut Vec<Waker>, busy: IfBusy) -> usize {
         let (_pass, now) = match self.processing.try_lock() {
             Ok(pass) => (pass, now),
             Err(TryLockError::Poisoned(p)) => (p.into_inner(), now),
@@ -278,7 +278,7 @@ impl Shard {
 
 /// What [`Timers::process`] does when another thread is in a processing pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IfBusy {
+pub(crate) enum IfBusy {
     /// Return at once: that pass fires what is due. For a thread with other work (a busy worker
     /// at a quantum end, a worker about to park that re-checks its queues next).
     Skip,
@@ -289,7 +289,7 @@ pub enum IfBusy {
 }
 
 /// What [`Registration::arm`] did.
-pub enum Armed {
+pub(crate) enum Armed {
     /// The timer waits in a shard.
     Waiting(Registration),
     /// Its deadline has already been processed: it is due.
@@ -299,7 +299,7 @@ pub enum Armed {
 }
 
 /// A timer armed in a shard; removed from it on drop.
-pub struct Registration {
+pub(crate) struct Registration {
     shard: Arc<Shard>,
     key: usize,
 }
@@ -313,7 +313,12 @@ fn ticks(common: &Common, deadline: Instant, slack: Duration) -> (u64, u64) {
 
 impl Registration {
     /// Arms a timer in `shard` that wakes `waker` between `deadline` and `deadline + slack`.
-    pub fn arm(shard: &Arc<Shard>, deadline: Instant, slack: Duration, waker: &Waker) -> Armed {
+    pub(crate) fn arm(
+        shard: &Arc<Shard>,
+        deadline: Instant,
+        slack: Duration,
+        waker: &Waker,
+    ) -> Armed {
         let common = &shard.common;
         let (at, latest) = ticks(common, deadline, slack);
         // Cloned before the lock: a waker's clone is its owner's code, which may arm or cancel a

@@ -11,7 +11,7 @@
 //!   `earliest` before it parks.
 //!
 //! So either the keeper sees the new timer, or the armer sees the keeper's stale tick and wakes
-//! it. loom model: `tests/loom_runtime.rs` (`an_earlier_timer_always_reaches_the_keeper`).
+//! it. loom model: `loom_models/runtime.rs` (`an_earlier_timer_always_reaches_the_keeper`).
 
 use crate::shim::{AtomicU64, AtomicUsize, Ordering, fence};
 
@@ -23,7 +23,7 @@ const NONE: usize = usize::MAX;
 /// What an armer must do after lowering `earliest` to a tick ([`Keeper::lowered`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
-pub enum Lowered {
+pub(crate) enum Lowered {
     /// The keeper wakes at or before the tick: nothing.
     InTime,
     /// Unpark this core: it keeps time but would wake too late (or has not chosen its tick yet).
@@ -33,7 +33,7 @@ pub enum Lowered {
 }
 
 /// See the module docs.
-pub struct Keeper {
+pub(crate) struct Keeper {
     core: AtomicUsize,
     until: AtomicU64,
 }
@@ -46,7 +46,7 @@ impl Default for Keeper {
 
 impl Keeper {
     /// Nobody keeps time.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Keeper {
             core: AtomicUsize::new(NONE),
             until: AtomicU64::new(NEVER),
@@ -54,26 +54,26 @@ impl Keeper {
     }
 
     /// Core `idx`, about to park, becomes the keeper unless another core is.
-    pub fn try_keep(&self, idx: usize) -> bool {
+    pub(crate) fn try_keep(&self, idx: usize) -> bool {
         self.core
             .compare_exchange(NONE, idx, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
     }
 
     /// The keeper publishes the tick it will wake at; it re-reads `earliest` next.
-    pub fn publish(&self, tick: u64) {
+    pub(crate) fn publish(&self, tick: u64) {
         self.until.store(tick, Ordering::SeqCst);
         fence(Ordering::SeqCst);
     }
 
     /// The keeper stops keeping time (it woke up).
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.until.store(NEVER, Ordering::SeqCst);
         self.core.store(NONE, Ordering::SeqCst);
     }
 
     /// The armer's half: `earliest` was just lowered to `tick`, and the armer fenced.
-    pub fn lowered(&self, tick: u64) -> Lowered {
+    pub(crate) fn lowered(&self, tick: u64) -> Lowered {
         if self.until.load(Ordering::SeqCst) <= tick {
             return Lowered::InTime;
         }
@@ -87,7 +87,7 @@ impl Keeper {
 cfg_reactor! {
     impl Keeper {
         /// The core that keeps time now, if any.
-        pub fn core(&self) -> Option<usize> {
+        pub(crate) fn core(&self) -> Option<usize> {
             match self.core.load(Ordering::SeqCst) {
                 NONE => None,
                 k => Some(k),

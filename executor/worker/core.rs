@@ -299,7 +299,7 @@ pub(super) fn served_or_now(g: &GroupInner, served: *const GroupInner) -> WaitFr
 }
 
 /// Consumes a wake flag. A failed compare-exchange writes nothing, so a waiting loop does not
-/// generate stores (and loom models it exactly; see `tests/loom_runtime.rs`).
+/// generate stores (and loom models it exactly; see `loom_models/runtime.rs`).
 pub(crate) fn take_flag(flag: &crate::shim::AtomicBool) -> bool {
     flag.compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire)
         .is_ok()

@@ -14,7 +14,7 @@
 //!    and leaving the counts), issues a SeqCst fence, and re-checks every place work can appear.
 //!    Only if it still finds nothing does it block. A pusher and a parker thus each write then
 //!    read across a fence: either the pusher sees the parker registered, or the parker sees the
-//!    work (loom model: `tests/loom_runtime.rs`).
+//!    work (loom model: `loom_models/runtime.rs`).
 //! 4. A sleeper leaves either because a notifier chose it (the notifier removed it from the list
 //!    and set its flag under the lock) or on its own ([`Idle::wake_self`]): shutdown, a `block_on`
 //!    future was woken, or the re-check found work.
@@ -25,7 +25,7 @@
 //! whoever makes the first worker awake (the counts' read-modify-write in [`Idle::notify_one`] or
 //! [`Idle::wake_self`]) then issues a SeqCst fence, reads the flag and unparks it. One of the two
 //! sees the other, so the monitor never sleeps through a stall, and an idle runtime never wakes it
-//! (loom model: `tests/loom_rescue.rs`).
+//! (loom model: `loom_models/rescue.rs`).
 
 use crate::shim::{AtomicBool, AtomicUsize, Mutex, Ordering, fence, lock};
 
@@ -38,7 +38,7 @@ const SEARCH_MASK: usize = AWAKE - 1;
 /// What [`Idle::try_search`] did (step 5).
 #[must_use = "`Started`: the caller is counted searching and must leave with `stop_searching`"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Search {
+pub(crate) enum Search {
     /// The caller searches now, and is counted so until [`Idle::stop_searching`] or it sleeps.
     Started,
     /// Half the workers search already: the caller does not.
@@ -48,7 +48,7 @@ pub enum Search {
 /// What [`Idle::stop_searching`] found (step 2).
 #[must_use = "`Last`: pushers left their work to the searchers, so the caller must wake one more"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stopped {
+pub(crate) enum Stopped {
     /// The caller was the last searcher: it wakes one more sleeper, since the pushers that saw it
     /// searching woke nobody.
     Last,
@@ -57,7 +57,7 @@ pub enum Stopped {
 }
 
 /// The parking state of a runtime's workers (see the module docs).
-pub struct Idle {
+pub(crate) struct Idle {
     state: AtomicUsize,
     sleepers: Mutex<Vec<usize>>,
     workers: usize,
@@ -72,7 +72,7 @@ pub struct Idle {
 
 impl Idle {
     /// All `workers` start awake and not searching.
-    pub fn new(workers: usize) -> Self {
+    pub(crate) fn new(workers: usize) -> Self {
         Idle {
             state: AtomicUsize::new(workers * AWAKE),
             sleepers: Mutex::new(Vec::with_capacity(workers)),
@@ -85,7 +85,7 @@ impl Idle {
     }
 
     /// Cheap check (no fence) for local pushes: is waking someone worth the slow path?
-    pub fn wants_notify(&self) -> bool {
+    pub(crate) fn wants_notify(&self) -> bool {
         let s = self.state.load(Ordering::Relaxed);
         s & SEARCH_MASK == 0 && s / AWAKE < self.workers
     }
@@ -93,14 +93,14 @@ impl Idle {
     /// True if a notification would wake nobody now (a worker searches, or none sleeps): the
     /// first check of [`Idle::notify_preferring`], with its ordering, for a caller that has more
     /// to compute before it. A caller that fenced after making its work visible may return on it.
-    pub fn nobody_to_wake(&self) -> bool {
+    pub(crate) fn nobody_to_wake(&self) -> bool {
         let s = self.state.load(Ordering::SeqCst);
         s & SEARCH_MASK != 0 || s / AWAKE >= self.workers
     }
 
     /// [`Idle::notify_one`], choosing sleeper `prefer` if it is one (the keeper, see `reactor`),
     /// otherwise the one that slept last.
-    pub fn notify_preferring(
+    pub(crate) fn notify_preferring(
         &self,
         prefer: Option<usize>,
         mark: impl FnOnce(usize),
@@ -125,7 +125,7 @@ impl Idle {
     }
 
     /// Enters the searching state unless half the workers already search (step 5).
-    pub fn try_search(&self) -> Search {
+    pub(crate) fn try_search(&self) -> Search {
         let s = self.state.load(Ordering::SeqCst);
         if 2 * (s & SEARCH_MASK) >= self.workers {
             return Search::Enough;
@@ -135,7 +135,7 @@ impl Idle {
     }
 
     /// Leaves the searching state (step 2).
-    pub fn stop_searching(&self) -> Stopped {
+    pub(crate) fn stop_searching(&self) -> Stopped {
         let prev = self.state.fetch_sub(SEARCHING, Ordering::SeqCst);
         if prev & SEARCH_MASK == 1 {
             Stopped::Last
@@ -145,7 +145,7 @@ impl Idle {
     }
 
     /// Registers worker `idx` as asleep (step 3). The caller fences and re-checks for work next.
-    pub fn sleep(&self, idx: usize, searching: bool) {
+    pub(crate) fn sleep(&self, idx: usize, searching: bool) {
         let mut sleepers = lock(&self.sleepers);
         let dec = AWAKE + if searching { SEARCHING } else { 0 };
         self.state.fetch_sub(dec, Ordering::SeqCst);
@@ -155,7 +155,7 @@ impl Idle {
     /// Worker `idx` wakes on its own (step 4). If it is still registered it removes itself;
     /// otherwise a notifier already did, and `consume` clears the flag that notifier set. Either
     /// way the worker ends up counted awake and searching.
-    pub fn wake_self(&self, idx: usize, consume: impl FnOnce()) {
+    pub(crate) fn wake_self(&self, idx: usize, consume: impl FnOnce()) {
         let mut sleepers = lock(&self.sleepers);
         if let Some(pos) = sleepers.iter().position(|&i| i == idx) {
             sleepers.swap_remove(pos);
@@ -185,7 +185,7 @@ impl Idle {
 
     /// The stall monitor's wait: returns at once if a worker is awake or `stop()` holds, otherwise
     /// parks until the first worker wakes or [`Idle::wake_watcher`] is called. True if it waited.
-    pub fn wait_for_awake(&self, stop: impl Fn() -> bool) -> bool {
+    pub(crate) fn wait_for_awake(&self, stop: impl Fn() -> bool) -> bool {
         let mut waited = false;
         loop {
             if stop() || self.state.load(Ordering::SeqCst) / AWAKE > 0 {
@@ -205,13 +205,13 @@ impl Idle {
 
     /// Wakes the stall monitor from [`Idle::wait_for_awake`] (shutdown), or makes its next wait
     /// return at once.
-    pub fn wake_watcher(&self) {
+    pub(crate) fn wake_watcher(&self) {
         self.watcher.unpark();
     }
 
     /// (awake, searching): for the monitor, a pick's extras (a group is left for each other
     /// searcher), tests and models.
-    pub fn counts(&self) -> (usize, usize) {
+    pub(crate) fn counts(&self) -> (usize, usize) {
         let s = self.state.load(Ordering::SeqCst);
         (s / AWAKE, s & SEARCH_MASK)
     }
@@ -223,7 +223,7 @@ cfg_not_reactor! {
         /// worker's notified flag; the caller unparks the returned worker's thread afterwards.
         // With the reactor the runtime states a preference (`notify_preferring`); the loom models
         // and the build without the reactor call this.
-        pub fn notify_one(&self, mark: impl FnOnce(usize)) -> Option<usize> {
+        pub(crate) fn notify_one(&self, mark: impl FnOnce(usize)) -> Option<usize> {
             self.notify_preferring(None, mark)
         }
     }
@@ -236,7 +236,7 @@ cfg_reactor! {
         /// awake but not searching: it runs the work its own thread dispatched, so finding it must not
         /// wake another sleeper (step 2); a second wake in the same dispatch sees no searcher and wakes
         /// one. `mark` runs under the lock.
-        pub fn claim(&self, idx: usize, mark: impl FnOnce(usize)) -> Claim {
+        pub(crate) fn claim(&self, idx: usize, mark: impl FnOnce(usize)) -> Claim {
             let mut sleepers = lock(&self.sleepers);
             let Some(pos) = sleepers.iter().position(|&i| i == idx) else {
                 return Claim::Awake;
@@ -252,7 +252,7 @@ cfg_reactor! {
     /// What [`Idle::claim`] did.
     #[must_use = "`Claimed`: the sleeper is counted awake, so the caller must unpark it"]
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum Claim {
+    pub(crate) enum Claim {
         /// The sleeper was registered: it is counted awake now, and its thread must be unparked.
         Claimed,
         /// It is awake already: nobody was claimed.

@@ -48,7 +48,7 @@
 //! (kernels before 4.3, or a sandbox that forbids `membarrier`) claims always withdraw: rescue is
 //! off, and nothing else changes.
 //!
-//! loom model: `tests/loom_rescue.rs` (it models both barriers as SeqCst fences).
+//! loom model: `loom_models/rescue.rs` (it models both barriers as SeqCst fences).
 
 use std::marker::PhantomData;
 use std::ptr;
@@ -64,7 +64,7 @@ const CLAIM_STATE: u64 = 3;
 /// See the module docs. On a cache-line pair of its own (128 bytes: x86 prefetches lines in
 /// pairs): its owner writes it at every poll, and only the monitor reads it.
 #[repr(align(128))]
-pub struct LentSlot<T> {
+pub(crate) struct LentSlot<T> {
     word: AtomicU64,
     claim: AtomicU64,
     next: AtomicU64,
@@ -81,13 +81,13 @@ unsafe impl<T: Send> Sync for LentSlot<T> {}
 
 /// What a lender keeps to reach its item again: the lent word of its generation, hint clear.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Lease(u64);
+pub(crate) struct Lease(u64);
 
 impl Lease {
     /// A lease on nothing (never a word a slot holds while lent).
-    pub const NONE: Lease = Lease(0);
+    pub(crate) const NONE: Lease = Lease(0);
     /// Not a lease: a mark that a lease was lost to a claim (never a lease: `LENT` is clear).
-    pub const CLAIMED: Lease = Lease(4);
+    pub(crate) const CLAIMED: Lease = Lease(4);
 }
 
 impl<T> Default for LentSlot<T> {
@@ -105,7 +105,7 @@ enum Claim {
 
 impl<T> LentSlot<T> {
     /// An empty slot.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         LentSlot {
             word: AtomicU64::new(0),
             claim: AtomicU64::new(0),
@@ -117,7 +117,7 @@ impl<T> LentSlot<T> {
 
     /// Step 1: lends `item` under a new generation, with the monitor's `hint`.
     #[inline]
-    pub fn lend(&self, item: Box<T>, hint: bool) -> Lease {
+    pub(crate) fn lend(&self, item: Box<T>, hint: bool) -> Lease {
         self.item.store(Box::into_raw(item), Ordering::Relaxed);
         // Only the owner writes `next`, and ownership moves with a happens-before edge.
         let g = self.next.load(Ordering::Relaxed) + 1;
@@ -131,7 +131,7 @@ impl<T> LentSlot<T> {
     /// the same lease, with the monitor's hint `hint(item)`), or with `None` if it was claimed.
     /// The second value is false once claimed. `f` may panic: the item is lent again all the same.
     #[inline]
-    pub fn with<R>(
+    pub(crate) fn with<R>(
         &self,
         lease: Lease,
         f: impl FnOnce(Option<&mut T>) -> R,
@@ -161,7 +161,7 @@ impl<T> LentSlot<T> {
 
     /// Step 2: takes the item back if it is still lent under `lease`.
     #[inline]
-    pub fn take_back(&self, lease: Lease) -> Option<Box<T>> {
+    pub(crate) fn take_back(&self, lease: Lease) -> Option<Box<T>> {
         if !self.acquire(lease) {
             return None;
         }
@@ -173,13 +173,13 @@ impl<T> LentSlot<T> {
     /// The current word, for the monitor: its generation changes with every lend, and
     /// [`is_lent`] says whether it can be claimed.
     #[inline]
-    pub fn observe(&self) -> u64 {
+    pub(crate) fn observe(&self) -> u64 {
         self.word.load(Ordering::Acquire)
     }
 
     /// Step 3: claims the item if it is still lent under the `observed` word. Only one thread may
     /// claim a slot at a time (the runtime's monitor).
-    pub fn claim(&self, observed: u64) -> Option<Box<T>> {
+    pub(crate) fn claim(&self, observed: u64) -> Option<Box<T>> {
         if !is_lent(observed) {
             return None;
         }
@@ -298,19 +298,19 @@ impl<T> Drop for LentSlot<T> {
 
 /// True if a word from [`LentSlot::observe`] shows a lent item.
 #[inline]
-pub fn is_lent(word: u64) -> bool {
+pub(crate) fn is_lent(word: u64) -> bool {
     word & LENT != 0
 }
 
 /// The generation of a word from [`LentSlot::observe`]: the same while one lease lasts.
 #[inline]
-pub fn generation(word: u64) -> u64 {
+pub(crate) fn generation(word: u64) -> u64 {
     word >> 2
 }
 
 /// The owner's hint in a word from [`LentSlot::observe`].
 #[inline]
-pub fn hint(word: u64) -> bool {
+pub(crate) fn hint(word: u64) -> bool {
     word & HINT != 0
 }
 

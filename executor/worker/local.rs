@@ -25,8 +25,8 @@
 //! Indices are `u32` and wrap; the capacity divides 2^32, so `index % CAPACITY` names the slot and
 //! `tail - steal` (wrapping) counts the occupied and in-copy slots, never more than the capacity.
 //!
-//! loom models: `tests/loom_runtime.rs` (`local_queue_*`), which drive this code with a capacity of
-//! four.
+//! loom models: `loom_models/runtime.rs` (`local_queue_*`), which drive this code with a capacity
+//! of four.
 
 use std::mem::MaybeUninit;
 
@@ -34,10 +34,10 @@ use crate::shim::{AtomicU32, AtomicU64, Ordering, UnsafeCell, spin_yield};
 
 /// Slots in each local queue (a power of two).
 #[cfg(not(loom))]
-pub const LOCAL_CAPACITY: usize = 256;
+pub(crate) const LOCAL_CAPACITY: usize = 256;
 /// Slots in each local queue: four under loom, so that a model can fill one.
 #[cfg(loom)]
-pub const LOCAL_CAPACITY: usize = 4;
+pub(crate) const LOCAL_CAPACITY: usize = 4;
 
 const CAP: u32 = LOCAL_CAPACITY as u32;
 const MASK: u32 = CAP - 1;
@@ -52,7 +52,7 @@ fn unpack(head: u64) -> (u32, u32) {
 }
 
 /// A core's local queue of `T` (runnables in the runtime; plain values in the loom models).
-pub struct LocalQueue<T> {
+pub(crate) struct LocalQueue<T> {
     /// `steal << 32 | real`; see the module docs.
     head: AtomicU64,
     /// The next index the owner pushes at. Written only by the owner.
@@ -82,7 +82,7 @@ struct Claim {
 
 impl<T> LocalQueue<T> {
     /// An empty queue of `LOCAL_CAPACITY` slots.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         LocalQueue {
             head: AtomicU64::new(0),
             tail: AtomicU32::new(0),
@@ -93,7 +93,7 @@ impl<T> LocalQueue<T> {
     }
 
     /// Items queued now (a snapshot; items a thief is copying out are not counted).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         // `head` first: `tail` only grows, and `real` never passes the `tail` of its time.
         let (_, real) = unpack(self.head.load(Ordering::Acquire));
         let tail = self.tail.load(Ordering::Acquire);
@@ -101,13 +101,13 @@ impl<T> LocalQueue<T> {
     }
 
     /// True if nothing is queued (a snapshot).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// True if a thief could take items now: some are queued and no other thief is copying out
     /// of the queue (a snapshot).
-    pub fn is_stealable(&self) -> bool {
+    pub(crate) fn is_stealable(&self) -> bool {
         let (steal, real) = unpack(self.head.load(Ordering::Acquire));
         steal == real && self.tail.load(Ordering::Acquire) != real
     }
@@ -117,7 +117,7 @@ impl<T> LocalQueue<T> {
     /// # Safety
     /// Only the queue's owner may push (the thread that holds its core; see the module docs).
     #[inline]
-    pub unsafe fn push(&self, item: T) -> Result<(), T> {
+    pub(crate) unsafe fn push(&self, item: T) -> Result<(), T> {
         // Only the owner writes `tail`.
         let tail = self.tail.load(Ordering::Relaxed);
         let (steal, _) = unpack(self.head.load(Ordering::Acquire));
@@ -139,7 +139,7 @@ impl<T> LocalQueue<T> {
     /// Only the queue's owner may call this; other threads take items with [`Self::steal`] or
     /// [`Self::steal_half_into`].
     #[inline]
-    pub unsafe fn pop(&self) -> Option<T> {
+    pub(crate) unsafe fn pop(&self) -> Option<T> {
         let tail = self.tail.load(Ordering::Relaxed);
         let mut head = self.head.load(Ordering::Acquire);
         loop {
@@ -183,7 +183,7 @@ impl<T> LocalQueue<T> {
 
     /// Takes the oldest item from any thread (shutdown's drain): waits for a steal under way to
     /// finish rather than give up while items remain.
-    pub fn steal(&self) -> Option<T> {
+    pub(crate) fn steal(&self) -> Option<T> {
         let claim = self.claim(true, |_| 1)?;
         // SAFETY: the claim covers exactly index `claim.first`.
         let item = unsafe { self.read(claim.first) };
@@ -198,7 +198,7 @@ impl<T> LocalQueue<T> {
     ///
     /// # Safety
     /// The caller must own `dest` (see [`Self::push`]).
-    pub unsafe fn steal_half_into(
+    pub(crate) unsafe fn steal_half_into(
         &self,
         dest: &LocalQueue<T>,
         mut overflow: impl FnMut(T),

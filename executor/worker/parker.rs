@@ -5,7 +5,7 @@
 //! a notification), then the token (SeqCst); the sleeper checks the flags, then consumes the
 //! token or registers itself as parked under the lock before it waits, and a waker that finds it
 //! registered takes the same lock before it signals. An unpark that comes before the wait is never
-//! lost (loom model: `tests/loom_runtime.rs`, `shutdown_never_misses_a_parking_core`).
+//! lost (loom model: `loom_models/runtime.rs`, `shutdown_never_misses_a_parking_core`).
 //!
 //! # Waiting through a waker
 //! A core that sleeps in the I/O reactor does not block here: it waits inside
@@ -16,7 +16,8 @@
 //! the lock and wakes it after releasing the lock (a waker may run arbitrary code: the reactor's
 //! notification). The sleeper registers under the lock and the waker takes under the lock, so a
 //! token set before the registration is seen by the registration's compare-exchange, and one set
-//! after finds the waker (loom model: `tests/loom_runtime.rs`, `an_unpark_always_wakes_a_waiting_core`).
+//! after finds the waker (loom model: `loom_models/runtime.rs`,
+//! `an_unpark_always_wakes_a_waiting_core`).
 //! When the sleeper stops waiting for another reason (its timer), [`Parker::cancel_wait`] takes the
 //! waker back and consumes any token, as `park_timeout` does.
 
@@ -34,7 +35,7 @@ const WAITING: usize = 3;
 /// See the module docs. The state word lets `unpark` skip the lock and the condition variable's
 /// system call when nobody sleeps (the common case: the woken core has not parked yet, or is
 /// awake already).
-pub struct Parker {
+pub(crate) struct Parker {
     state: AtomicUsize,
     /// The waker of a sleeper that waits through [`Parker::poll_park`].
     lock: Mutex<Option<Waker>>,
@@ -49,7 +50,7 @@ impl Default for Parker {
 
 impl Parker {
     /// A parker with no token.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Parker {
             state: AtomicUsize::new(EMPTY),
             lock: Mutex::new(None),
@@ -58,7 +59,7 @@ impl Parker {
     }
 
     /// Blocks until the token is set, then consumes it.
-    pub fn park(&self) {
+    pub(crate) fn park(&self) {
         if self
             .state
             .compare_exchange(NOTIFIED, EMPTY, Ordering::SeqCst, Ordering::SeqCst)
@@ -120,8 +121,11 @@ impl Parker {
     /// Consumes the token if it is set; otherwise registers `cx`'s waker, which the next
     /// `unpark` wakes, and returns `Pending`. After `Pending`, the caller either polls again
     /// (woken or not) or calls [`Parker::cancel_wait`].
-    #[cfg_attr(not(any(loom, all(feature = "io", not(miri)))), allow(dead_code))]
-    pub fn poll_park(&self, cx: &mut Context<'_>) -> Poll<()> {
+    #[cfg_attr(
+        not(any(all(test, loom), all(feature = "io", not(loom), not(miri)))),
+        allow(dead_code)
+    )]
+    pub(crate) fn poll_park(&self, cx: &mut Context<'_>) -> Poll<()> {
         if self
             .state
             .compare_exchange(NOTIFIED, EMPTY, Ordering::SeqCst, Ordering::SeqCst)
@@ -159,8 +163,11 @@ impl Parker {
 
     /// The sleeper of [`Parker::poll_park`] stops waiting for another reason: takes its waker
     /// back and consumes the token, if any (the caller re-checks every reason to wake anyway).
-    #[cfg_attr(not(any(loom, all(feature = "io", not(miri)))), allow(dead_code))]
-    pub fn cancel_wait(&self) {
+    #[cfg_attr(
+        not(any(all(test, loom), all(feature = "io", not(loom), not(miri)))),
+        allow(dead_code)
+    )]
+    pub(crate) fn cancel_wait(&self) {
         let mut slot = lock(&self.lock);
         // A read-modify-write: if it consumes a token, it synchronises with the unparker, so the
         // caller's re-check sees the flag that unparker set first.
@@ -171,7 +178,7 @@ impl Parker {
     }
 
     /// Sets the token and wakes the sleeper, if any.
-    pub fn unpark(&self) {
+    pub(crate) fn unpark(&self) {
         match self.state.swap(NOTIFIED, Ordering::SeqCst) {
             PARKED => {
                 // The sleeper set PARKED under the lock and waits on the condition variable:

@@ -42,7 +42,7 @@
 //! `Threads` is generic over the core it passes between threads ([`HandedCore`]): the rendezvous
 //! (the waiting list and the count of idle spares, the spare's wait with its keep-alive, the
 //! reclaim, and the retirement of cores at shutdown) is one impl that needs only a core's index,
-//! its preparation and its retirement, so the loom models (`tests/loom_handoff.rs`) run this very
+//! its preparation and its retirement, so the loom models (`loom_models/handoff.rs`) run this very
 //! code with cores of their own. Placing a core does not start a thread: it says whether a spare
 //! was notified or a thread must be started ([`Placed`]), and the runtime's part (`runner`) starts
 //! it. That part also holds the threads' body and the rescue, whose checks and claim happen under
@@ -71,7 +71,7 @@ use crate::group::GroupInner;
 use crate::shim::{AtomicBool, Condvar, Mutex, Ordering, lock};
 
 /// What the rendezvous needs of a core: the runtime's `Core` (`handover`), or a loom model's own.
-pub trait HandedCore {
+pub(crate) trait HandedCore {
     /// The core's index, by which the thread that handed it off takes it back.
     fn idx(&self) -> usize;
     /// Step 3, before the core joins the waiting list (no lock held).
@@ -83,7 +83,7 @@ pub trait HandedCore {
 /// Who takes a core just put in the waiting list (step 3).
 #[must_use = "`StartThread`: no spare was woken, so the caller must start a thread"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Placed {
+pub(crate) enum Placed {
     /// A spare takes it: an idle one, which was notified, or one on its way to wait.
     SpareNotified,
     /// No spare is free for it: the caller starts a thread (if that fails the core stays waiting
@@ -92,7 +92,7 @@ pub enum Placed {
 }
 
 /// The threads of a runtime and the cores waiting for one (see the module docs).
-pub struct Threads<C> {
+pub(crate) struct Threads<C> {
     state: Mutex<State<C>>,
     /// Spares wait here for a core.
     spare: Condvar,
@@ -149,12 +149,12 @@ struct Record {
 }
 
 /// The rendezvous itself: how a core waits for a thread, is taken, taken back or retired. The
-/// runtime calls these with its `Core`s, the loom models (`tests/loom_handoff.rs`) with cores of
+/// runtime calls these with its `Core`s, the loom models (`loom_models/handoff.rs`) with cores of
 /// their own.
 impl<C: HandedCore> Threads<C> {
     /// No cores yet ([`open`](Self::open) counts them), no threads.
     #[allow(clippy::new_without_default)]
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Threads {
             state: Mutex::new(State {
                 waiting: Vec::new(),
@@ -179,7 +179,7 @@ impl<C: HandedCore> Threads<C> {
     }
 
     /// Counts `n` live cores, with indices `0..n`, before any of them is handed off.
-    pub fn open(&self, n: usize) {
+    pub(crate) fn open(&self, n: usize) {
         let mut st = lock(&self.state);
         st.live_cores = n;
         st.before_first_park = n;
@@ -191,7 +191,7 @@ impl<C: HandedCore> Threads<C> {
     /// since every thread may be waiting on work only this core would run); otherwise reserves a
     /// thread and [`place`](Self::place)s it. After [`Placed::StartThread`] the caller starts a
     /// thread and releases the reservation (see the module docs, *The thread limit*).
-    pub fn offer(
+    pub(crate) fn offer(
         &self,
         core: Box<C>,
         max_threads: usize,
@@ -208,7 +208,7 @@ impl<C: HandedCore> Threads<C> {
     /// a spare that is idle (woken for it) or on its way, if one is not yet counted for another
     /// waiting core (releasing the reservation), or says to start a thread, which counts as on its
     /// way from this same hold of the lock (so a hand-off placed before it arrives goes to it).
-    pub fn place(&self, mut core: Box<C>, is_shutdown: impl Fn() -> bool) -> Placed {
+    pub(crate) fn place(&self, mut core: Box<C>, is_shutdown: impl Fn() -> bool) -> Placed {
         core.prepare();
         let mut st = lock(&self.state);
         let to_spare = spares_free(&st) > 0;
@@ -235,30 +235,30 @@ impl<C: HandedCore> Threads<C> {
     /// spare): releases the reservation. The runtime's own starts release it in
     /// [`start_thread`](Self::start_thread), under the lock that counts the thread running; the loom models, which start no thread,
     /// call this.
-    #[cfg(loom)]
-    pub fn started(&self) {
+    #[cfg(all(test, loom))]
+    pub(crate) fn started(&self) {
         lock(&self.state).starting -= 1;
     }
 
     /// After [`Placed::StartThread`], when the thread could not start (the loom models' stand-in
     /// for a failed `spawn_thread`): releases the reservation and the count of the thread as on
     /// its way, so the next core placed asks for a thread again.
-    #[cfg(loom)]
-    pub fn start_failed(&self) {
+    #[cfg(all(test, loom))]
+    pub(crate) fn start_failed(&self) {
         let mut st = lock(&self.state);
         st.starting -= 1;
         st.spares_coming -= 1;
     }
 
     /// Threads running and threads promised (for the loom models).
-    #[cfg(loom)]
-    pub fn thread_counts(&self) -> (usize, usize) {
+    #[cfg(all(test, loom))]
+    pub(crate) fn thread_counts(&self) -> (usize, usize) {
         let st = lock(&self.state);
         (st.running, st.starting)
     }
 
     /// Step 6 of the hand-off protocol: takes core `idx` back if no thread took it yet.
-    pub fn reclaim(&self, idx: usize) -> Option<Box<C>> {
+    pub(crate) fn reclaim(&self, idx: usize) -> Option<Box<C>> {
         let mut st = lock(&self.state);
         let pos = st.waiting.iter().position(|c| c.idx() == idx)?;
         Some(st.waiting.swap_remove(pos))
@@ -269,7 +269,7 @@ impl<C: HandedCore> Threads<C> {
     /// out: the model advances its clock and wakes the spares). A keep-alive too long for an
     /// `Instant` never ends. `coming`: the thread was counted in `spares_coming` (a thread started
     /// for [`Placed::StartThread`], on its first wait; a rescued thread after `core_lost`).
-    pub fn wait_for_core(
+    pub(crate) fn wait_for_core(
         &self,
         is_shutdown: impl Fn() -> bool,
         keep_alive: Duration,
@@ -314,7 +314,7 @@ impl<C: HandedCore> Threads<C> {
     /// is idle or on its way with no waiting core left to it, so rescue threads do not outlast
     /// the stall (a thread started for a waiting core takes that core). A staying thread is
     /// counted in `spares_coming` until it waits (`wait_for_core(.., true)`).
-    pub fn core_lost(&self, blocked: &AtomicBool) -> bool {
+    pub(crate) fn core_lost(&self, blocked: &AtomicBool) -> bool {
         let me = current_thread().id();
         let mut st = lock(&self.state);
         blocked.store(false, Ordering::SeqCst);
@@ -342,13 +342,13 @@ impl<C: HandedCore> Threads<C> {
     }
 
     /// Records the calling thread as the one that now runs core `idx` (for a rescue to count it).
-    pub fn running(&self, idx: usize) {
+    pub(crate) fn running(&self, idx: usize) {
         let mut st = lock(&self.state);
         st.runners[idx] = Some(current_thread().id());
     }
 
     /// Wakes every spare (shutdown: they exit).
-    pub fn wake_spares(&self) {
+    pub(crate) fn wake_spares(&self) {
         let _st = lock(&self.state);
         self.spare.notify_all();
     }
@@ -364,7 +364,7 @@ impl<C: HandedCore> Threads<C> {
     }
 
     /// A core ends for good (shutdown).
-    pub fn retire(&self, core: Box<C>) {
+    pub(crate) fn retire(&self, core: Box<C>) {
         core.retire();
         self.count_retired();
     }
@@ -380,7 +380,7 @@ impl<C: HandedCore> Threads<C> {
     }
 
     /// Shutdown: retires the cores waiting for a thread (no thread holds them).
-    pub fn retire_waiting(&self) {
+    pub(crate) fn retire_waiting(&self) {
         let waiting = std::mem::take(&mut lock(&self.state).waiting);
         for core in waiting {
             self.retire(core);
@@ -389,7 +389,7 @@ impl<C: HandedCore> Threads<C> {
 
     /// Shutdown: retires the cores no thread holds, then waits until every core retired or
     /// `deadline` passes. True if all did.
-    pub fn wait_retired(&self, deadline: Option<Instant>) -> bool {
+    pub(crate) fn wait_retired(&self, deadline: Option<Instant>) -> bool {
         loop {
             self.retire_waiting();
             let st = lock(&self.state);
@@ -427,7 +427,7 @@ impl<C: HandedCore> Threads<C> {
     }
 
     /// (threads started and not yet exited, spares waiting for a core, rescues so far).
-    pub fn counts(&self) -> (usize, usize, u64) {
+    pub(crate) fn counts(&self) -> (usize, usize, u64) {
         let st = lock(&self.state);
         (st.running, st.idle_spares, st.rescues)
     }

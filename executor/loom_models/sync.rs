@@ -1,11 +1,9 @@
 //! loom models of the acquire / release / cancel races of `AsyncOneManyLock` and `Semaphore`.
 //!
-//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --test loom_sync`. The protected data lives in
-//! a `loom::cell::UnsafeCell`, so loom reports any access that the primitives fail to order (a reader
-//! during a write, two writers, a missing happens-before on hand-off), and a lost wakeup shows up as a
-//! deadlock.
-#![cfg(loom)]
-
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --lib loom_models::sync`. The protected
+//! data lives in a `loom::cell::UnsafeCell`, so loom reports any access that the primitives fail to
+//! order (a reader during a write, two writers, a missing happens-before on hand-off), and a lost
+//! wakeup shows up as a deadlock.
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll};
@@ -14,11 +12,10 @@ use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
 
-use rondo::sync::{AsyncOneManyLock, Semaphore};
+use crate::sync::{AsyncOneManyLock, Semaphore};
 
-mod loom_setup;
 // Every interleaving, bounded in CI (see `model_bounded_in_ci`).
-use loom_setup::{block_on, model_bounded_in_ci, poll_once};
+use super::{block_on, model_bounded_in_ci, poll_once};
 
 /// Polls a future up to twice (never after it completed), then drops it: if it was granted between the
 /// polls, or while not being polled, the drop must pass the grant on.

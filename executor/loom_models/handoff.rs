@@ -14,26 +14,24 @@
 //! What they leave out: starting an OS thread (a model runs a started thread's `wait_for_core` on
 //! a loom thread, or treats the start as failed where it says so), a core's own preparation (a
 //! count here), the thread count against `max_threads` (no model thread is counted as running, so
-//! a model at the limit passes 0 and one below it passes 1), rescue's claim (`tests/loom_rescue.rs`)
+//! a model at the limit passes 0 and one below it passes 1), rescue's claim (`rescue.rs`)
 //! and `core_lost`. loom's timed wait never times out, so the keep-alive runs on a clock of the
 //! model's own: time passes when a thread moves the clock past the spare's deadline and then
 //! wakes the spares, as waits that time out wake, so the timeout may fall anywhere after the spare
 //! began to wait; the other models use a keep-alive that never ends or one that ends at once.
 //!
-//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --test loom_handoff`.
-#![cfg(loom)]
-
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --lib loom_models::handoff`.
 use std::sync::atomic::AtomicUsize as StdAtomicUsize;
 use std::time::{Duration, Instant};
 
 use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
-use rondo::loom_support::{HandedCore, Placed, Threads};
 
-mod loom_setup;
+use crate::worker::threads::{HandedCore, Placed, Threads};
+
 // Bounded: unbounded, the four-thread model has more interleavings than a run can visit.
-use loom_setup::{FOREVER, model_bounded};
+use super::{FOREVER, model_bounded};
 
 /// What happened to one core.
 #[derive(Default)]

@@ -1,6 +1,20 @@
-//! The setup the loom models share (`tests/loom_*.rs`, each `mod loom_setup;`): how a model
-//! explores its interleavings, and the helpers of more than one model file.
-#![allow(dead_code)]
+//! The loom models, one module per area: `runtime` (the runtime's lock-free protocols), `sync`
+//! (the sync primitives' acquire / release / cancel races), `blocking` (the blocking pool),
+//! `rescue` (starvation rescue's claim) and `handoff` (the core hand-off's rendezvous). They drive
+//! the crate's own types, built under `--cfg loom` so that their atomics and locks are loom's
+//! (`shim.rs`).
+//!
+//! Run them with `RUSTFLAGS="--cfg loom" cargo test --release --lib` (or `--lib loom_models::sync`
+//! for one module); `scripts/verify` runs them all.
+//!
+//! This module holds the setup they share: how a model explores its interleavings, and the helpers
+//! of more than one model module.
+
+mod blocking;
+mod handoff;
+mod rescue;
+mod runtime;
+mod sync;
 
 use std::future::Future;
 use std::pin::{Pin, pin};
@@ -10,11 +24,11 @@ use std::time::Duration;
 use loom::thread;
 
 /// The preemptions per execution [`model_bounded`] allows.
-pub const PREEMPTIONS: usize = 3;
+const PREEMPTIONS: usize = 3;
 
 /// Explores every interleaving of `f`: `loom::model`, with loom's defaults (its `LOOM_*`
 /// variables apply, `LOOM_LOG` included).
-pub fn model(f: impl Fn() + Sync + Send + 'static) {
+fn model(f: impl Fn() + Sync + Send + 'static) {
     loom::model(f);
 }
 
@@ -22,7 +36,7 @@ pub fn model(f: impl Fn() + Sync + Send + 'static) {
 /// models that, unbounded, have more interleavings than a run can visit (three or four threads,
 /// the lock-free queues of the blocking pool and the runtime, the two-thread models whose
 /// unbounded runs take minutes).
-pub fn model_bounded(f: impl Fn() + Sync + Send + 'static) {
+fn model_bounded(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(PREEMPTIONS);
     b.check(f);
@@ -33,7 +47,7 @@ pub fn model_bounded(f: impl Fn() + Sync + Send + 'static) {
 /// sync models run for 6 to 24 minutes each on a 2-core machine, and a bound of a few
 /// preemptions still finds a wake that a cancelled waiter fails to pass on within a second.
 /// `scripts/verify` without `--ci` runs them unbounded.
-pub fn model_bounded_in_ci(f: impl Fn() + Sync + Send + 'static) {
+fn model_bounded_in_ci(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = std::env::var("RONDO_LOOM_PREEMPTIONS").ok().map(|v| {
         v.parse()
@@ -44,11 +58,11 @@ pub fn model_bounded_in_ci(f: impl Fn() + Sync + Send + 'static) {
 
 /// A keep-alive that never ends within a model: a waiting thread parks until it is claimed, and a
 /// model's own clock never moves that far.
-pub const FOREVER: Duration = Duration::from_secs(24 * 3600);
+const FOREVER: Duration = Duration::from_secs(24 * 3600);
 
 /// A minimal executor on loom's thread parking (loom's own `future` module needs a feature this
 /// crate does not enable).
-pub fn block_on<F: Future>(f: F) -> F::Output {
+fn block_on<F: Future>(f: F) -> F::Output {
     struct Unparker(loom::thread::Thread);
     impl std::task::Wake for Unparker {
         fn wake(self: std::sync::Arc<Self>) {
@@ -66,7 +80,7 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
 }
 
 /// Polls a future once with a no-op waker.
-pub fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
+fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
     let waker = futures::task::noop_waker();
     f.poll(&mut Context::from_waker(&waker))
 }

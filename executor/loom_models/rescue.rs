@@ -3,16 +3,15 @@
 //! (`Idle::wait_for_awake`). loom models the asymmetric barrier pair of the claim as two SeqCst
 //! fences.
 //!
-//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --test loom_rescue`.
-#![cfg(loom)]
-
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --lib loom_models::rescue`.
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
-use rondo::loom_support::{Idle, Lease, LentSlot, is_lent};
 
-mod loom_setup;
-use loom_setup::model;
+use crate::worker::idle::Idle;
+use crate::worker::lent::{Lease, LentSlot, is_lent};
+
+use super::model;
 
 /// A stand-in for a core: the LIFO slot a wake fills.
 #[derive(Default)]
@@ -24,7 +23,7 @@ struct Core {
 /// the global queue (what `schedule` does with `with_core`).
 fn wake(
     slot: &LentSlot<Core>,
-    lease: rondo::loom_support::Lease,
+    lease: crate::worker::lent::Lease,
     global: &Mutex<Vec<u32>>,
     v: u32,
 ) {

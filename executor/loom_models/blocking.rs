@@ -7,18 +7,16 @@
 //! A job that is lost shows as a deadlock: the model's main thread waits for it on a condition
 //! variable, and loom reports the execution in which every thread is blocked.
 //!
-//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --test loom_blocking`.
-#![cfg(loom)]
-
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --lib loom_models::blocking`.
 use std::time::Duration;
 
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
-use rondo::loom_support::{BlockingPool, Job, closure_returned};
 
-mod loom_setup;
+use crate::blocking::pool::{Job, Pool as BlockingPool, closure_returned};
+
 // Bounded: unbounded, the pool's lock-free queues give more interleavings than a run can visit.
-use loom_setup::{FOREVER, model_bounded};
+use super::{FOREVER, model_bounded};
 
 /// What the jobs of a model report: how many ran, how many were dropped unrun.
 #[derive(Default)]

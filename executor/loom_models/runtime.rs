@@ -1,20 +1,26 @@
 //! loom models of the runtime's lock-free protocols.
 //!
-//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --test loom_runtime`.
-#![cfg(loom)]
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --lib loom_models::runtime`.
+
+// The local-queue models document their owner-only pushes and pops with one `SAFETY` comment per
+// model (the model's thread owns the queue), not one per `unsafe` block.
+#![allow(clippy::undocumented_unsafe_blocks)]
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
-use rondo::loom_support::{
-    GroupQueue, Idle, Inbox, Lane, LaneEntry, LaneFlag, ListFlag, Listing, LocalQueue, Parker,
-    Search, Stopped,
-};
 
-mod loom_setup;
+use crate::fair::inbox::Inbox;
+use crate::fair::lane::Lane;
+use crate::group::listed::{LaneEntry, LaneFlag, ListFlag, Listing};
+use crate::group::queue::GroupQueue;
+use crate::worker::idle::{Idle, Search, Stopped};
+use crate::worker::local::LocalQueue;
+use crate::worker::parker::Parker;
+
 // `model_bounded`: the three-thread models, and the two-thread ones whose unbounded runs take
 // minutes.
-use loom_setup::{model, model_bounded};
+use super::{model, model_bounded};
 
 /// A group queue (the runtime's own type), its list flag, and the "in rotation" bit the scheduler
 /// lock protects.
@@ -419,7 +425,7 @@ fn local_queue_steal_races_the_owner() {
 #[test]
 fn local_queue_owner_refills_a_full_queue_during_a_steal() {
     model_bounded(|| {
-        let cap = rondo::loom_support::LOCAL_CAPACITY as u32;
+        let cap = crate::worker::local::LOCAL_CAPACITY as u32;
         let victim = Arc::new(LocalQueue::<u32>::new());
         // SAFETY (every push and pop on `victim` by this thread): this thread is its owner.
         for i in 0..cap {
@@ -524,14 +530,14 @@ fn local_queue_drain_waits_for_a_steal() {
 /// The runtime's timer host, reduced to what the keeper protocol needs: the real `Keeper`, and a
 /// core's real `Parker` (`Unpark`), or a flag for "wake a sleeping core" (`Notify`).
 struct TimerHostModel {
-    keeper: rondo::loom_support::Keeper,
+    keeper: crate::time::keeper::Keeper,
     parker: Parker,
     notified: AtomicBool,
 }
 
-impl rondo::loom_support::TimerHost for TimerHostModel {
+impl crate::time::driver::TimerHost for TimerHostModel {
     fn timer_lowered(&self, tick: u64) {
-        use rondo::loom_support::Lowered;
+        use crate::time::keeper::Lowered;
         match self.keeper.lowered(tick) {
             Lowered::InTime => {}
             Lowered::Unpark(_) => self.parker.unpark(),
@@ -542,35 +548,35 @@ impl rondo::loom_support::TimerHost for TimerHostModel {
 
 fn timers_with_host() -> (
     std::sync::Arc<TimerHostModel>,
-    std::sync::Arc<rondo::loom_support::Timers>,
+    std::sync::Arc<crate::time::driver::Timers>,
 ) {
     let host = std::sync::Arc::new(TimerHostModel {
-        keeper: rondo::loom_support::Keeper::new(),
+        keeper: crate::time::keeper::Keeper::new(),
         parker: Parker::new(),
         notified: AtomicBool::new(false),
     });
-    let weak: std::sync::Weak<dyn rondo::loom_support::TimerHost> =
+    let weak: std::sync::Weak<dyn crate::time::driver::TimerHost> =
         std::sync::Arc::downgrade(&host) as _;
     (
         host,
-        std::sync::Arc::new(rondo::loom_support::Timers::new(1, weak)),
+        std::sync::Arc::new(crate::time::driver::Timers::new(1, weak)),
     )
 }
 
 /// Arms a timer `after` from now in worker 0's shard (the real arm path).
 fn arm(
-    timers: &rondo::loom_support::Timers,
+    timers: &crate::time::driver::Timers,
     after: std::time::Duration,
-) -> rondo::loom_support::Registration {
+) -> crate::time::driver::Registration {
     let waker = futures::task::noop_waker();
     let deadline = std::time::Instant::now() + after;
-    match rondo::loom_support::Registration::arm(
+    match crate::time::driver::Registration::arm(
         timers.shard(Some(0), 0),
         deadline,
         std::time::Duration::ZERO,
         &waker,
     ) {
-        rondo::loom_support::Armed::Waiting(r) => r,
+        crate::time::driver::Armed::Waiting(r) => r,
         _ => panic!("the timer should wait"),
     }
 }
@@ -624,7 +630,7 @@ fn processing_never_loses_a_concurrent_arm() {
             t2.process(
                 std::time::Instant::now(),
                 &mut wakers,
-                rondo::loom_support::IfBusy::Skip,
+                crate::time::driver::IfBusy::Skip,
             );
             assert!(wakers.is_empty());
         });
@@ -633,7 +639,7 @@ fn processing_never_loses_a_concurrent_arm() {
         let bound = timers.earliest();
         assert_ne!(
             bound,
-            rondo::loom_support::NEVER,
+            crate::time::driver::NEVER,
             "the armed timer was lost from the bound"
         );
         drop(near);
@@ -645,7 +651,7 @@ fn processing_never_loses_a_concurrent_arm() {
 /// timer fires exactly once, and the bound ends empty.
 #[test]
 fn a_waiting_pass_and_a_skipping_pass_fire_a_due_timer_once() {
-    use rondo::loom_support::IfBusy;
+    use crate::time::driver::IfBusy;
     model_bounded(|| {
         let (_host, timers) = timers_with_host();
         let due = arm(&timers, std::time::Duration::from_millis(1));
@@ -664,7 +670,7 @@ fn a_waiting_pass_and_a_skipping_pass_fire_a_due_timer_once() {
             "the due timer fired {} times",
             waited + skipped
         );
-        assert_eq!(timers.earliest(), rondo::loom_support::NEVER);
+        assert_eq!(timers.earliest(), crate::time::driver::NEVER);
         drop(due);
     });
 }
