@@ -19,6 +19,8 @@ pub(crate) mod lane;
 mod rotation;
 pub(crate) mod scheduler;
 pub(crate) mod segment;
+mod tree;
+mod vtime;
 
 pub(crate) use scheduler::{Picker, Scheduler, Verdict, WaitFrom};
 pub(crate) use segment::Service;

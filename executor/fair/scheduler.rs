@@ -53,15 +53,16 @@ use std::time::{Duration, Instant};
 use crate::group::GroupInner;
 use crate::group::inner::GroupSched;
 use crate::group::listed::{LaneEntry, Listing};
-use crate::shim::{AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
+use crate::group::tree::{Node, NodeState, Tree};
+use crate::shim::{AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, fence, lock};
 use crate::task::Runnable;
 
 use super::inbox::Inbox;
 use super::lane::Lane;
 use super::rotation::{Key, Rotation};
+use super::tree::{self, Activated, lock_tree};
+use super::vtime::{SCALE, add_service, from_virtual_ns, set_vruntime, virtual_ns};
 
-/// Virtual time advances by `ns * SCALE / weight` per charged nanosecond.
-const SCALE: u128 = 1 << 16;
 /// A group queue at most this long is taken whole by one worker.
 const SMALL_QUEUE: usize = 16;
 /// When a pick's group gives a worker at most this many tasks, the same visit also takes up to
@@ -91,16 +92,6 @@ const STALE_AFTER: Duration = Duration::from_millis(20);
 /// landing on the first group meanwhile cannot hold the visit.
 const FIX_FRONT_MAX: usize = 64;
 
-/// A virtual runtime in whole virtual nanoseconds (`vruntime / SCALE`), as the hints give it.
-fn virtual_ns(vruntime: u128) -> u64 {
-    u64::try_from(vruntime / SCALE).unwrap_or(u64::MAX)
-}
-
-/// Whole virtual nanoseconds (a hint, a rotation key) as a virtual runtime: at most the exact
-/// runtime they were taken from.
-fn from_virtual_ns(v: u64) -> u128 {
-    u128::from(v) * SCALE
-}
 
 /// The key under which a group in the rotation is stored (see `rotation::Key`): its virtual
 /// runtime in whole virtual nanoseconds when it was (re-)keyed, then its entry count. At most its
@@ -118,20 +109,6 @@ fn enter_key(rotation: &mut Rotation<GroupInner>, gs: &mut GroupSched) -> Key {
     key
 }
 
-/// Sets a group's virtual runtime and its lock-free hint (`GroupInner::vtime_hint`), under the
-/// group's lock.
-fn set_vruntime(g: &GroupInner, gs: &mut GroupSched, vruntime: u128) {
-    gs.vruntime = vruntime;
-    g.set_vtime_hint(virtual_ns(vruntime));
-}
-
-/// Charges `ns` of service to a group, under its lock: its virtual runtime rises by
-/// `ns / weight`. Its rotation key, if it has one, stays (lazy keys).
-fn add_service(g: &GroupInner, gs: &mut GroupSched, ns: u64) {
-    let delta = u128::from(ns) * SCALE / u128::from(gs.weight.max(1));
-    let charged = gs.vruntime + delta;
-    set_vruntime(g, gs, charged);
-}
 
 /// A quantum of `g`'s own service in virtual nanoseconds (`quantum_ns / weight`, from its weight
 /// hint). In u64 (this runs on every cross-group wake, and a u128 division is a library call),
@@ -173,6 +150,15 @@ fn fix_front(rotation: &mut Rotation<GroupInner>) {
         drop(gs);
         rotation.insert(key, g, false);
     }
+}
+
+/// The top-level group above `g` (`g` itself if it is top-level), as an `Arc`.
+fn top_arc(g: &Arc<GroupInner>) -> &Arc<GroupInner> {
+    let mut top = g;
+    while let Some(p) = top.parent() {
+        top = p;
+    }
+    top
 }
 
 /// From when a group that a push lists counts as waiting (`GroupMetrics::wait`: queued work that
@@ -382,7 +368,8 @@ impl Scheduler {
     /// own lock, as entering the rotation would lift it: an idle group banks no credit, through
     /// the lane or not. Otherwise this reads hints only, no lock.
     pub(crate) fn lane_admits(&self, g: &GroupInner) -> LaneEntry {
-        if g.is_listed() || g.has_task_in_lane() {
+        // A tree's groups are reached through their tree (`tree`), never the lane.
+        if g.is_listed() || g.has_task_in_lane() || g.node().is_some() {
             return LaneEntry::Refused;
         }
         let floor = self.floor.load(Ordering::Relaxed);
@@ -470,7 +457,10 @@ impl Scheduler {
             return false;
         }
         self.shards.iter().any(|s| {
-            !s.inbox.is_empty() || lock(&s.rotation).iter().any(|(_, g)| !g.queue_is_empty())
+            !s.inbox.is_empty()
+                || lock(&s.rotation)
+                    .iter()
+                    .any(|(_, g)| !g.queue_is_empty() || g.node().is_some())
         })
     }
 
@@ -480,6 +470,31 @@ impl Scheduler {
     /// when the caller looks for a sleeper to wake (see `idle`).
     /// `wait` says from when the group counts as waiting in its metrics.
     pub(crate) fn list(&self, g: &Arc<GroupInner>, wait: WaitFrom) {
+        match g.node() {
+            None => self.list_top(g, wait),
+            Some(node) => self.list_in_tree(g, node, wait),
+        }
+    }
+
+    /// [`list`](Self::list) for a group of a tree: activates its own queue and its ancestors
+    /// (`tree`, step 1), then lists the root if that made it active.
+    fn list_in_tree(&self, g: &Arc<GroupInner>, node: &Node, wait: WaitFrom) {
+        let fresh_since = crate::clock::stamp().saturating_sub(self.stale_after);
+        let activated = {
+            let mut st = lock_tree(&node.tree);
+            tree::activate_own(&mut st, node.slot, fresh_since)
+        };
+        if activated == Activated::ListRoot {
+            self.list_top(top_arc(g), wait);
+        }
+        // The group's tasks are reachable: a worker about to park sees the root (listed now or
+        // before) or is counted asleep when the caller looks for one (the fence in `list_top`,
+        // or the one of the pusher that listed the root).
+        fence(Ordering::SeqCst);
+    }
+
+    /// Queues a top-level group (flat, or a tree's root) for its shard's rotation.
+    fn list_top(&self, g: &Arc<GroupInner>, wait: WaitFrom) {
         // Everything but the push before the count: the window in which the group is counted but
         // not in the inbox stays as short as it can be (see `may_pick`).
         let since = match wait {
@@ -590,6 +605,17 @@ impl Scheduler {
         if c.ns > 0 {
             let mut gs = c.group.sched();
             add_service(&c.group, &mut gs, c.ns);
+            if c.group.node().is_some() {
+                // A tree: the group's own queue in its own node's frame, then every ancestor
+                // (`tree`, shares), each under its own lock.
+                gs.own_vruntime += u128::from(c.ns) * SCALE;
+                drop(gs);
+                let mut up = c.group.parent();
+                while let Some(p) = up {
+                    add_service(p, &mut p.sched(), c.ns);
+                    up = p.parent();
+                }
+            }
         }
         true
     }
@@ -701,6 +727,9 @@ impl Scheduler {
             }
         })??;
         let workers = self.served.len();
+        if g.node().is_some() {
+            return Some(self.pick_in_tree(shard, rotation, g, (worker, max_batch), stamp, batch));
+        }
         let mut gs = g.sched();
         g.end_wait(|| stamp);
         let taken = g.take_batch(
@@ -754,6 +783,174 @@ impl Scheduler {
         Some((g, first))
     }
 
+    /// [`pick_and_take`](Self::pick_and_take) for a tree's root, the first group of `shard`
+    /// (whose lock the caller holds): descends the tree to the own queue with the smallest
+    /// virtual runtime and takes its batch (`tree`, step 3). Returns that group and its first
+    /// task, or the root and `None` if the tree had no work (the root then leaves the rotation).
+    fn pick_in_tree(
+        &self,
+        shard: &Shard,
+        mut rotation: MutexGuard<'_, Rotation<GroupInner>>,
+        root: Arc<GroupInner>,
+        (worker, max_batch): (usize, usize),
+        stamp: u64,
+        batch: &mut Vec<Runnable>,
+    ) -> (Arc<GroupInner>, Option<Runnable>) {
+        let Some(node) = root.node() else {
+            return (root, None);
+        };
+        let workers = self.served.len();
+        // Groups whose listed flag this clears owe the listing protocol's re-check after the locks.
+        let mut cleared: Vec<Arc<GroupInner>> = Vec::new();
+        let mut picked = None;
+        {
+            let mut st = lock_tree(&node.tree);
+            while picked.is_none() {
+                let Some(leaf_slot) = tree::descend(&mut st, node.slot) else {
+                    break;
+                };
+                let Some(leaf) = st.nodes[leaf_slot].group.upgrade() else {
+                    tree::deactivate_own(&mut st, leaf_slot);
+                    continue;
+                };
+                let taken = leaf.take_batch(
+                    |len| {
+                        if len <= SMALL_QUEUE {
+                            len.max(1)
+                        } else {
+                            (len / workers + 1).min(max_batch)
+                        }
+                    },
+                    batch,
+                );
+                let left = match taken {
+                    Some((first, left)) => {
+                        tree::serve(&mut st, worker, leaf_slot, stamp);
+                        leaf.end_wait(|| stamp);
+                        picked = Some((leaf.clone(), first));
+                        left
+                    }
+                    None => 0,
+                };
+                if left == 0 {
+                    tree::deactivate_own(&mut st, leaf_slot);
+                    leaf.clear_listed();
+                    cleared.push(leaf);
+                }
+            }
+            if picked.is_none() && st.nodes[node.slot].rotation.is_empty() {
+                // The whole tree is empty: the root leaves the shard rotation. Its listed flag
+                // is its own queue's, which the tree keeps.
+                st.in_shard = false;
+                let mut gs = root.sched();
+                if gs.in_rotation {
+                    rotation.remove(&rotation_key(&gs));
+                    gs.in_rotation = false;
+                    root.set_waiting(None);
+                    self.listed.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+        }
+        if picked.is_some() {
+            root.end_wait(|| stamp);
+            let vruntime = root.sched().vruntime;
+            self.publish_served(worker, vruntime, stamp);
+        }
+        fix_front(&mut rotation);
+        self.publish(shard, &rotation);
+        drop(rotation);
+        for g in cleared {
+            if g.after_unlist() == Listing::Insert {
+                self.list(&g, WaitFrom::Now);
+            }
+        }
+        match picked {
+            Some((leaf, first)) => (leaf, Some(first)),
+            None => (root, None),
+        }
+    }
+
+    /// Makes the top-level group `g` a tree's root (its first child is being built), under its
+    /// shard's lock, so that no pick of the group runs meanwhile. A push that listed the group
+    /// before may still be on its way to the shard's inbox: its own queue is then active in the
+    /// tree, and the root is queued for the rotation once more (a second entry is dropped when it
+    /// enters, see `admit_inbox`).
+    pub(crate) fn make_root(&self, g: &Arc<GroupInner>) {
+        if g.node().is_some() {
+            return;
+        }
+        let shard = self.shard_of(g);
+        let _rotation = lock(&shard.rotation);
+        let tree = Tree::new(self.served.len());
+        let mut st = lock_tree(&tree);
+        let slot = st.nodes.insert(NodeState {
+            group: Arc::downgrade(g),
+            parent: None,
+            rotation: Default::default(),
+            floor: 0,
+            own_key: None,
+            in_parent: None,
+            throttled: false,
+        });
+        let linked = g.set_node(Node {
+            tree: tree.clone(),
+            slot,
+            parent: None,
+            depth: 0,
+            children: Default::default(),
+            child_key: usize::MAX,
+        });
+        if !linked {
+            st.nodes.remove(slot);
+            return;
+        }
+        let in_rotation = g.sched().in_rotation;
+        let listed = g.is_listed();
+        st.in_shard = in_rotation;
+        if listed {
+            let fresh_since = crate::clock::stamp().saturating_sub(self.stale_after);
+            let activated = tree::activate_own(&mut st, slot, fresh_since);
+            drop(st);
+            if activated == Activated::ListRoot {
+                self.list_top(g, WaitFrom::Now);
+            }
+        }
+    }
+
+    /// Links `child`, just built, under `parent` in its tree (making `parent` a root first if it
+    /// is a flat group).
+    pub(crate) fn attach_child(&self, parent: &Arc<GroupInner>, child: &Arc<GroupInner>) {
+        if parent.node().is_none() {
+            self.make_root(parent);
+        }
+        let Some(pnode) = parent.node() else {
+            return;
+        };
+        let mut st = lock_tree(&pnode.tree);
+        let slot = st.nodes.insert(NodeState {
+            group: Arc::downgrade(child),
+            parent: Some(pnode.slot),
+            rotation: Default::default(),
+            floor: 0,
+            own_key: None,
+            in_parent: None,
+            throttled: false,
+        });
+        let child_key = lock(&pnode.children).insert(Arc::downgrade(child));
+        let linked = child.set_node(Node {
+            tree: pnode.tree.clone(),
+            slot,
+            parent: Some(parent.clone()),
+            depth: pnode.depth + 1,
+            children: Default::default(),
+            child_key,
+        });
+        if !linked {
+            st.nodes.remove(slot);
+            lock(&pnode.children).remove(child_key);
+        }
+    }
+
     /// Takes `g`, whose queue the caller just found empty, out of its shard's rotation (the
     /// remover's half of the listing protocol: [`Unlisted::Yes`] leaves the caller to re-check the
     /// queue after releasing the lock, `GroupInner::after_unlist`).
@@ -796,7 +993,9 @@ impl Scheduler {
             .iter()
             .take_while(|((v, _), _)| *v <= horizon)
             .take(4 * EXTRA_GROUPS)
-            .filter(|(_, g)| g.id() != picked.id() && g.queued_hint() <= EXTRA_MAX_TASKS)
+            .filter(|(_, g)| {
+                g.id() != picked.id() && g.queued_hint() <= EXTRA_MAX_TASKS && g.node().is_none()
+            })
             .map(|(_, g)| g.clone());
         for (slot, g) in candidates.iter_mut().zip(front) {
             *slot = Some(g);
@@ -843,6 +1042,9 @@ impl Scheduler {
     ) -> Verdict {
         let stamp = crate::clock::stamp_of(now);
         self.charge_pending(pending);
+        // The shards see a tree's root; the tree's own levels are checked below.
+        let served = g;
+        let g = g.top();
         let (vruntime, in_rotation) = {
             let gs = g.sched();
             (gs.vruntime, gs.in_rotation)
@@ -864,6 +1066,11 @@ impl Scheduler {
             }
         }
         self.update_floor(stamp);
+        let mut others_in_tree = false;
+        if let (false, Some(node)) = (behind, served.node()) {
+            let mut st = lock_tree(&node.tree);
+            (behind, others_in_tree) = tree::behind_on_path(&mut st, node.slot, worker, stamp);
+        }
         if behind {
             // The worker leaves `g`: if `g` stays in the rotation with tasks queued (a pick
             // took only part of its queue, so no new listing will start its wait), it waits
@@ -878,7 +1085,8 @@ impl Scheduler {
             return Verdict::Switch;
         }
         Verdict::Stay {
-            others_listed: self.listed.load(Ordering::Relaxed) > usize::from(in_rotation),
+            others_listed: others_in_tree
+                || self.listed.load(Ordering::Relaxed) > usize::from(in_rotation),
         }
     }
 
@@ -899,6 +1107,12 @@ impl Scheduler {
         woken: &GroupInner,
         quantum: Duration,
     ) -> bool {
+        // A tree's group runs when its tree says so: through its queue and a pick. A task of a flat
+        // group woken by a tree's task compares with the tree's root.
+        if woken.node().is_some() {
+            return false;
+        }
+        let serving = serving.top();
         let ahead_of = serving.vtime_hint();
         let vtime = woken.vtime_hint();
         let slack = own_quantum(woken, crate::clock::nanos(quantum));

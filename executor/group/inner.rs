@@ -30,6 +30,7 @@ use super::list::GroupList;
 use super::listed::{LaneEntry, LaneFlag, ListFlag, Listing};
 use super::queue::GroupQueue;
 use super::registry::Registry;
+use super::tree::Node;
 
 /// The panic hook a runtime was built with.
 pub(crate) type PanicHook = Arc<dyn Fn(&TaskPanic<'_>) + Send + Sync + 'static>;
@@ -49,6 +50,8 @@ pub(crate) trait Host: Send + Sync + Sized + 'static {
     fn panic_hook(&self) -> Option<&PanicHook>;
     /// Tasks of `g` waiting in workers' local queues (a snapshot, for metrics).
     fn locally_queued(&self, g: &GroupInner) -> usize;
+    /// Links `child`, just built, under `parent` in the scheduler's tree of groups.
+    fn attach_child(&self, parent: &Arc<GroupInner>, child: &Arc<GroupInner>);
 }
 
 /// Names the runtime type that hosts groups. Implemented once, by the worker layer, for [`Hosts`].
@@ -83,6 +86,9 @@ pub(crate) struct GroupSched {
     /// rotation's entry count when it was keyed.
     pub(crate) key_vns: u64,
     pub(crate) entered: u64,
+    /// In a tree (`group::tree`): the service of the group's own tasks, unscaled (its own queue
+    /// competes with its children as one more child of the default weight). Only rises.
+    pub(crate) own_vruntime: u128,
 }
 
 /// A group's shared state, in one allocation of a few hundred bytes (one per connection must be
@@ -149,6 +155,9 @@ pub(crate) struct GroupInner {
     /// Boxed: few groups have one, and it is written on every poll of the group's tasks. Never
     /// added or removed after the group is built.
     limiter: Option<Box<Limiter>>,
+    /// The group's place in a tenant tree (`group::tree`): set when it is built as a child, or
+    /// when it gets its first child; never removed. Flat groups have none.
+    node: std::sync::OnceLock<Box<Node>>,
 }
 
 impl GroupInner {
@@ -192,6 +201,7 @@ impl GroupInner {
                     in_rotation: false,
                     key_vns: 0,
                     entered: 0,
+                    own_vruntime: 0,
                 }),
                 vtime_hint: AtomicU64::new(0),
                 weight_hint: AtomicU32::new(weight),
@@ -206,6 +216,7 @@ impl GroupInner {
                 cancelled: AtomicBool::new(false),
                 idle_waiters: AtomicUsize::new(0),
                 limiter: max_concurrency.map(|n| Box::new(Limiter::new(n))),
+                node: std::sync::OnceLock::new(),
             });
             if host.is_shutdown() {
                 g.close();
@@ -241,6 +252,34 @@ impl GroupInner {
     #[inline]
     pub(crate) fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The group's place in a tree, if it has one (a snapshot: a flat group gets one when its
+    /// first child is built, under its rotation shard's lock, see `fair::tree`).
+    #[inline]
+    pub(crate) fn node(&self) -> Option<&Node> {
+        self.node.get().map(|n| &**n)
+    }
+
+    /// Gives the group its place in a tree; `false` if it had one already.
+    pub(crate) fn set_node(&self, node: Node) -> bool {
+        self.node.set(Box::new(node)).is_ok()
+    }
+
+    /// The group's parent, if it is nested.
+    #[inline]
+    pub(crate) fn parent(&self) -> Option<&Arc<GroupInner>> {
+        self.node().and_then(|n| n.parent.as_ref())
+    }
+
+    /// The top-level group above this one (itself if it is top-level).
+    #[inline]
+    pub(crate) fn top(&self) -> &GroupInner {
+        let mut g = self;
+        while let Some(p) = g.parent() {
+            g = p;
+        }
+        g
     }
 
     /// The runtime that serves the group.

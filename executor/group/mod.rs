@@ -28,6 +28,7 @@ pub(crate) mod queue;
 mod registry;
 mod scope;
 mod spawn;
+pub(crate) mod tree;
 
 use std::error::Error;
 use std::fmt;
@@ -141,6 +142,7 @@ fn check_weight(weight: u32) -> Result<(), GroupError> {
 #[must_use = "a GroupBuilder does nothing until build() is called"]
 pub struct GroupBuilder {
     host: Arc<HostOf>,
+    parent: Option<Arc<GroupInner>>,
     name: Option<String>,
     weight: u32,
     max_concurrency: Option<usize>,
@@ -150,6 +152,7 @@ impl GroupBuilder {
     pub(crate) fn new(host: Arc<HostOf>) -> Self {
         GroupBuilder {
             host,
+            parent: None,
             name: None,
             weight: 1,
             max_concurrency: None,
@@ -234,16 +237,43 @@ impl GroupBuilder {
                 message: "group max_concurrency must be at least 1 (got 0)".to_string(),
             });
         }
-        Ok(Group {
-            inner: GroupInner::new(
-                &self.host,
-                self.name,
-                self.weight,
-                self.max_concurrency,
-                false,
-            ),
-        })
+        let inner = GroupInner::new(
+            &self.host,
+            self.name,
+            self.weight,
+            self.max_concurrency,
+            false,
+        );
+        if let Some(parent) = &self.parent {
+            self.host.attach_child(parent, &inner);
+            // `cancel` sets the parent's flag, then walks its children; the child is in the
+            // parent's list now, so one of the two sees the other.
+            if parent.cancelled.load(Ordering::SeqCst) {
+                cancel_one(&inner);
+            }
+        }
+        Ok(Group { inner })
     }
+}
+
+/// Cancels one group's tasks (not its children's): see [`Group::cancel`].
+fn cancel_one(g: &GroupInner) {
+    g.cancelled.store(true, Ordering::SeqCst);
+    g.registry.wake_all(false);
+}
+
+/// `g` and every group below it, parents before children (a snapshot).
+fn subtree(g: &Arc<GroupInner>) -> Vec<Arc<GroupInner>> {
+    let mut all = vec![g.clone()];
+    let mut i = 0;
+    while i < all.len() {
+        if let Some(node) = all[i].node() {
+            let children = node.children();
+            all.extend(children);
+        }
+        i += 1;
+    }
+    all
 }
 
 /// A set of tasks that shares worker time with other groups in proportion to its weight.
@@ -316,6 +346,72 @@ impl Group {
         Scoped::new(spawn_in(&self.inner, future))
     }
 
+    /// A builder for a group nested under this one (name, weight and `max_concurrency` as for
+    /// [`Runtime::group`](crate::Runtime::group)). Weights are relative among siblings: while
+    /// every group is busy, a group gets its weight over its siblings' total times its parent's
+    /// share, at any depth; a group with idle siblings gets their share too. All the service of a
+    /// subtree is charged to its top-level group, so a request that fans out into a child group
+    /// stays within its tenant's share.
+    ///
+    /// Tasks spawned into a group that has children compete with those children as one more
+    /// child of the default weight (1), as tasks beside child cgroups do under Linux's CFS.
+    ///
+    /// A child keeps its parent alive; [`cancel`](Self::cancel) cancels the whole subtree and
+    /// [`wait_idle`](Self::wait_idle) waits for it. Code running in a task reaches its group with
+    /// [`current_group`], so `current_group().unwrap().child()` builds a group where the work is.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let tenant = rt.group().name("tenant-a").weight(5).build().unwrap();
+    /// let fan_out = rt.block_on(tenant.spawn(async {
+    ///     let request = rondo::current_group().unwrap().child().name("request").build().unwrap();
+    ///     let parts: Vec<_> = (0..4).map(|i| request.spawn(async move { i * 2 })).collect();
+    ///     let mut sum = 0;
+    ///     for p in parts {
+    ///         sum += p.await.unwrap();
+    ///     }
+    ///     (request.parent().unwrap().name().to_string(), sum)
+    /// }));
+    /// assert_eq!(fan_out.unwrap(), ("tenant-a".to_string(), 12));
+    /// ```
+    pub fn child(&self) -> GroupBuilder {
+        let mut b = GroupBuilder::new(self.inner.host.clone());
+        b.parent = Some(self.inner.clone());
+        b
+    }
+
+    /// The group this one is nested under, or `None` for a top-level group.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let tenant = rt.group().name("t").build().unwrap();
+    /// assert!(tenant.parent().is_none());
+    /// let conn = tenant.child().build().unwrap();
+    /// assert_eq!(conn.parent().unwrap().name(), "t");
+    /// ```
+    pub fn parent(&self) -> Option<Group> {
+        self.inner.parent().map(|p| Group { inner: p.clone() })
+    }
+
+    /// The groups nested directly under this one that are alive (a snapshot).
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let tenant = rt.group().build().unwrap();
+    /// let a = tenant.child().name("a").build().unwrap();
+    /// assert_eq!(tenant.children().len(), 1);
+    /// drop(a);
+    /// assert!(tenant.children().is_empty());
+    /// ```
+    pub fn children(&self) -> Vec<Group> {
+        self.inner.node().map_or_else(Vec::new, |n| {
+            n.children()
+                .into_iter()
+                .map(|inner| Group { inner })
+                .collect()
+        })
+    }
+
     /// The group's name.
     ///
     /// ```
@@ -358,9 +454,10 @@ impl Group {
         Ok(())
     }
 
-    /// Cancels every unfinished task of the group: queued ones are dropped without running,
-    /// running ones at their next suspension point, and their handles resolve cancelled. Tasks
-    /// spawned into the group afterwards are cancelled at once. Cancellation is permanent.
+    /// Cancels every unfinished task of the group and of every group nested under it: queued
+    /// ones are dropped without running, running ones at their next suspension point, and their
+    /// handles resolve cancelled. Tasks spawned into these groups afterwards, and groups built
+    /// under them afterwards, are cancelled at once. Cancellation is permanent.
     ///
     /// # Panics
     ///
@@ -383,8 +480,9 @@ impl Group {
             "rondo: the default group cannot be cancelled: every plain spawn on its runtime goes \
              there. Spawn the tasks you may cancel into a group of their own (`Runtime::group`)"
         );
-        self.inner.cancelled.store(true, Ordering::SeqCst);
-        self.inner.registry.wake_all(false);
+        for g in subtree(&self.inner) {
+            cancel_one(&g);
+        }
     }
 
     /// True once [`cancel`](Self::cancel) was called.
@@ -400,7 +498,8 @@ impl Group {
         self.inner.cancelled.load(Ordering::Acquire)
     }
 
-    /// Resolves when the group has no unfinished task.
+    /// Resolves when the group and every group nested under it have no unfinished task (at a
+    /// moment when one pass over the subtree found every group idle).
     ///
     /// A task of the group that awaits its own group's `wait_idle` never completes: it is itself
     /// unfinished while it waits.
@@ -418,13 +517,27 @@ impl Group {
     /// assert_eq!(g.len(), 0);
     /// ```
     pub async fn wait_idle(&self) {
+        loop {
+            let all = subtree(&self.inner);
+            if all.iter().all(|g| g.registry.is_empty()) {
+                return;
+            }
+            for g in &all {
+                wait_own_idle(g).await;
+            }
+        }
+    }
+}
+
+/// Resolves when `inner` (not its children) has no unfinished task.
+async fn wait_own_idle(inner: &GroupInner) {
+    {
         struct Announce<'a>(&'a AtomicUsize);
         impl Drop for Announce<'_> {
             fn drop(&mut self) {
                 self.0.fetch_sub(1, Ordering::SeqCst);
             }
         }
-        let inner = &self.inner;
         loop {
             if inner.registry.is_empty() {
                 return;
@@ -438,6 +551,9 @@ impl Group {
             listener.await;
         }
     }
+}
+
+impl Group {
 
     /// The number of unfinished tasks (spawned and not yet completed, panicked or cancelled).
     ///

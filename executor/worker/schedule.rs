@@ -60,6 +60,10 @@ impl Host for Shared {
     fn locally_queued(&self, g: &GroupInner) -> usize {
         Shared::locally_queued(self, g)
     }
+
+    fn attach_child(&self, parent: &Arc<GroupInner>, child: &Arc<GroupInner>) {
+        self.scheduler().attach_child(parent, child);
+    }
 }
 
 /// See the module docs.

@@ -1,0 +1,370 @@
+//! Tenant trees: how a pick descends a tree of nested groups, and how work activates its
+//! ancestors (the data lives in `group::tree`).
+//!
+//! # Shares
+//! Within a node, entities share by weight exactly as top-level groups share in the scheduler's
+//! rotation: each has a virtual runtime (a child: its subtree's service ÷ its weight; the node's
+//! own queue: the service of the node's own tasks ÷ the default weight, 1), and a pick takes the
+//! entity with the smallest. A charge raises the virtual runtime of the served group and of every
+//! ancestor (`Scheduler::charge`), so a group's share is its weight over its active siblings'
+//! total, times its parent's share, at any depth. The root is one group in the scheduler's
+//! rotation, keyed by its virtual runtime like a flat group: a tree costs the flat groups nothing.
+//!
+//! # Protocol (all under the tree's lock)
+//! 1. **Activation.** A push that flips a tree group's listed flag (`Listing::Insert`) inserts the
+//!    group's own queue into its node's rotation, then the node into its parent's, and so on up
+//!    until an ancestor that was already in its parent's rotation (or is throttled). If the root
+//!    becomes active and is not in the shard rotation, the caller lists it there (after the lock;
+//!    the root cannot be unlisted meanwhile: only a pick unlists it, and a pick needs it in the
+//!    rotation first).
+//! 2. **Entry.** An entity enters a rotation at `max(own, floor)`: the node's floor is the smallest
+//!    virtual runtime among its active entities and the entities the workers serve (`served`), so
+//!    an idle entity banks no credit, while one whose tasks all sit in a worker's local queue
+//!    keeps the credit it is owed (as the scheduler's floor does for top-level groups).
+//! 3. **Pick.** Under the root's shard lock, a pick descends from the root, taking at each node
+//!    the entity with the smallest virtual runtime (keys are lazy, as in the shard rotation: a
+//!    charge raises a virtual runtime without the tree's lock, and `fix_front` re-keys the first
+//!    entities before each choice), until it reaches an own queue: it takes its batch there. A
+//!    pick that empties the queue deactivates it: the own entity leaves its rotation, then each
+//!    ancestor left empty leaves its parent's, and the group's listed flag is cleared; the listing
+//!    protocol's re-check (`GroupInner::after_unlist`) runs after the locks. A pick that finds the
+//!    whole tree empty takes the root out of the shard rotation.
+//! 4. **Quantum end.** A worker serving a tree group switches if, at some level of its path, an
+//!    entity other than the path's is behind the path's (or a cap throttles a node on the path).
+//!
+//! A worker may take a group's tasks without a pick (`take_from_own_group`), so an own entity can
+//! stay in its rotation with an empty queue: the pick that reaches it deactivates it and descends
+//! again.
+
+use std::sync::Arc;
+
+use crate::group::GroupInner;
+use crate::group::tree::{Entity, Key, NodeState, Tree, TreeState};
+use crate::shim::MutexGuard;
+
+use super::vtime::{from_virtual_ns, set_vruntime, virtual_ns};
+
+/// The most stale keys one choice re-keys at a node's front.
+const FIX_FRONT_MAX: usize = 64;
+/// The most descents one pick tries (each failed one removed a stale entity).
+const MAX_DESCENTS: usize = 16;
+
+/// What an activation leaves its caller to do.
+#[must_use = "`Activated::ListRoot` leaves the caller to list the tree's root in the shard \
+              rotation, or the tree's work is stranded"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Activated {
+    /// The root became active and was out of the shard rotation: list it (`Scheduler::list`).
+    ListRoot,
+    /// Nothing more: the work is reachable from the root, which is in the shard rotation or on
+    /// its way there, or a throttled node holds it until its next period.
+    Done,
+}
+
+/// Locks `tree` and frees the slots of the groups that dropped since its last holder.
+pub(crate) fn lock_tree(tree: &Tree) -> MutexGuard<'_, TreeState> {
+    let mut st = tree.lock();
+    for slot in tree.take_dead() {
+        free_slot(&mut st, slot);
+    }
+    st
+}
+
+/// The group of `slot`, if it is alive.
+fn group_of(st: &TreeState, slot: usize) -> Option<Arc<GroupInner>> {
+    st.nodes.get(slot).and_then(|n| n.group.upgrade())
+}
+
+/// The virtual runtime of entity `e` under node `n`, exact (under the group's lock); `None` if
+/// its group dropped.
+fn vruntime_of(st: &TreeState, n: usize, e: Entity) -> Option<u128> {
+    match e {
+        Entity::Own => group_of(st, n).map(|g| g.sched().own_vruntime),
+        Entity::Child(c) => group_of(st, c).map(|g| g.sched().vruntime),
+    }
+}
+
+/// Records `key` as the key of entity `e` under `n` (or clears it).
+fn set_key(st: &mut TreeState, n: usize, e: Entity, key: Option<Key>) {
+    match e {
+        Entity::Own => st.nodes[n].own_key = key,
+        Entity::Child(c) => {
+            if let Some(child) = st.nodes.get_mut(c) {
+                child.in_parent = key;
+            }
+        }
+    }
+}
+
+/// Re-keys the first entities of `n`'s rotation whose keys a charge left behind, and removes
+/// entities whose group dropped, until the first key is current (see `scheduler::fix_front`).
+fn fix_front(st: &mut TreeState, n: usize) {
+    for _ in 0..FIX_FRONT_MAX {
+        let Some((&key, &e)) = st.nodes[n].rotation.first_key_value() else {
+            return;
+        };
+        let current = vruntime_of(st, n, e).map(virtual_ns);
+        match current {
+            Some(v) if v <= key.0 => return,
+            _ => {}
+        }
+        st.nodes[n].rotation.remove(&key);
+        match current {
+            Some(v) => {
+                let key = (v, st.next_seq());
+                st.nodes[n].rotation.insert(key, e);
+                set_key(st, n, e, Some(key));
+            }
+            None => set_key(st, n, e, None),
+        }
+    }
+}
+
+/// The entity of `leaf`'s path directly under `n`: `Own` if `leaf` is `n`, the child of `n` above
+/// `leaf` if `n` is an ancestor, `None` if `leaf` is not in `n`'s subtree.
+fn path_entity(st: &TreeState, n: usize, leaf: usize) -> Option<Entity> {
+    if leaf == n {
+        return Some(Entity::Own);
+    }
+    let mut x = leaf;
+    loop {
+        let p = st.nodes.get(x)?.parent?;
+        if p == n {
+            return Some(Entity::Child(x));
+        }
+        x = p;
+    }
+}
+
+/// Raises `n`'s floor to the smallest virtual runtime among its active entities and the entities
+/// fresh `served` entries stand in (see the module docs, step 2), and returns it.
+fn floor_of(st: &mut TreeState, n: usize, fresh_since: u64) -> u64 {
+    fix_front(st, n);
+    let mut lowest = st.nodes[n].rotation.first_key_value().map(|(k, _)| k.0);
+    for i in 0..st.served.len() {
+        let Some((leaf, at)) = st.served[i] else {
+            continue;
+        };
+        if at < fresh_since {
+            continue;
+        }
+        if let Some(e) = path_entity(st, n, leaf) {
+            if let Some(v) = vruntime_of(st, n, e) {
+                let v = virtual_ns(v);
+                lowest = Some(lowest.map_or(v, |l| l.min(v)));
+            }
+        }
+    }
+    let node = &mut st.nodes[n];
+    if let Some(l) = lowest {
+        node.floor = node.floor.max(l);
+    }
+    node.floor
+}
+
+/// Inserts entity `e` into `n`'s rotation at `max(own, floor)`.
+fn enter(st: &mut TreeState, n: usize, e: Entity, fresh_since: u64) {
+    let floor = from_virtual_ns(floor_of(st, n, fresh_since));
+    let slot = match e {
+        Entity::Own => n,
+        Entity::Child(c) => c,
+    };
+    let Some(g) = group_of(st, slot) else {
+        return;
+    };
+    let vns = {
+        let mut gs = g.sched();
+        match e {
+            Entity::Own => {
+                gs.own_vruntime = gs.own_vruntime.max(floor);
+                virtual_ns(gs.own_vruntime)
+            }
+            Entity::Child(_) => {
+                let lifted = gs.vruntime.max(floor);
+                set_vruntime(&g, &mut gs, lifted);
+                virtual_ns(lifted)
+            }
+        }
+    };
+    let key = (vns, st.next_seq());
+    st.nodes[n].rotation.insert(key, e);
+    set_key(st, n, e, Some(key));
+}
+
+/// Step 1 for the group at `slot`, whose listed flag its caller flipped.
+pub(crate) fn activate_own(st: &mut TreeState, slot: usize, fresh_since: u64) -> Activated {
+    if !st.nodes.contains(slot) || st.nodes[slot].own_key.is_some() {
+        return Activated::Done;
+    }
+    enter(st, slot, Entity::Own, fresh_since);
+    activate_up(st, slot, fresh_since)
+}
+
+/// Puts `n` (active) into its parent's rotation, and so on up (step 1).
+pub(crate) fn activate_up(st: &mut TreeState, mut n: usize, fresh_since: u64) -> Activated {
+    loop {
+        let node = &st.nodes[n];
+        if node.throttled || node.rotation.is_empty() {
+            return Activated::Done;
+        }
+        match node.parent {
+            None => {
+                if st.in_shard {
+                    return Activated::Done;
+                }
+                st.in_shard = true;
+                return Activated::ListRoot;
+            }
+            Some(p) => {
+                if node.in_parent.is_some() {
+                    return Activated::Done;
+                }
+                enter(st, p, Entity::Child(n), fresh_since);
+                n = p;
+            }
+        }
+    }
+}
+
+/// Takes `n`'s own queue out of its rotation, then every ancestor left empty out of its parent's
+/// (step 3). The root stays in the shard rotation: the next pick that finds the tree empty takes
+/// it out.
+pub(crate) fn deactivate_own(st: &mut TreeState, n: usize) {
+    if let Some(node) = st.nodes.get_mut(n) {
+        if let Some(key) = node.own_key.take() {
+            node.rotation.remove(&key);
+        }
+        deactivate_up(st, n);
+    }
+}
+
+/// Takes `n`, if its rotation is empty, out of its parent's rotation, and so on up.
+pub(crate) fn deactivate_up(st: &mut TreeState, mut n: usize) {
+    loop {
+        let Some(node) = st.nodes.get_mut(n) else {
+            return;
+        };
+        if !node.rotation.is_empty() {
+            return;
+        }
+        let (Some(p), Some(key)) = (node.parent, node.in_parent.take()) else {
+            return;
+        };
+        if let Some(parent) = st.nodes.get_mut(p) {
+            parent.rotation.remove(&key);
+        }
+        n = p;
+    }
+}
+
+/// Takes `n` out of its parent's rotation (or keeps it out) whatever it holds: a cap throttles it.
+pub(crate) fn throttle(st: &mut TreeState, n: usize) {
+    let node = &mut st.nodes[n];
+    node.throttled = true;
+    if let (Some(p), Some(key)) = (node.parent, node.in_parent.take()) {
+        st.nodes[p].rotation.remove(&key);
+        deactivate_up(st, p);
+    }
+}
+
+/// Frees the slot of a group that dropped: out of its parent's rotation and the served entries.
+fn free_slot(st: &mut TreeState, slot: usize) {
+    if !st.nodes.contains(slot) {
+        return;
+    }
+    let node: NodeState = st.nodes.remove(slot);
+    if let (Some(p), Some(key)) = (node.parent, node.in_parent) {
+        if let Some(parent) = st.nodes.get_mut(p) {
+            parent.rotation.remove(&key);
+        }
+        deactivate_up(st, p);
+    }
+    for s in st.served.iter_mut() {
+        if matches!(s, Some((x, _)) if *x == slot) {
+            *s = None;
+        }
+    }
+}
+
+/// Step 3's descent from the root: the slot of the own queue with the smallest virtual runtime
+/// down the tree, or `None` if the tree is empty. An entity found inconsistent on the way (a node
+/// in its parent's rotation with an empty one of its own) is taken out, and the descent restarts.
+pub(crate) fn descend(st: &mut TreeState, root: usize) -> Option<usize> {
+    'descents: for _ in 0..MAX_DESCENTS {
+        let mut n = root;
+        loop {
+            if !st.nodes.contains(n) {
+                return None;
+            }
+            fix_front(st, n);
+            match st.nodes[n].rotation.first_key_value().map(|(_, e)| *e) {
+                Some(Entity::Own) => return Some(n),
+                Some(Entity::Child(c)) => n = c,
+                None if n == root => return None,
+                None => {
+                    deactivate_up(st, n);
+                    continue 'descents;
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Step 4: is an entity other than the path's behind it at some level of the path from the served
+/// `leaf` to the root, or is a node on the path throttled? Refreshes `worker`'s served entry.
+/// Also says whether any entity other than the path's is active (others wait in the tree).
+pub(crate) fn behind_on_path(
+    st: &mut TreeState,
+    leaf: usize,
+    worker: usize,
+    now: u64,
+) -> (bool, bool) {
+    if !st.nodes.contains(leaf) {
+        return (false, false);
+    }
+    if let Some(entry) = st.served.get_mut(worker) {
+        *entry = Some((leaf, now));
+    }
+    let mut others = false;
+    let (mut n, mut mine) = (leaf, Entity::Own);
+    loop {
+        if st.nodes[n].throttled {
+            return (true, others);
+        }
+        fix_front(st, n);
+        if let Some((key, first)) = st.nodes[n].rotation.first_key_value().map(|(k, e)| (*k, *e)) {
+            if first != mine {
+                others = true;
+                if let Some(v) = vruntime_of(st, n, mine) {
+                    if key.0 < virtual_ns(v) {
+                        return (true, true);
+                    }
+                }
+            } else if st.nodes[n].rotation.len() > 1 {
+                others = true;
+            }
+        }
+        match st.nodes[n].parent {
+            Some(p) => {
+                mine = Entity::Child(n);
+                n = p;
+            }
+            None => return (false, others),
+        }
+    }
+}
+
+/// Records that `worker` took work from the own queue of `leaf` at `now` (step 2's `served`).
+pub(crate) fn serve(st: &mut TreeState, worker: usize, leaf: usize, now: u64) {
+    if let Some(entry) = st.served.get_mut(worker) {
+        *entry = Some((leaf, now));
+    }
+}
+
+/// `worker` serves nothing in this tree any more (it parked).
+pub(crate) fn unserve(st: &mut TreeState, worker: usize) {
+    if let Some(entry) = st.served.get_mut(worker) {
+        *entry = None;
+    }
+}

@@ -1,0 +1,161 @@
+//! A group's place in a tenant tree: the data of nested groups (the rules live in `fair::tree`).
+//!
+//! A group built with [`Group::child`](crate::Group::child) is nested under its parent; the
+//! top-level group of a tree is its *root*. Every group of a tree is a *node* of it, and each node
+//! has a *rotation*: the entities under it that have queued work, ordered by virtual runtime. An
+//! entity is a child node, or the node's *own* queue (tasks spawned into the group itself), which
+//! competes as one more child of the default weight. A node with queued work anywhere below it is
+//! *active*, and is in its parent's rotation (the root: in the scheduler's shard rotation), unless
+//! a CPU cap throttles it.
+//!
+//! A tree's nodes live in one slab behind one lock, the tree's: a change that goes up or down the
+//! tree (a group that becomes runnable activates its ancestors, a pick descends from the root)
+//! holds it once, so nodes never disagree with one another. The lock is per tree, not per runtime:
+//! flat groups never take it, and a tree's pick takes it once and descends in O(depth).
+//!
+//! Nodes keep their groups weakly: a group lives as long as its handles, its tasks and its
+//! children. A group that drops leaves its slot in the tree's *dead* list, which the next holder of
+//! the tree's lock empties (the drop itself never takes the tree's lock, so a group may drop while
+//! the lock is held).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
+
+use slab::Slab;
+
+use crate::shim::{Mutex, MutexGuard, lock};
+
+use super::inner::GroupInner;
+
+/// A key in a node's rotation: the entity's virtual runtime in virtual nanoseconds when it was
+/// (re-)keyed, then a sequence number that keeps keys unique and equal runtimes in entry order.
+pub(crate) type Key = (u64, u64);
+
+/// What a node's rotation holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Entity {
+    /// The node's own queue.
+    Own,
+    /// A child node, by slot.
+    Child(usize),
+}
+
+/// One node, under its tree's lock.
+pub(crate) struct NodeState {
+    /// The node's group.
+    pub(crate) group: Weak<GroupInner>,
+    /// The parent's slot; `None` for the root.
+    pub(crate) parent: Option<usize>,
+    /// The entities under this node with queued work (see the module docs).
+    pub(crate) rotation: BTreeMap<Key, Entity>,
+    /// The smallest virtual runtime (virtual nanoseconds) an entity entering the rotation is
+    /// lifted to; only rises.
+    pub(crate) floor: u64,
+    /// The own queue's key while it is in the rotation.
+    pub(crate) own_key: Option<Key>,
+    /// This node's key in its parent's rotation while it is in it (the root: `in_shard`).
+    pub(crate) in_parent: Option<Key>,
+    /// A CPU cap holds the node out of its parent's rotation until its next period.
+    pub(crate) throttled: bool,
+}
+
+/// A tree's nodes, and what its workers serve (under the tree's lock).
+pub(crate) struct TreeState {
+    pub(crate) nodes: Slab<NodeState>,
+    /// The next key's sequence number.
+    pub(crate) seq: u64,
+    /// True while the root is in the scheduler's shard rotation or on its way there.
+    pub(crate) in_shard: bool,
+    /// Per worker: the node whose own queue it took work from at its last pick in this tree, and
+    /// the clock stamp when that was last confirmed (the floors count it as active).
+    pub(crate) served: Vec<Option<(usize, u64)>>,
+}
+
+impl TreeState {
+    /// The next sequence number for a key.
+    pub(crate) fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+}
+
+/// A tree: its lock and its dead list.
+pub(crate) struct Tree {
+    state: Mutex<TreeState>,
+    /// Slots of groups that dropped, freed by the next holder of `state`'s lock.
+    dead: Mutex<Vec<usize>>,
+}
+
+impl Tree {
+    /// A tree for a runtime of `workers` workers, with no node yet.
+    pub(crate) fn new(workers: usize) -> Arc<Tree> {
+        Arc::new(Tree {
+            state: Mutex::new(TreeState {
+                nodes: Slab::new(),
+                seq: 0,
+                in_shard: false,
+                served: vec![None; workers],
+            }),
+            dead: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Locks the tree's nodes. The caller frees dead slots first (`fair::tree`).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, TreeState> {
+        lock(&self.state)
+    }
+
+    /// Takes the slots of the groups that dropped since the last call.
+    pub(crate) fn take_dead(&self) -> Vec<usize> {
+        let mut dead = lock(&self.dead);
+        if dead.is_empty() {
+            Vec::new()
+        } else {
+            std::mem::take(&mut *dead)
+        }
+    }
+
+    fn bury(&self, slot: usize) {
+        lock(&self.dead).push(slot);
+    }
+}
+
+/// A nested group's (or a tree root's) link to its tree, fixed when it gets one.
+pub(crate) struct Node {
+    pub(crate) tree: Arc<Tree>,
+    /// The group's slot in the tree.
+    pub(crate) slot: usize,
+    /// The parent group (kept alive by its children); `None` for the root.
+    pub(crate) parent: Option<Arc<GroupInner>>,
+    /// 0 for the root, 1 for its children, and so on.
+    pub(crate) depth: usize,
+    /// The group's live children, for walks (cancel, `wait_idle`, listings). Weak: a child keeps
+    /// its parent alive, not the other way round.
+    pub(crate) children: Mutex<Slab<Weak<GroupInner>>>,
+    /// This group's key in its parent's `children`.
+    pub(crate) child_key: usize,
+}
+
+impl Node {
+    /// The live children (a snapshot).
+    pub(crate) fn children(&self) -> Vec<Arc<GroupInner>> {
+        lock(&self.children)
+            .iter()
+            .filter_map(|(_, c)| c.upgrade())
+            .collect()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.tree.bury(self.slot);
+        if let Some(p) = &self.parent {
+            if let Some(pn) = p.node() {
+                let mut children = lock(&pn.children);
+                if children.contains(self.child_key) {
+                    children.remove(self.child_key);
+                }
+            }
+        }
+    }
+}

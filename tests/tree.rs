@@ -1,0 +1,405 @@
+//! Tenant trees: nested groups share by weight at every level (`Group::child`).
+//!
+//! The share tests measure CPU time by spinning, so they run one at a time (`SERIAL`) with two
+//! workers (a share is a share of two cores); the bounds are generous: the figures are measured in
+//! `benches/fairness.rs`.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{spin, watchdog};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Spins in 50 µs slices, yielding in between, adding the time spun to `total`, until `stop`.
+async fn backlogged(total: Arc<AtomicU64>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        let t = Instant::now();
+        spin(Duration::from_micros(50));
+        total.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        rondo::yield_now().await;
+    }
+}
+
+/// A group under measurement: its tasks add what they spin to `total`.
+struct Measured {
+    group: rondo::Group,
+    total: Arc<AtomicU64>,
+}
+
+impl Measured {
+    fn new(group: rondo::Group) -> Self {
+        Measured {
+            group,
+            total: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    fn spawn(&self, n: usize, stop: &Arc<AtomicBool>) -> Vec<rondo::JoinHandle<()>> {
+        (0..n)
+            .map(|_| {
+                self.group
+                    .spawn(backlogged(self.total.clone(), stop.clone()))
+            })
+            .collect()
+    }
+
+    fn ns(&self) -> f64 {
+        self.total.load(Ordering::SeqCst) as f64
+    }
+}
+
+/// Lets the tasks run for `d`, then stops them and waits for them.
+fn run_for(rt: &rondo::Runtime, d: Duration, stop: &AtomicBool, hs: Vec<rondo::JoinHandle<()>>) {
+    std::thread::sleep(d);
+    stop.store(true, Ordering::SeqCst);
+    rt.block_on(async {
+        for h in hs {
+            h.await.unwrap();
+        }
+    });
+}
+
+fn two_workers() -> rondo::Runtime {
+    rondo::Runtime::builder().worker_threads(2).build().unwrap()
+}
+
+/// Asserts that each measured group got its expected share of the total, within `tolerance`
+/// (an absolute fraction of the whole).
+fn assert_shares(groups: &[(&str, &Measured, f64)], tolerance: f64) {
+    let total: f64 = groups.iter().map(|(_, m, _)| m.ns()).sum();
+    assert!(total > 0.0, "nothing ran");
+    let report: Vec<String> = groups
+        .iter()
+        .map(|(name, m, want)| format!("{name}: {:.3} (want {want:.3})", m.ns() / total))
+        .collect();
+    for (name, m, want) in groups {
+        let got = m.ns() / total;
+        assert!(
+            (got - want).abs() <= tolerance,
+            "{name} got {got:.3} of the CPU, expected {want:.3}: {}",
+            report.join(", ")
+        );
+    }
+}
+
+#[test]
+fn a_child_group_stays_within_its_tenants_share() {
+    let _serial = serial();
+    watchdog(60, || {
+        let rt = two_workers();
+        let stop = Arc::new(AtomicBool::new(false));
+        let tenant = rt.group().name("tenant").weight(5).build().unwrap();
+        let neighbour = Measured::new(rt.group().name("neighbour").weight(1).build().unwrap());
+        // The tenant's work runs in a child built from inside one of its tasks, as a request
+        // that fans out does.
+        let fan_out = rt
+            .block_on(tenant.spawn(async {
+                rondo::current_group()
+                    .unwrap()
+                    .child()
+                    .name("fan-out")
+                    .build()
+                    .unwrap()
+            }))
+            .unwrap();
+        assert_eq!(fan_out.parent().unwrap().name(), "tenant");
+        let fan_out = Measured::new(fan_out);
+        let mut hs = fan_out.spawn(8, &stop);
+        hs.extend(neighbour.spawn(8, &stop));
+        run_for(&rt, Duration::from_millis(600), &stop, hs);
+        assert_shares(
+            &[
+                ("fan-out", &fan_out, 5.0 / 6.0),
+                ("neighbour", &neighbour, 1.0 / 6.0),
+            ],
+            0.07,
+        );
+    });
+}
+
+#[test]
+fn connections_do_not_buy_their_tenant_share() {
+    let _serial = serial();
+    watchdog(60, || {
+        let rt = two_workers();
+        let stop = Arc::new(AtomicBool::new(false));
+        let a = rt.group().name("a").build().unwrap();
+        let b = rt.group().name("b").build().unwrap();
+        let (ta, tb) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let mut hs = Vec::new();
+        let mut conns = Vec::new();
+        for (tenant, total, n) in [(&a, &ta, 32), (&b, &tb, 2)] {
+            for _ in 0..n {
+                let conn = tenant.child().build().unwrap();
+                hs.push(conn.spawn(backlogged(total.clone(), stop.clone())));
+                conns.push(conn);
+            }
+        }
+        run_for(&rt, Duration::from_millis(600), &stop, hs);
+        let (a_ns, b_ns) = (
+            ta.load(Ordering::SeqCst) as f64,
+            tb.load(Ordering::SeqCst) as f64,
+        );
+        let share = a_ns / (a_ns + b_ns);
+        assert!(
+            (share - 0.5).abs() <= 0.07,
+            "tenant A (32 connections) got {share:.3} of the CPU against tenant B (2)"
+        );
+    });
+}
+
+#[test]
+fn weights_multiply_down_four_levels() {
+    let _serial = serial();
+    watchdog(60, || {
+        let rt = two_workers();
+        let stop = Arc::new(AtomicBool::new(false));
+        // Level 1: x (3) and y (1). Under x: x1 (1) and x2 (2). Under x2: x2a (1) and x2b (3).
+        // Under x2b: deep (1) and deeper (1). Every leaf is busy, so the expected shares are the
+        // products of the weight fractions on each path.
+        let x = rt.group().name("x").weight(3).build().unwrap();
+        let y = Measured::new(rt.group().name("y").weight(1).build().unwrap());
+        let x1 = Measured::new(x.child().name("x1").weight(1).build().unwrap());
+        let x2 = x.child().name("x2").weight(2).build().unwrap();
+        let x2a = Measured::new(x2.child().name("x2a").weight(1).build().unwrap());
+        let x2b = x2.child().name("x2b").weight(3).build().unwrap();
+        let deep = Measured::new(x2b.child().name("deep").weight(1).build().unwrap());
+        let deeper = Measured::new(x2b.child().name("deeper").weight(1).build().unwrap());
+        let mut hs = Vec::new();
+        for m in [&y, &x1, &x2a, &deep, &deeper] {
+            hs.extend(m.spawn(4, &stop));
+        }
+        run_for(&rt, Duration::from_millis(1000), &stop, hs);
+        let (fx, fy) = (0.75, 0.25);
+        let (fx1, fx2) = (fx / 3.0, fx * 2.0 / 3.0);
+        let (fx2a, fx2b) = (fx2 / 4.0, fx2 * 3.0 / 4.0);
+        assert_shares(
+            &[
+                ("y", &y, fy),
+                ("x1", &x1, fx1),
+                ("x2a", &x2a, fx2a),
+                ("deep", &deep, fx2b / 2.0),
+                ("deeper", &deeper, fx2b / 2.0),
+            ],
+            0.05,
+        );
+    });
+}
+
+#[test]
+fn tasks_of_a_group_with_children_compete_as_one_more_child_of_weight_one() {
+    let _serial = serial();
+    watchdog(60, || {
+        let rt = two_workers();
+        let stop = Arc::new(AtomicBool::new(false));
+        let parent = Measured::new(rt.group().name("parent").build().unwrap());
+        let child = Measured::new(parent.group.child().name("child").weight(3).build().unwrap());
+        let mut hs = parent.spawn(4, &stop);
+        hs.extend(child.spawn(4, &stop));
+        run_for(&rt, Duration::from_millis(600), &stop, hs);
+        assert_shares(
+            &[("parent's own", &parent, 0.25), ("child", &child, 0.75)],
+            0.07,
+        );
+    });
+}
+
+#[test]
+fn an_idle_sibling_leaves_its_share_to_the_busy_ones() {
+    let _serial = serial();
+    watchdog(60, || {
+        let rt = two_workers();
+        let stop = Arc::new(AtomicBool::new(false));
+        let tenant = rt.group().weight(1).build().unwrap();
+        let other = Measured::new(rt.group().weight(1).build().unwrap());
+        let busy = Measured::new(tenant.child().weight(1).build().unwrap());
+        let _idle = tenant.child().weight(100).build().unwrap();
+        let mut hs = busy.spawn(4, &stop);
+        hs.extend(other.spawn(4, &stop));
+        run_for(&rt, Duration::from_millis(500), &stop, hs);
+        // The idle weight-100 child takes nothing: its busy sibling gets the tenant's half.
+        assert_shares(&[("busy", &busy, 0.5), ("other", &other, 0.5)], 0.07);
+    });
+}
+
+#[test]
+fn a_tree_alone_uses_every_worker() {
+    let _serial = serial();
+    watchdog(60, || {
+        let rt = two_workers();
+        let tenant = rt.group().build().unwrap();
+        let conn = tenant.child().build().unwrap();
+        let req = conn.child().build().unwrap();
+        let t = Instant::now();
+        let hs: Vec<_> = (0..8)
+            .map(|_| req.spawn(async { spin(Duration::from_millis(50)) }))
+            .collect();
+        rt.block_on(async {
+            for h in hs {
+                h.await.unwrap();
+            }
+        });
+        // 400 ms of work on two workers: about 200 ms, far less than one worker's 400.
+        let took = t.elapsed();
+        assert!(took < Duration::from_millis(340), "took {took:?}");
+    });
+}
+
+#[test]
+fn cancelling_a_group_cancels_its_subtree() {
+    watchdog(30, || {
+        let rt = common::rt(2);
+        let tenant = rt.group().build().unwrap();
+        let conn = tenant.child().build().unwrap();
+        let req = conn.child().build().unwrap();
+        let sibling = rt.group().build().unwrap();
+        let hs: Vec<_> = [&tenant, &conn, &req]
+            .iter()
+            .map(|g| g.spawn(std::future::pending::<()>()))
+            .collect();
+        let safe = sibling.spawn(async { 7 });
+        conn.cancel();
+        assert!(!tenant.is_cancelled());
+        assert!(conn.is_cancelled() && req.is_cancelled());
+        let mut hs = hs.into_iter();
+        let tenant_task = hs.next().unwrap();
+        for h in hs {
+            assert!(rt.block_on(h).unwrap_err().is_cancelled());
+        }
+        // Groups built (and tasks spawned) under a cancelled group afterwards are cancelled too.
+        let late = req.child().build().unwrap();
+        assert!(late.is_cancelled());
+        assert!(rt.block_on(late.spawn(async {})).unwrap_err().is_cancelled());
+        tenant.cancel();
+        assert!(rt.block_on(tenant_task).unwrap_err().is_cancelled());
+        assert_eq!(rt.block_on(safe).unwrap(), 7);
+    });
+}
+
+#[test]
+fn wait_idle_waits_for_the_subtree() {
+    watchdog(30, || {
+        let rt = common::rt(2);
+        let tenant = rt.group().build().unwrap();
+        let conn = tenant.child().build().unwrap();
+        let req = conn.child().build().unwrap();
+        let done = Arc::new(AtomicUsize::new(0));
+        let d = done.clone();
+        req.spawn(async move {
+            rondo::time::sleep(Duration::from_millis(100)).await;
+            d.fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(tenant.is_empty(), "the tenant's own tasks");
+        rt.block_on(tenant.wait_idle());
+        assert_eq!(done.load(Ordering::SeqCst), 1, "wait_idle returned early");
+    });
+}
+
+#[test]
+fn a_child_keeps_its_parent_alive() {
+    watchdog(30, || {
+        let rt = common::rt(2);
+        let tenant = rt.group().name("tenant").build().unwrap();
+        let conn = tenant.child().name("conn").build().unwrap();
+        drop(tenant);
+        // The parent lives on through its child: its name, its share, its tasks.
+        let parent = conn.parent().unwrap();
+        assert_eq!(parent.name(), "tenant");
+        assert_eq!(rt.block_on(parent.spawn(async { 1 })).unwrap(), 1);
+        assert_eq!(rt.block_on(conn.spawn(async { 2 })).unwrap(), 2);
+        assert_eq!(parent.children().len(), 1);
+        let live = rt.metrics().groups_alive;
+        drop(parent);
+        drop(conn);
+        assert!(
+            common::eventually(10, || rt.metrics().groups_alive == live - 2),
+            "the tree's groups were not freed"
+        );
+    });
+}
+
+#[test]
+fn a_child_built_with_a_bad_setting_is_an_error() {
+    let rt = common::rt(1);
+    let g = rt.group().build().unwrap();
+    let err = g.child().weight(0).build().unwrap_err();
+    assert!(err.to_string().contains("weight"), "{err}");
+    let err = g.child().max_concurrency(0).build().unwrap_err();
+    assert!(err.to_string().contains("max_concurrency"), "{err}");
+    assert!(g.children().is_empty());
+}
+
+#[test]
+fn a_flat_group_with_queued_work_becomes_a_tree_without_losing_it() {
+    watchdog(60, || {
+        let rt = common::rt(2);
+        for _ in 0..200 {
+            let g = rt.group().build().unwrap();
+            let hs: Vec<_> = (0..20)
+                .map(|i| {
+                    g.spawn(async move {
+                        rondo::yield_now().await;
+                        i
+                    })
+                })
+                .collect();
+            // The first child arrives while the group's tasks are queued and being picked.
+            let c = g.child().build().unwrap();
+            let ch = c.spawn(async { 100 });
+            let sum: usize = rt.block_on(async {
+                let mut sum = 0;
+                for h in hs {
+                    sum += h.await.unwrap();
+                }
+                sum + ch.await.unwrap()
+            });
+            assert_eq!(sum, 190 + 100);
+        }
+    });
+}
+
+#[test]
+fn a_hundred_thousand_groups_in_a_tree_come_and_go() {
+    watchdog(120, || {
+        let rt = common::rt(2);
+        let live = rt.metrics().groups_alive;
+        let tenants: Vec<_> = (0..100).map(|_| rt.group().build().unwrap()).collect();
+        let count = Arc::new(AtomicUsize::new(0));
+        for round in 0..10 {
+            let mut hs = Vec::new();
+            let mut conns = Vec::new();
+            for t in &tenants {
+                for _ in 0..100 {
+                    let conn = t.child().build().unwrap();
+                    let c = count.clone();
+                    hs.push(conn.spawn(async move {
+                        rondo::yield_now().await;
+                        c.fetch_add(1, Ordering::Relaxed);
+                    }));
+                    conns.push(conn);
+                }
+            }
+            rt.block_on(async {
+                for h in hs {
+                    h.await.unwrap();
+                }
+            });
+            assert_eq!(count.load(Ordering::SeqCst), (round + 1) * 10_000);
+            drop(conns);
+        }
+        drop(tenants);
+        assert!(
+            common::eventually(10, || rt.metrics().groups_alive == live),
+            "{} groups left of the tree",
+            rt.metrics().groups_alive - live
+        );
+    });
+}
