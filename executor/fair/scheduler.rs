@@ -605,10 +605,10 @@ impl Scheduler {
         if c.ns > 0 {
             let mut gs = c.group.sched();
             add_service(&c.group, &mut gs, c.ns);
-            if c.group.node().is_some() {
+            if let Some(node) = c.group.node() {
                 // A tree: the group's own queue in its own node's frame, then every ancestor
                 // (`tree`, shares), each under its own lock.
-                gs.own_vruntime += u128::from(c.ns) * SCALE;
+                node.own_vns.fetch_add(c.ns, Ordering::Relaxed);
                 drop(gs);
                 let mut up = c.group.parent();
                 while let Some(p) = up {
@@ -899,6 +899,7 @@ impl Scheduler {
             depth: 0,
             children: Default::default(),
             child_key: usize::MAX,
+            own_vns: AtomicU64::new(0),
         });
         if !linked {
             st.nodes.remove(slot);
@@ -944,6 +945,7 @@ impl Scheduler {
             depth: pnode.depth + 1,
             children: Default::default(),
             child_key,
+            own_vns: AtomicU64::new(0),
         });
         if !linked {
             st.nodes.remove(slot);

@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use crate::group::GroupInner;
 use crate::group::tree::{Entity, Key, NodeState, Tree, TreeState};
-use crate::shim::MutexGuard;
+use crate::shim::{MutexGuard, Ordering};
 
 use super::vtime::{from_virtual_ns, set_vruntime, virtual_ns};
 
@@ -79,7 +79,9 @@ fn group_of(st: &TreeState, slot: usize) -> Option<Arc<GroupInner>> {
 /// its group dropped.
 fn vruntime_of(st: &TreeState, n: usize, e: Entity) -> Option<u128> {
     match e {
-        Entity::Own => group_of(st, n).map(|g| g.sched().own_vruntime),
+        Entity::Own => group_of(st, n)
+            .and_then(|g| g.node().map(|node| node.own_vns.load(Ordering::Relaxed)))
+            .map(from_virtual_ns),
         Entity::Child(c) => group_of(st, c).map(|g| g.sched().vruntime),
     }
 }
@@ -173,13 +175,13 @@ fn enter(st: &mut TreeState, n: usize, e: Entity, fresh_since: u64) {
         return;
     };
     let vns = {
-        let mut gs = g.sched();
-        match e {
-            Entity::Own => {
-                gs.own_vruntime = gs.own_vruntime.max(floor);
-                virtual_ns(gs.own_vruntime)
+        match (e, g.node()) {
+            (Entity::Own, Some(node)) => {
+                let floor = virtual_ns(floor);
+                node.own_vns.fetch_max(floor, Ordering::Relaxed).max(floor)
             }
-            Entity::Child(_) => {
+            _ => {
+                let mut gs = g.sched();
                 let lifted = gs.vruntime.max(floor);
                 set_vruntime(&g, &mut gs, lifted);
                 virtual_ns(lifted)

@@ -30,7 +30,7 @@ use super::list::GroupList;
 use super::listed::{LaneEntry, LaneFlag, ListFlag, Listing};
 use super::queue::GroupQueue;
 use super::registry::Registry;
-use super::tree::Node;
+use super::tree::{Node, NodeSlot};
 
 /// The panic hook a runtime was built with.
 pub(crate) type PanicHook = Arc<dyn Fn(&TaskPanic<'_>) + Send + Sync + 'static>;
@@ -86,9 +86,6 @@ pub(crate) struct GroupSched {
     /// rotation's entry count when it was keyed.
     pub(crate) key_vns: u64,
     pub(crate) entered: u64,
-    /// In a tree (`group::tree`): the service of the group's own tasks, unscaled (its own queue
-    /// competes with its children as one more child of the default weight). Only rises.
-    pub(crate) own_vruntime: u128,
 }
 
 /// A group's shared state, in one allocation of a few hundred bytes (one per connection must be
@@ -114,8 +111,6 @@ pub(crate) struct GroupInner {
     id: u64,
     /// This group's key in the host's `GroupList`.
     key: usize,
-    /// The runtime's default group (plain spawns go there): it cannot be cancelled.
-    pub(super) is_default: bool,
     // Region 1 (and, after its last gap, the start of region 2).
     /// Counts the group's tasks and reaches the idle ones (see `registry`).
     pub(super) registry: Registry,
@@ -150,6 +145,9 @@ pub(crate) struct GroupInner {
     in_lane: LaneFlag,
     /// Set once by `Group::cancel`; never cleared.
     pub(super) cancelled: AtomicBool,
+    /// The runtime's default group (plain spawns go there): it cannot be cancelled. Beside the
+    /// flags, where it takes no padding of its own.
+    pub(super) is_default: bool,
     /// `wait_idle` futures currently waiting.
     pub(super) idle_waiters: AtomicUsize,
     /// Boxed: few groups have one, and it is written on every poll of the group's tasks. Never
@@ -157,7 +155,7 @@ pub(crate) struct GroupInner {
     limiter: Option<Box<Limiter>>,
     /// The group's place in a tenant tree (`group::tree`): set when it is built as a child, or
     /// when it gets its first child; never removed. Flat groups have none.
-    node: std::sync::OnceLock<Box<Node>>,
+    node: NodeSlot,
 }
 
 impl GroupInner {
@@ -201,7 +199,6 @@ impl GroupInner {
                     in_rotation: false,
                     key_vns: 0,
                     entered: 0,
-                    own_vruntime: 0,
                 }),
                 vtime_hint: AtomicU64::new(0),
                 weight_hint: AtomicU32::new(weight),
@@ -216,7 +213,7 @@ impl GroupInner {
                 cancelled: AtomicBool::new(false),
                 idle_waiters: AtomicUsize::new(0),
                 limiter: max_concurrency.map(|n| Box::new(Limiter::new(n))),
-                node: std::sync::OnceLock::new(),
+                node: NodeSlot::default(),
             });
             if host.is_shutdown() {
                 g.close();
@@ -258,7 +255,7 @@ impl GroupInner {
     /// first child is built, under its rotation shard's lock, see `fair::tree`).
     #[inline]
     pub(crate) fn node(&self) -> Option<&Node> {
-        self.node.get().map(|n| &**n)
+        self.node.get()
     }
 
     /// Gives the group its place in a tree; `false` if it had one already.

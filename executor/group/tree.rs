@@ -23,7 +23,7 @@ use std::sync::{Arc, Weak};
 
 use slab::Slab;
 
-use crate::shim::{Mutex, MutexGuard, lock};
+use crate::shim::{AtomicPtr, AtomicU64, Mutex, MutexGuard, Ordering, lock};
 
 use super::inner::GroupInner;
 
@@ -134,6 +134,11 @@ pub(crate) struct Node {
     pub(crate) children: Mutex<Slab<Weak<GroupInner>>>,
     /// This group's key in its parent's `children`.
     pub(crate) child_key: usize,
+    /// The virtual runtime of the group's own queue in its node's frame, in virtual nanoseconds:
+    /// the service of the group's own tasks, unscaled (the own queue competes with the children
+    /// as one more child of the default weight, 1). Only rises: charges add to it, an entry
+    /// lifts it to the node's floor.
+    pub(crate) own_vns: AtomicU64,
 }
 
 impl Node {
@@ -156,6 +161,52 @@ impl Drop for Node {
                     children.remove(self.child_key);
                 }
             }
+        }
+    }
+}
+
+/// A group's [`Node`], set at most once and never removed: one pointer wide (a `OnceLock` would
+/// add a word, and take the group over its 512 bytes).
+pub(crate) struct NodeSlot(AtomicPtr<Node>);
+
+impl Default for NodeSlot {
+    fn default() -> Self {
+        NodeSlot(AtomicPtr::new(std::ptr::null_mut()))
+    }
+}
+
+impl NodeSlot {
+    /// The node, if one was set.
+    #[inline]
+    pub(crate) fn get(&self) -> Option<&Node> {
+        let p = self.0.load(Ordering::Acquire);
+        // SAFETY: a non-null pointer came from `Box::into_raw` in `set`, was published with
+        // Release (read above with Acquire), and is freed only by `drop`, which has `&mut self`:
+        // it lives as long as `&self`.
+        unsafe { p.as_ref() }
+    }
+
+    /// Sets the node; gives it back if one was set already.
+    pub(crate) fn set(&self, node: Box<Node>) -> Result<(), Box<Node>> {
+        let p = Box::into_raw(node);
+        match self
+            .0
+            .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Ok(()),
+            // SAFETY: `p` came from `Box::into_raw` just above and was not published.
+            Err(_) => Err(unsafe { Box::from_raw(p) }),
+        }
+    }
+}
+
+impl Drop for NodeSlot {
+    fn drop(&mut self) {
+        let p = *self.0.get_mut();
+        if !p.is_null() {
+            // SAFETY: set from `Box::into_raw` in `set`; `&mut self` means no reference from
+            // `get` is alive, and the pointer is never freed elsewhere.
+            drop(unsafe { Box::from_raw(p) });
         }
     }
 }
