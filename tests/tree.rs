@@ -201,7 +201,15 @@ fn tasks_of_a_group_with_children_compete_as_one_more_child_of_weight_one() {
         let rt = two_workers();
         let stop = Arc::new(AtomicBool::new(false));
         let parent = Measured::new(rt.group().name("parent").build().unwrap());
-        let child = Measured::new(parent.group.child().name("child").weight(3).build().unwrap());
+        let child = Measured::new(
+            parent
+                .group
+                .child()
+                .name("child")
+                .weight(3)
+                .build()
+                .unwrap(),
+        );
         let mut hs = parent.spawn(4, &stop);
         hs.extend(child.spawn(4, &stop));
         run_for(&rt, Duration::from_millis(600), &stop, hs);
@@ -277,7 +285,11 @@ fn cancelling_a_group_cancels_its_subtree() {
         // Groups built (and tasks spawned) under a cancelled group afterwards are cancelled too.
         let late = req.child().build().unwrap();
         assert!(late.is_cancelled());
-        assert!(rt.block_on(late.spawn(async {})).unwrap_err().is_cancelled());
+        assert!(
+            rt.block_on(late.spawn(async {}))
+                .unwrap_err()
+                .is_cancelled()
+        );
         tenant.cancel();
         assert!(rt.block_on(tenant_task).unwrap_err().is_cancelled());
         assert_eq!(rt.block_on(safe).unwrap(), 7);
@@ -402,4 +414,136 @@ fn a_hundred_thousand_groups_in_a_tree_come_and_go() {
             rt.metrics().groups_alive - live
         );
     });
+}
+
+/// CPU time per window: the measured group's self-counted service in each `window`, after
+/// `warmup`, over `windows` windows, in cores.
+fn cores_per_window(m: &Measured, warmup: Duration, window: Duration, windows: usize) -> Vec<f64> {
+    std::thread::sleep(warmup);
+    let mut last = m.ns();
+    (0..windows)
+        .map(|_| {
+            std::thread::sleep(window);
+            let now = m.ns();
+            let cores = (now - last) / window.as_nanos() as f64;
+            last = now;
+            cores
+        })
+        .collect()
+}
+
+#[test]
+fn a_capped_group_alone_stays_at_its_cap() {
+    let _serial = serial();
+    watchdog(60, || {
+        let rt = two_workers();
+        let stop = Arc::new(AtomicBool::new(false));
+        let capped = Measured::new(rt.group().cpu_limit(0.5).build().unwrap());
+        let hs = capped.spawn(4, &stop);
+        let cores = cores_per_window(
+            &capped,
+            Duration::from_millis(200),
+            Duration::from_secs(1),
+            2,
+        );
+        run_for(&rt, Duration::ZERO, &stop, hs);
+        for c in &cores {
+            assert!(
+                (0.45..=0.55).contains(c),
+                "used {cores:?} cores with a 0.5 cap"
+            );
+        }
+        assert!(capped.group.metrics().throttled > Duration::from_millis(500));
+    });
+}
+
+#[test]
+fn a_capped_group_beside_a_busy_sibling_keeps_to_its_cap_and_the_sibling_gets_the_rest() {
+    let _serial = serial();
+    watchdog(60, || {
+        let rt = two_workers();
+        let stop = Arc::new(AtomicBool::new(false));
+        let capped = Measured::new(rt.group().weight(10).cpu_limit(0.5).build().unwrap());
+        let free = Measured::new(rt.group().weight(1).build().unwrap());
+        let mut hs = capped.spawn(4, &stop);
+        hs.extend(free.spawn(4, &stop));
+        std::thread::sleep(Duration::from_millis(200));
+        let (c0, f0) = (capped.ns(), free.ns());
+        std::thread::sleep(Duration::from_secs(1));
+        let (c1, f1) = (capped.ns(), free.ns());
+        run_for(&rt, Duration::ZERO, &stop, hs);
+        let (c, f) = ((c1 - c0) / 1e9, (f1 - f0) / 1e9);
+        assert!(
+            (0.45..=0.55).contains(&c),
+            "the capped group used {c:.3} cores"
+        );
+        assert!(
+            f > 1.2,
+            "the uncapped sibling used {f:.3} cores of the 1.5 left"
+        );
+    });
+}
+
+#[test]
+fn a_capped_parent_bounds_its_subtree() {
+    let _serial = serial();
+    watchdog(60, || {
+        let rt = two_workers();
+        let stop = Arc::new(AtomicBool::new(false));
+        let tenant = rt.group().cpu_limit(0.5).build().unwrap();
+        let a = Measured::new(tenant.child().build().unwrap());
+        let b = Measured::new(a.group.child().weight(4).build().unwrap());
+        let mut hs = a.spawn(4, &stop);
+        hs.extend(b.spawn(4, &stop));
+        std::thread::sleep(Duration::from_millis(200));
+        let t0 = a.ns() + b.ns();
+        std::thread::sleep(Duration::from_secs(1));
+        let used = (a.ns() + b.ns() - t0) / 1e9;
+        run_for(&rt, Duration::ZERO, &stop, hs);
+        assert!(
+            (0.45..=0.55).contains(&used),
+            "the subtree used {used:.3} cores"
+        );
+        // Caps nest: a child's own cap above its parent's changes nothing.
+        assert_eq!(tenant.cpu_limit(), Some(0.5));
+    });
+}
+
+#[test]
+fn removing_a_cap_lets_a_throttled_group_run_at_once() {
+    let _serial = serial();
+    watchdog(60, || {
+        let rt = two_workers();
+        let stop = Arc::new(AtomicBool::new(false));
+        let g = Measured::new(rt.group().cpu_limit(0.1).build().unwrap());
+        let hs = g.spawn(4, &stop);
+        std::thread::sleep(Duration::from_millis(300));
+        g.group.set_cpu_limit(None).unwrap();
+        assert_eq!(g.group.cpu_limit(), None);
+        let before = g.ns();
+        std::thread::sleep(Duration::from_millis(300));
+        let cores = (g.ns() - before) / 0.3e9;
+        run_for(&rt, Duration::ZERO, &stop, hs);
+        assert!(
+            cores > 1.5,
+            "uncapped, the group used {cores:.3} cores of 2"
+        );
+    });
+}
+
+#[test]
+fn a_cap_that_is_not_a_positive_finite_number_of_cores_is_an_error() {
+    let rt = common::rt(1);
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let err = rt.group().cpu_limit(bad).build().unwrap_err();
+        assert_eq!(err.kind(), rondo::group::GroupErrorKind::InvalidCpuLimit);
+        assert!(
+            err.to_string().contains("finite number of cores above 0"),
+            "{err}"
+        );
+        let g = rt.group().cpu_limit(1.0).build().unwrap();
+        assert!(g.set_cpu_limit(Some(bad)).is_err());
+        assert_eq!(g.cpu_limit(), Some(1.0), "a rejected cap changed the cap");
+        assert!(g.child().cpu_limit(bad).build().is_err());
+    }
 }

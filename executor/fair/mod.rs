@@ -14,6 +14,7 @@
 //! This layer knows groups and tasks; it knows nothing of workers or threads. A worker calls it
 //! with the time it measured and the group it served.
 
+pub(crate) mod cap;
 pub(crate) mod inbox;
 pub(crate) mod lane;
 mod rotation;

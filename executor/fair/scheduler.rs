@@ -57,10 +57,11 @@ use crate::group::tree::{Node, NodeState, Tree};
 use crate::shim::{AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, fence, lock};
 use crate::task::Runnable;
 
+use super::cap;
 use super::inbox::Inbox;
 use super::lane::Lane;
 use super::rotation::{Key, Rotation};
-use super::tree::{self, Activated, lock_tree};
+use super::tree::{self, Activated, Throttled, lock_tree};
 use super::vtime::{SCALE, add_service, from_virtual_ns, set_vruntime, virtual_ns};
 
 /// A group queue at most this long is taken whole by one worker.
@@ -92,7 +93,6 @@ const STALE_AFTER: Duration = Duration::from_millis(20);
 /// landing on the first group meanwhile cannot hold the visit.
 const FIX_FRONT_MAX: usize = 64;
 
-
 /// The key under which a group in the rotation is stored (see `rotation::Key`): its virtual
 /// runtime in whole virtual nanoseconds when it was (re-)keyed, then its entry count. At most its
 /// current virtual runtime (lazy keys, see the module docs).
@@ -108,7 +108,6 @@ fn enter_key(rotation: &mut Rotation<GroupInner>, gs: &mut GroupSched) -> Key {
     gs.entered = key.1;
     key
 }
-
 
 /// A quantum of `g`'s own service in virtual nanoseconds (`quantum_ns / weight`, from its weight
 /// hint). In u64 (this runs on every cross-group wake, and a u128 division is a library call),
@@ -296,6 +295,11 @@ pub(crate) struct Scheduler {
     stale_after: u64,
     /// Tasks woken from outside the workers whose groups were idle at the floor (see `lane`).
     lane: Lane<Runnable>,
+    /// Tree nodes a CPU cap throttled, each with the stamp at which its quota returns (`cap`).
+    throttled: Mutex<Vec<(Arc<Tree>, usize, u64)>>,
+    /// The earliest of those stamps (`u64::MAX`: none), read lock-free by every worker that looks
+    /// for work.
+    next_unthrottle: AtomicU64,
 }
 
 impl Scheduler {
@@ -316,6 +320,8 @@ impl Scheduler {
             front: AtomicU64::new(u64::MAX),
             stale_after: crate::clock::nanos((quantum * 2).max(STALE_AFTER)),
             lane: Lane::default(),
+            throttled: Mutex::new(Vec::new()),
+            next_unthrottle: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -610,9 +616,14 @@ impl Scheduler {
                 // (`tree`, shares), each under its own lock.
                 node.own_vns.fetch_add(c.ns, Ordering::Relaxed);
                 drop(gs);
+                let now = crate::clock::stamp();
+                cap::charge(node, c.ns, now);
                 let mut up = c.group.parent();
                 while let Some(p) = up {
                     add_service(p, &mut p.sched(), c.ns);
+                    if let Some(pn) = p.node() {
+                        cap::charge(pn, c.ns, now);
+                    }
                     up = p.parent();
                 }
             }
@@ -802,11 +813,14 @@ impl Scheduler {
         let workers = self.served.len();
         // Groups whose listed flag this clears owe the listing protocol's re-check after the locks.
         let mut cleared: Vec<Arc<GroupInner>> = Vec::new();
+        let mut throttled = Throttled::new();
         let mut picked = None;
         {
             let mut st = lock_tree(&node.tree);
-            while picked.is_none() {
-                let Some(leaf_slot) = tree::descend(&mut st, node.slot) else {
+            let root_until = tree::exhausted(&st, node.slot, stamp);
+            while picked.is_none() && root_until.is_none() {
+                let Some(leaf_slot) = tree::descend(&mut st, node.slot, stamp, &mut throttled)
+                else {
                     break;
                 };
                 let Some(leaf) = st.nodes[leaf_slot].group.upgrade() else {
@@ -838,9 +852,16 @@ impl Scheduler {
                     cleared.push(leaf);
                 }
             }
-            if picked.is_none() && st.nodes[node.slot].rotation.is_empty() {
-                // The whole tree is empty: the root leaves the shard rotation. Its listed flag
-                // is its own queue's, which the tree keeps.
+            if let Some(until) = root_until {
+                // The root's cap is used up: it leaves the shard rotation with its work queued.
+                st.nodes[node.slot].throttled = true;
+                cap::mark_throttled(node, stamp);
+                throttled.push((node.slot, until));
+            }
+            if root_until.is_some() || (picked.is_none() && st.nodes[node.slot].rotation.is_empty())
+            {
+                // The whole tree is empty or throttled: the root leaves the shard rotation. Its
+                // listed flag is its own queue's, which the tree keeps.
                 st.in_shard = false;
                 let mut gs = root.sched();
                 if gs.in_rotation {
@@ -851,6 +872,7 @@ impl Scheduler {
                 }
             }
         }
+        self.note_throttled(&node.tree, throttled);
         if picked.is_some() {
             root.end_wait(|| stamp);
             let vruntime = root.sched().vruntime;
@@ -867,6 +889,117 @@ impl Scheduler {
         match picked {
             Some((leaf, first)) => (leaf, Some(first)),
             None => (root, None),
+        }
+    }
+
+    /// Records nodes of `tree` a decision throttled, for `unthrottle_due`.
+    fn note_throttled(&self, tree: &Arc<Tree>, throttled: Throttled) {
+        if throttled.is_empty() {
+            return;
+        }
+        let mut list = lock(&self.throttled);
+        for (slot, until) in throttled {
+            list.push((tree.clone(), slot, until));
+            self.next_unthrottle.fetch_min(until, Ordering::SeqCst);
+        }
+    }
+
+    /// The stamp at which the first throttled node's quota returns, if any node is throttled
+    /// (a hint, read lock-free: parking workers sleep no longer than this).
+    pub(crate) fn next_unthrottle(&self) -> Option<u64> {
+        match self.next_unthrottle.load(Ordering::SeqCst) {
+            u64::MAX => None,
+            at => Some(at),
+        }
+    }
+
+    /// [`unthrottle_due`](Self::unthrottle_due) now, if some node is throttled: one load when
+    /// none is (every worker that looks for work calls it).
+    #[inline]
+    pub(crate) fn unthrottle_if_due(&self) -> bool {
+        if self.next_unthrottle.load(Ordering::Relaxed) == u64::MAX {
+            return false;
+        }
+        self.unthrottle_due(crate::clock::stamp())
+    }
+
+    /// Puts back every throttled node whose quota returned by `now` (`cap`): it re-enters its
+    /// parent's rotation if it has work, and a root is listed again. True if that listed a root:
+    /// the caller makes sure a worker will look (`notify_work`). A node still in debt stays
+    /// throttled until its next period.
+    pub(crate) fn unthrottle_due(&self, now: u64) -> bool {
+        if now < self.next_unthrottle.load(Ordering::Relaxed) {
+            return false;
+        }
+        let due: Vec<(Arc<Tree>, usize, u64)> = {
+            let mut list = lock(&self.throttled);
+            let (due, rest): (Vec<_>, Vec<_>) = list.drain(..).partition(|(_, _, at)| *at <= now);
+            *list = rest;
+            let next = list.iter().map(|(_, _, at)| *at).min().unwrap_or(u64::MAX);
+            self.next_unthrottle.store(next, Ordering::SeqCst);
+            due
+        };
+        let mut listed = false;
+        let fresh_since = now.saturating_sub(self.stale_after);
+        for (tree, slot, _) in due {
+            let mut again = Throttled::new();
+            let to_list = {
+                let mut st = lock_tree(&tree);
+                if !st.nodes.contains(slot) {
+                    continue;
+                }
+                if let Some(until) = tree::exhausted(&st, slot, now) {
+                    again.push((slot, until));
+                    None
+                } else {
+                    tree::unthrottle(&mut st, slot, now);
+                    let is_root = st.nodes[slot].parent.is_none();
+                    let activated = if is_root {
+                        if st.nodes[slot].rotation.is_empty() || st.in_shard {
+                            Activated::Done
+                        } else {
+                            st.in_shard = true;
+                            Activated::ListRoot
+                        }
+                    } else {
+                        tree::activate_up(&mut st, slot, fresh_since)
+                    };
+                    match activated {
+                        Activated::ListRoot => st.nodes[slot].group.upgrade(),
+                        Activated::Done => None,
+                    }
+                }
+            };
+            self.note_throttled(&tree, again);
+            if let Some(g) = to_list {
+                self.list_top(top_arc(&g), WaitFrom::Now);
+                listed = true;
+            }
+        }
+        listed
+    }
+
+    /// Sets the CPU cap of `g` (a tree's node: the caller made it one) to `quota` nanoseconds
+    /// per period, 0 for none. Removing a cap (or raising one) takes effect at once: a throttled
+    /// node comes back at the next `unthrottle_due`, which this makes due.
+    pub(crate) fn set_cap(&self, g: &Arc<GroupInner>, quota: u64) {
+        let Some(node) = g.node() else {
+            return;
+        };
+        {
+            let mut st = lock_tree(&node.tree);
+            node.cap_quota.store(quota, Ordering::SeqCst);
+            if let Some(n) = st.nodes.get_mut(node.slot) {
+                n.capped = quota != 0;
+            }
+        }
+        // A throttled node's return is re-checked now: a lower use or a higher quota lets it back.
+        let mut list = lock(&self.throttled);
+        for entry in list.iter_mut() {
+            if Arc::ptr_eq(&entry.0, &node.tree) && entry.1 == node.slot {
+                entry.2 = 0;
+                self.next_unthrottle.store(0, Ordering::SeqCst);
+            }
         }
     }
 
@@ -891,16 +1024,9 @@ impl Scheduler {
             own_key: None,
             in_parent: None,
             throttled: false,
+            capped: false,
         });
-        let linked = g.set_node(Node {
-            tree: tree.clone(),
-            slot,
-            parent: None,
-            depth: 0,
-            children: Default::default(),
-            child_key: usize::MAX,
-            own_vns: AtomicU64::new(0),
-        });
+        let linked = g.set_node(Node::new(tree.clone(), slot, None, 0, usize::MAX));
         if !linked {
             st.nodes.remove(slot);
             return;
@@ -936,17 +1062,16 @@ impl Scheduler {
             own_key: None,
             in_parent: None,
             throttled: false,
+            capped: false,
         });
         let child_key = lock(&pnode.children).insert(Arc::downgrade(child));
-        let linked = child.set_node(Node {
-            tree: pnode.tree.clone(),
+        let linked = child.set_node(Node::new(
+            pnode.tree.clone(),
             slot,
-            parent: Some(parent.clone()),
-            depth: pnode.depth + 1,
-            children: Default::default(),
+            Some(parent.clone()),
+            pnode.depth + 1,
             child_key,
-            own_vns: AtomicU64::new(0),
-        });
+        ));
         if !linked {
             st.nodes.remove(slot);
             lock(&pnode.children).remove(child_key);
@@ -1070,8 +1195,13 @@ impl Scheduler {
         self.update_floor(stamp);
         let mut others_in_tree = false;
         if let (false, Some(node)) = (behind, served.node()) {
-            let mut st = lock_tree(&node.tree);
-            (behind, others_in_tree) = tree::behind_on_path(&mut st, node.slot, worker, stamp);
+            let mut throttled = Throttled::new();
+            {
+                let mut st = lock_tree(&node.tree);
+                (behind, others_in_tree) =
+                    tree::behind_on_path(&mut st, node.slot, worker, stamp, &mut throttled);
+            }
+            self.note_throttled(&node.tree, throttled);
         }
         if behind {
             // The worker leaves `g`: if `g` stays in the rotation with tasks queued (a pick

@@ -42,6 +42,7 @@ use crate::group::GroupInner;
 use crate::group::tree::{Entity, Key, NodeState, Tree, TreeState};
 use crate::shim::{MutexGuard, Ordering};
 
+use super::cap;
 use super::vtime::{from_virtual_ns, set_vruntime, virtual_ns};
 
 /// The most stale keys one choice re-keys at a node's front.
@@ -259,13 +260,55 @@ pub(crate) fn deactivate_up(st: &mut TreeState, mut n: usize) {
     }
 }
 
-/// Takes `n` out of its parent's rotation (or keeps it out) whatever it holds: a cap throttles it.
-pub(crate) fn throttle(st: &mut TreeState, n: usize) {
+/// Nodes a decision throttled, with the stamp at which each may return.
+pub(crate) type Throttled = Vec<(usize, u64)>;
+
+/// If the capped node `n` has used its quota: the stamp from which it has not.
+pub(crate) fn exhausted(st: &TreeState, n: usize, now: u64) -> Option<u64> {
+    if !st.nodes.get(n)?.capped {
+        return None;
+    }
+    let g = group_of(st, n)?;
+    cap::exhausted_until(g.node()?, now)
+}
+
+/// Takes `n` out of its parent's rotation (or keeps it out) whatever it holds: its cap throttles
+/// it until `until`, which `throttled` records for the caller. Not for the root, which leaves the
+/// shard rotation instead (`Scheduler::pick_in_tree`).
+pub(crate) fn throttle(
+    st: &mut TreeState,
+    n: usize,
+    until: u64,
+    now: u64,
+    throttled: &mut Throttled,
+) {
     let node = &mut st.nodes[n];
+    if node.throttled {
+        return;
+    }
     node.throttled = true;
     if let (Some(p), Some(key)) = (node.parent, node.in_parent.take()) {
         st.nodes[p].rotation.remove(&key);
         deactivate_up(st, p);
+    }
+    if let Some(g) = group_of(st, n) {
+        if let Some(node) = g.node() {
+            cap::mark_throttled(node, now);
+        }
+    }
+    throttled.push((n, until));
+}
+
+/// The cap of `n` left room at `now`: `n` is no longer throttled. The caller puts it back into
+/// its parent's rotation if it has work (`activate_up`).
+pub(crate) fn unthrottle(st: &mut TreeState, n: usize, now: u64) {
+    if let Some(node) = st.nodes.get_mut(n) {
+        node.throttled = false;
+    }
+    if let Some(g) = group_of(st, n) {
+        if let Some(node) = g.node() {
+            cap::mark_unthrottled(node, now);
+        }
     }
 }
 
@@ -291,7 +334,14 @@ fn free_slot(st: &mut TreeState, slot: usize) {
 /// Step 3's descent from the root: the slot of the own queue with the smallest virtual runtime
 /// down the tree, or `None` if the tree is empty. An entity found inconsistent on the way (a node
 /// in its parent's rotation with an empty one of its own) is taken out, and the descent restarts.
-pub(crate) fn descend(st: &mut TreeState, root: usize) -> Option<usize> {
+///
+/// A capped node that used its quota is throttled on the way (recorded in `throttled`).
+pub(crate) fn descend(
+    st: &mut TreeState,
+    root: usize,
+    now: u64,
+    throttled: &mut Throttled,
+) -> Option<usize> {
     'descents: for _ in 0..MAX_DESCENTS {
         let mut n = root;
         loop {
@@ -301,7 +351,13 @@ pub(crate) fn descend(st: &mut TreeState, root: usize) -> Option<usize> {
             fix_front(st, n);
             match st.nodes[n].rotation.first_key_value().map(|(_, e)| *e) {
                 Some(Entity::Own) => return Some(n),
-                Some(Entity::Child(c)) => n = c,
+                Some(Entity::Child(c)) => {
+                    if let Some(until) = exhausted(st, c, now) {
+                        throttle(st, c, until, now, throttled);
+                        continue 'descents;
+                    }
+                    n = c;
+                }
                 None if n == root => return None,
                 None => {
                     deactivate_up(st, n);
@@ -316,11 +372,15 @@ pub(crate) fn descend(st: &mut TreeState, root: usize) -> Option<usize> {
 /// Step 4: is an entity other than the path's behind it at some level of the path from the served
 /// `leaf` to the root, or is a node on the path throttled? Refreshes `worker`'s served entry.
 /// Also says whether any entity other than the path's is active (others wait in the tree).
+///
+/// A capped node on the path that used its quota counts as behind; below the root it is
+/// throttled here (recorded in `throttled`), the root by the pick that follows.
 pub(crate) fn behind_on_path(
     st: &mut TreeState,
     leaf: usize,
     worker: usize,
     now: u64,
+    throttled: &mut Throttled,
 ) -> (bool, bool) {
     if !st.nodes.contains(leaf) {
         return (false, false);
@@ -334,8 +394,18 @@ pub(crate) fn behind_on_path(
         if st.nodes[n].throttled {
             return (true, others);
         }
+        if let Some(until) = exhausted(st, n, now) {
+            if st.nodes[n].parent.is_some() {
+                throttle(st, n, until, now, throttled);
+            }
+            return (true, others);
+        }
         fix_front(st, n);
-        if let Some((key, first)) = st.nodes[n].rotation.first_key_value().map(|(k, e)| (*k, *e)) {
+        if let Some((key, first)) = st.nodes[n]
+            .rotation
+            .first_key_value()
+            .map(|(k, e)| (*k, *e))
+        {
             if first != mine {
                 others = true;
                 if let Some(v) = vruntime_of(st, n, mine) {
@@ -361,12 +431,5 @@ pub(crate) fn behind_on_path(
 pub(crate) fn serve(st: &mut TreeState, worker: usize, leaf: usize, now: u64) {
     if let Some(entry) = st.served.get_mut(worker) {
         *entry = Some((leaf, now));
-    }
-}
-
-/// `worker` serves nothing in this tree any more (it parked).
-pub(crate) fn unserve(st: &mut TreeState, worker: usize) {
-    if let Some(entry) = st.served.get_mut(worker) {
-        *entry = None;
     }
 }

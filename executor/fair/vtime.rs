@@ -37,4 +37,3 @@ pub(crate) fn add_service(g: &GroupInner, gs: &mut GroupSched, ns: u64) {
     let charged = gs.vruntime + delta;
     set_vruntime(g, gs, charged);
 }
-

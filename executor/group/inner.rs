@@ -52,6 +52,9 @@ pub(crate) trait Host: Send + Sync + Sized + 'static {
     fn locally_queued(&self, g: &GroupInner) -> usize;
     /// Links `child`, just built, under `parent` in the scheduler's tree of groups.
     fn attach_child(&self, parent: &Arc<GroupInner>, child: &Arc<GroupInner>);
+    /// Sets `g`'s CPU cap to `quota` nanoseconds of service per `CPU_PERIOD` (0: none), making
+    /// it a tree's root first if it is a flat group.
+    fn set_cpu_quota(&self, g: &Arc<GroupInner>, quota: u64);
 }
 
 /// Names the runtime type that hosts groups. Implemented once, by the worker layer, for [`Hosts`].

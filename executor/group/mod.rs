@@ -81,6 +81,8 @@ pub enum GroupErrorKind {
     InvalidWeight,
     /// A `max_concurrency` of 0.
     InvalidConcurrency,
+    /// A CPU limit that is not a finite number of cores above 0.
+    InvalidCpuLimit,
 }
 
 /// A group setting was rejected; [`kind`](GroupError::kind) says which, the message says what is
@@ -130,6 +132,28 @@ fn check_weight(weight: u32) -> Result<(), GroupError> {
     Ok(())
 }
 
+/// The period over which a CPU cap ([`GroupBuilder::cpu_limit`]) is measured, as cgroup v2's
+/// `cpu.max` default: a group capped at `c` cores gets at most `c × 100 ms` of service in each
+/// 100 ms period, across all workers.
+pub const CPU_PERIOD: Duration = Duration::from_millis(100);
+
+/// The service per [`CPU_PERIOD`] a cap of `cores` allows, in nanoseconds; an error for a cap
+/// that is not a finite number of cores above 0.
+fn cpu_quota(cores: f64) -> Result<u64, GroupError> {
+    if !cores.is_finite() || cores <= 0.0 {
+        return Err(GroupError {
+            kind: GroupErrorKind::InvalidCpuLimit,
+            message: format!(
+                "group cpu_limit must be a finite number of cores above 0, such as 0.5 or 2 \
+                 (got {cores})"
+            ),
+        });
+    }
+    let quota = cores * CPU_PERIOD.as_nanos() as f64;
+    // At least a nanosecond; at most what a u64 holds (thousands of years per period).
+    Ok((quota as u64).max(1))
+}
+
 /// Configures a new [`Group`]; get one from [`Runtime::group`](crate::Runtime::group) or
 /// [`Handle::group`](crate::Handle::group).
 ///
@@ -146,6 +170,7 @@ pub struct GroupBuilder {
     name: Option<String>,
     weight: u32,
     max_concurrency: Option<usize>,
+    cpu_limit: Option<f64>,
 }
 
 impl GroupBuilder {
@@ -156,7 +181,36 @@ impl GroupBuilder {
             name: None,
             weight: 1,
             max_concurrency: None,
+            cpu_limit: None,
         }
+    }
+
+    /// A hard CPU cap: the group and every group nested under it use at most `cores` cores of
+    /// worker time, measured over each [`CPU_PERIOD`] (100 ms) across all workers, even when the
+    /// rest of the runtime is idle, as cgroup v2's `cpu.max` holds a container. A capped group
+    /// that has used its quota is not served until the next period; its tasks stay queued and
+    /// nothing else waits for it. Caps nest: a child never gets more than its parent's cap.
+    ///
+    /// A poll is never interrupted and charges reach the cap up to a quantum late, so a period
+    /// may overshoot by up to a quantum ([`Builder::quantum`](crate::Builder::quantum)) plus one
+    /// poll per worker; the overshoot is taken from the next period, so the average over
+    /// several periods stays at the cap. Change or remove it on a live group with
+    /// [`Group::set_cpu_limit`].
+    ///
+    /// # Errors
+    /// [`build`](Self::build) fails for a cap that is not a finite number above 0 (zero,
+    /// negative, NaN, infinite).
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let batch = rt.group().name("batch").cpu_limit(0.5).build().unwrap();
+    /// assert_eq!(batch.cpu_limit(), Some(0.5));
+    /// let err = rt.group().cpu_limit(f64::NAN).build().unwrap_err();
+    /// assert_eq!(err.kind(), rondo::group::GroupErrorKind::InvalidCpuLimit);
+    /// ```
+    pub fn cpu_limit(mut self, cores: f64) -> Self {
+        self.cpu_limit = Some(cores);
+        self
     }
 
     /// The group's name, shown in metrics and panic reports. Default `group-N`.
@@ -237,6 +291,7 @@ impl GroupBuilder {
                 message: "group max_concurrency must be at least 1 (got 0)".to_string(),
             });
         }
+        let quota = self.cpu_limit.map(cpu_quota).transpose()?;
         let inner = GroupInner::new(
             &self.host,
             self.name,
@@ -244,12 +299,22 @@ impl GroupBuilder {
             self.max_concurrency,
             false,
         );
+        if let Some(quota) = quota {
+            // Before the parent link: a group with no node yet becomes a root here, while it
+            // has no task.
+            if self.parent.is_none() {
+                self.host.set_cpu_quota(&inner, quota);
+            }
+        }
         if let Some(parent) = &self.parent {
             self.host.attach_child(parent, &inner);
             // `cancel` sets the parent's flag, then walks its children; the child is in the
             // parent's list now, so one of the two sees the other.
             if parent.cancelled.load(Ordering::SeqCst) {
                 cancel_one(&inner);
+            }
+            if let Some(quota) = quota {
+                self.host.set_cpu_quota(&inner, quota);
             }
         }
         Ok(Group { inner })
@@ -454,6 +519,42 @@ impl Group {
         Ok(())
     }
 
+    /// The group's CPU cap in cores ([`GroupBuilder::cpu_limit`]), if it has one.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// assert_eq!(rt.group().build().unwrap().cpu_limit(), None);
+    /// ```
+    pub fn cpu_limit(&self) -> Option<f64> {
+        let quota = self.inner.node()?.cap_quota.load(Ordering::Relaxed);
+        (quota != 0).then(|| quota as f64 / CPU_PERIOD.as_nanos() as f64)
+    }
+
+    /// Sets (`Some(cores)`) or removes (`None`) the group's CPU cap; see
+    /// [`GroupBuilder::cpu_limit`]. It applies from the next scheduling decision; a group held
+    /// back by the cap it had is let back at once if the new one leaves it room.
+    ///
+    /// # Errors
+    /// A cap that is not a finite number of cores above 0; the cap is then unchanged.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let g = rt.group().build().unwrap();
+    /// g.set_cpu_limit(Some(1.5)).unwrap();
+    /// assert_eq!(g.cpu_limit(), Some(1.5));
+    /// assert!(g.set_cpu_limit(Some(0.0)).is_err());
+    /// g.set_cpu_limit(None).unwrap();
+    /// assert_eq!(g.cpu_limit(), None);
+    /// ```
+    pub fn set_cpu_limit(&self, cores: Option<f64>) -> Result<(), GroupError> {
+        let quota = cores.map(cpu_quota).transpose()?.unwrap_or(0);
+        if quota == 0 && self.inner.node().is_none() {
+            return Ok(());
+        }
+        self.inner.host.set_cpu_quota(&self.inner, quota);
+        Ok(())
+    }
+
     /// Cancels every unfinished task of the group and of every group nested under it: queued
     /// ones are dropped without running, running ones at their next suspension point, and their
     /// handles resolve cancelled. Tasks spawned into these groups afterwards, and groups built
@@ -554,7 +655,6 @@ async fn wait_own_idle(inner: &GroupInner) {
 }
 
 impl Group {
-
     /// The number of unfinished tasks (spawned and not yet completed, panicked or cancelled).
     ///
     /// ```
@@ -614,6 +714,11 @@ impl Group {
                 + inner.host.locally_queued(inner)
                 + inner.limiter().map_or(0, |l| l.waiting()),
             wait: Duration::from_nanos(inner.wait_ns.load(Ordering::Relaxed) + pending_wait),
+            throttled: Duration::from_nanos(
+                inner
+                    .node()
+                    .map_or(0, |n| n.throttled_ns(crate::clock::stamp())),
+            ),
         }
     }
 }
@@ -655,4 +760,7 @@ pub struct GroupMetrics {
     /// its worker leaves it with work still queued, and work a worker took but handed back unrun
     /// counts as waiting from when it was taken.
     pub wait: Duration,
+    /// Time the group's CPU cap ([`GroupBuilder::cpu_limit`]) held it back: from the moment it
+    /// used its quota to the start of the period that gave it room again.
+    pub throttled: Duration,
 }

@@ -57,6 +57,9 @@ pub(crate) struct NodeState {
     pub(crate) in_parent: Option<Key>,
     /// A CPU cap holds the node out of its parent's rotation until its next period.
     pub(crate) throttled: bool,
+    /// The node's group has a CPU cap (a copy of `Node::cap_quota != 0`, so that a descent
+    /// reads the cap of capped nodes only).
+    pub(crate) capped: bool,
 }
 
 /// A tree's nodes, and what its workers serve (under the tree's lock).
@@ -139,9 +142,59 @@ pub(crate) struct Node {
     /// as one more child of the default weight, 1). Only rises: charges add to it, an entry
     /// lifts it to the node's floor.
     pub(crate) own_vns: AtomicU64,
+    /// The CPU cap (`GroupBuilder::cpu_limit`): nanoseconds of service per period, 0 for none.
+    pub(crate) cap_quota: AtomicU64,
+    /// The cap's accounting (`fair::cap`).
+    pub(crate) cap: Mutex<CapState>,
+}
+
+/// A capped node's accounting for the current period.
+#[derive(Debug, Default)]
+pub(crate) struct CapState {
+    /// The period the counts are for (`stamp / period`).
+    pub(crate) period: u64,
+    /// Service charged to the subtree in `period`, with what earlier periods overshot.
+    pub(crate) used: u64,
+    /// Total nanoseconds the node was throttled, and since when it is (0: it is not).
+    pub(crate) throttled_ns: u64,
+    pub(crate) throttled_since: u64,
 }
 
 impl Node {
+    /// A node of `tree` at `slot`, under `parent` at `depth`, `child_key` in its parent's
+    /// children.
+    pub(crate) fn new(
+        tree: Arc<Tree>,
+        slot: usize,
+        parent: Option<Arc<GroupInner>>,
+        depth: usize,
+        child_key: usize,
+    ) -> Node {
+        Node {
+            tree,
+            slot,
+            parent,
+            depth,
+            children: Default::default(),
+            child_key,
+            own_vns: AtomicU64::new(0),
+            cap_quota: AtomicU64::new(0),
+            cap: Mutex::new(CapState::default()),
+        }
+    }
+}
+
+impl Node {
+    /// The time the node spent throttled by its CPU cap, up to the stamp `now`.
+    pub(crate) fn throttled_ns(&self, now: u64) -> u64 {
+        let cs = lock(&self.cap);
+        let current = match cs.throttled_since {
+            0 => 0,
+            since => now.saturating_sub(since),
+        };
+        cs.throttled_ns + current
+    }
+
     /// The live children (a snapshot).
     pub(crate) fn children(&self) -> Vec<Arc<GroupInner>> {
         lock(&self.children)

@@ -81,8 +81,25 @@ impl Core {
             self.wake_self();
             return Step::Woke;
         }
+        // A capped group's quota returns at `unthrottle`: whoever finds it due puts the group
+        // back and looks for work; the keeper sleeps no longer than that.
+        let unthrottle = shared.scheduler().next_unthrottle();
+        if let Some(at) = unthrottle {
+            let now = crate::clock::stamp();
+            if now >= at {
+                if shared.scheduler().unthrottle_due(now) {
+                    shared.notify_work();
+                }
+                if std::mem::take(keeping) {
+                    shared.keeper().stop();
+                }
+                self.wake_self();
+                return Step::Woke;
+            }
+        }
+        let unthrottle = unthrottle.map(crate::clock::instant_of);
         let due = shared.timers().earliest();
-        if (due == NEVER && !keep_without_timers)
+        if (due == NEVER && unthrottle.is_none() && !keep_without_timers)
             || !(*keeping || shared.keeper().try_keep(self.idx))
         {
             if std::mem::take(keeping) {
@@ -97,7 +114,7 @@ impl Core {
             return Step::Retry;
         }
         if due == NEVER {
-            return Step::Keep(None);
+            return Step::Keep(unthrottle);
         }
         let now = Instant::now();
         if shared.timers().now_tick(now) >= due {
@@ -107,7 +124,8 @@ impl Core {
             self.fire_timers(now, IfBusy::Wait);
             return Step::Woke;
         }
-        Step::Keep(Some(shared.timers().instant_of(due)))
+        let at = shared.timers().instant_of(due);
+        Step::Keep(Some(unthrottle.map_or(at, |u| u.min(at))))
     }
 
     /// The end of a park: gives up the keeper role and starts a fresh quantum.

@@ -46,6 +46,9 @@ impl Core {
         // the check below sees those groups and switches to them when they are behind.
         self.return_extras();
         let shared = self.shared.clone();
+        if shared.scheduler().unthrottle_if_due() {
+            shared.notify_work();
+        }
         let verdict = shared.scheduler().charge_and_check(
             self.service.charges(),
             self.idx,

@@ -64,6 +64,16 @@ impl Host for Shared {
     fn attach_child(&self, parent: &Arc<GroupInner>, child: &Arc<GroupInner>) {
         self.scheduler().attach_child(parent, child);
     }
+
+    fn set_cpu_quota(&self, g: &Arc<GroupInner>, quota: u64) {
+        let scheduler = self.scheduler();
+        scheduler.make_root(g);
+        scheduler.set_cap(g, quota);
+        // A group the old cap held back may return now: a worker must look.
+        if scheduler.unthrottle_due(crate::clock::stamp()) {
+            self.notify_work();
+        }
+    }
 }
 
 /// See the module docs.

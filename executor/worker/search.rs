@@ -82,6 +82,10 @@ impl Core {
     }
 
     fn find_work(&mut self) -> Option<Runnable> {
+        // A capped group whose quota returned is put back before the look at the rotation.
+        if self.shared.scheduler().unthrottle_if_due() {
+            self.shared.notify_work();
+        }
         if let Some(r) = self.take_from_own_group() {
             return Some(r);
         }
