@@ -313,6 +313,46 @@ fn many_groups(rt: &rondo::Runtime, groups: usize, per_group: usize) -> ManyTime
     })
 }
 
+/// [`many_groups`] as a tree: `tenants` top-level groups with `per_tenant` child groups each
+/// (a connection group per task set), `per_group` empty tasks in each child.
+fn many_groups_tree(
+    rt: &rondo::Runtime,
+    tenants: usize,
+    per_tenant: usize,
+    per_group: usize,
+) -> ManyTimes {
+    rt.block_on(async {
+        let start = Instant::now();
+        let ts: Vec<rondo::Group> = (0..tenants)
+            .map(|_| rt.group().build().expect("group"))
+            .collect();
+        let gs: Vec<rondo::Group> = ts
+            .iter()
+            .flat_map(|t| (0..per_tenant).map(move |_| t.child().build().expect("group")))
+            .collect();
+        let spawning = Instant::now();
+        let mut handles = Vec::with_capacity(gs.len() * per_group);
+        for g in &gs {
+            for _ in 0..per_group {
+                handles.push(g.spawn(async {}));
+            }
+        }
+        drop(gs);
+        drop(ts);
+        for h in handles {
+            h.await.expect("task failed");
+        }
+        ManyTimes {
+            total: start.elapsed(),
+            run: spawning.elapsed(),
+        }
+    })
+}
+
+/// Tenants × connection groups of scenario 4's tree form.
+const TREE_TENANTS: usize = 100;
+const TREE_CONNECTIONS: usize = 100;
+
 // ---------------------------------------------------------------------------------------------
 
 fn main() {
@@ -484,8 +524,11 @@ fn main() {
     );
     let (mut many_total, mut many_run, mut one_total, mut one_run) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut tree_total = Vec::new();
     for _ in 0..MANY_ROUNDS {
         let many = many_groups(&rondo_rt, MANY_GROUPS, TASKS_PER_GROUP);
+        let tree = many_groups_tree(&rondo_rt, TREE_TENANTS, TREE_CONNECTIONS, TASKS_PER_GROUP);
+        tree_total.push(tree.total.as_secs_f64());
         let one = many_groups(&rondo_rt, 1, MANY_GROUPS * TASKS_PER_GROUP);
         many_total.push(many.total.as_secs_f64());
         many_run.push(many.run.as_secs_f64());
@@ -515,6 +558,22 @@ fn main() {
     let fig = median(&many_total) / median(&one_total);
     rows.push(Row {
         scenario: "4. 10,000 groups vs 1 group (incl. creation): median time ratio".into(),
+        rondo: fig,
+        tokio: None,
+        ae: None,
+        target: "≤ 1.2",
+        met: fig <= 1.2,
+    });
+    println!(
+        "   as a tree ({TREE_TENANTS} tenants × {TREE_CONNECTIONS} connection groups), ms per \
+         round: {}",
+        ms(&tree_total)
+    );
+    let fig = median(&tree_total) / median(&one_total);
+    rows.push(Row {
+        scenario: format!(
+            "4t. {TREE_TENANTS} tenants × {TREE_CONNECTIONS} groups vs 1 group: median time ratio"
+        ),
         rondo: fig,
         tokio: None,
         ae: None,

@@ -1,0 +1,399 @@
+//! Tenant trees measured: nested shares at every level, connections inside tenants, CPU caps.
+//!
+//! 1. **Nested shares** (after Seastar's test of its nested groups): a three-level tree with
+//!    random weights (fixed seed), every leaf backlogged with tasks that spin in 50 µs slices and
+//!    count the time they spin (CPU time the tasks count themselves). Each group's share of the
+//!    CPU is compared with its expected share (the product of its weight fractions down the tree)
+//!    over every 100 ms window and over the whole run: the worst relative error
+//!    (|measured ÷ expected − 1|) over all groups, leaves and inner ones, target ≤ 5%.
+//! 2. **Tenants and connections**: tenant A with 32 connection groups against tenant B with 2,
+//!    one backlogged task per connection: A's share of the CPU, target 50 ± 5%, whole run and
+//!    worst 100 ms window. Flat groups (a group per connection) beside it for contrast.
+//! 3. **Caps**: a group capped at 0.5 core alone (cores used per 1 s window, target 0.45–0.55),
+//!    the same beside a busy uncapped sibling of lower weight (the sibling gets the rest), and a
+//!    capped parent over uncapped children.
+//!
+//! Worker threads: 2, or `RONDO_BENCH_WORKERS`. Run length of scenario 1: 10 s, or
+//! `RONDO_TREE_SECS`. Run with `cargo bench --bench tree`.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{print_table, spin, workers};
+
+const SLICE: Duration = Duration::from_micros(50);
+const WINDOW: Duration = Duration::from_millis(100);
+const TASKS_PER_LEAF: usize = 4;
+
+/// A backlogged task: spins in slices, adding what it spun to `total`, until `stop`.
+async fn backlogged(total: Arc<AtomicU64>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        let spun = spin(SLICE);
+        total.fetch_add(spun.as_nanos() as u64, Ordering::Relaxed);
+        rondo::yield_now().await;
+    }
+}
+
+/// A small deterministic generator for the random weights.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
+
+/// One node of the measured tree: its group, its expected share, the counters of the leaves
+/// below it (a leaf: its own).
+struct Node {
+    name: String,
+    _group: rondo::Group,
+    expected: f64,
+    counters: Vec<Arc<AtomicU64>>,
+}
+
+impl Node {
+    fn ns(&self) -> f64 {
+        self.counters
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed) as f64)
+            .sum()
+    }
+}
+
+/// Scenario 1: builds the tree under `rt`, runs it for `secs`, returns the worst relative error
+/// over the windows and over the whole run, the node with the worst window, and the node count.
+fn nested(rt: &rondo::Runtime, secs: u64, seed: u64) -> (f64, f64, String, usize) {
+    let mut rng = XorShift(seed);
+    let mut weight = || 1 + (rng.next() % 4) as u32;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut handles = Vec::new();
+    // Level 1: 3 tenants; level 2: 2 children each; level 3: 2 leaves each.
+    let top_w: Vec<u32> = (0..3).map(|_| weight()).collect();
+    let top_sum: u32 = top_w.iter().sum();
+    for (ti, &tw) in top_w.iter().enumerate() {
+        let tenant = rt.group().name(format!("t{ti}")).weight(tw).build().unwrap();
+        let t_share = tw as f64 / top_sum as f64;
+        let mid_w: Vec<u32> = (0..2).map(|_| weight()).collect();
+        let mid_sum: u32 = mid_w.iter().sum();
+        let mut t_counters = Vec::new();
+        for (mi, &mw) in mid_w.iter().enumerate() {
+            let mid = tenant
+                .child()
+                .name(format!("t{ti}.{mi}"))
+                .weight(mw)
+                .build()
+                .unwrap();
+            let m_share = t_share * mw as f64 / mid_sum as f64;
+            let leaf_w: Vec<u32> = (0..2).map(|_| weight()).collect();
+            let leaf_sum: u32 = leaf_w.iter().sum();
+            let mut m_counters = Vec::new();
+            for (li, &lw) in leaf_w.iter().enumerate() {
+                let leaf = mid
+                    .child()
+                    .name(format!("t{ti}.{mi}.{li}"))
+                    .weight(lw)
+                    .build()
+                    .unwrap();
+                let total = Arc::new(AtomicU64::new(0));
+                for _ in 0..TASKS_PER_LEAF {
+                    handles.push(leaf.spawn(backlogged(total.clone(), stop.clone())));
+                }
+                m_counters.push(total.clone());
+                nodes.push(Node {
+                    name: leaf.name().to_string(),
+                    _group: leaf,
+                    expected: m_share * lw as f64 / leaf_sum as f64,
+                    counters: vec![total],
+                });
+            }
+            t_counters.extend(m_counters.iter().cloned());
+            nodes.push(Node {
+                name: mid.name().to_string(),
+                _group: mid,
+                expected: m_share,
+                counters: m_counters,
+            });
+        }
+        nodes.push(Node {
+            name: tenant.name().to_string(),
+            _group: tenant,
+            expected: t_share,
+            counters: t_counters,
+        });
+    }
+    let all: Vec<Arc<AtomicU64>> = nodes
+        .iter()
+        .filter(|n| n.counters.len() == 1)
+        .flat_map(|n| n.counters.clone())
+        .collect();
+    let sum = || -> f64 { all.iter().map(|c| c.load(Ordering::Relaxed) as f64).sum() };
+    std::thread::sleep(Duration::from_millis(300));
+    let start_ns: Vec<f64> = nodes.iter().map(Node::ns).collect();
+    let start_all = sum();
+    let mut last: Vec<f64> = start_ns.clone();
+    let mut last_all = start_all;
+    let (mut worst_window, mut worst_name) = (0.0f64, String::new());
+    let windows = (secs * 1000 / WINDOW.as_millis() as u64).max(1);
+    let mut next = Instant::now() + WINDOW;
+    for _ in 0..windows {
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        next += WINDOW;
+        let now_all = sum();
+        let window_all = now_all - last_all;
+        for (i, n) in nodes.iter().enumerate() {
+            let v = n.ns();
+            let share = (v - last[i]) / window_all;
+            let err = (share / n.expected - 1.0).abs();
+            if err > worst_window {
+                worst_window = err;
+                worst_name = format!("{} ({:.3} for {:.3})", n.name, share, n.expected);
+            }
+            last[i] = v;
+        }
+        last_all = now_all;
+    }
+    let total_all = sum() - start_all;
+    let worst_total = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (((n.ns() - start_ns[i]) / total_all) / n.expected - 1.0).abs())
+        .fold(0.0, f64::max);
+    stop.store(true, Ordering::SeqCst);
+    rt.block_on(async {
+        for h in handles {
+            h.await.unwrap();
+        }
+    });
+    (worst_window, worst_total, worst_name, nodes.len())
+}
+
+/// Scenario 2: tenant A with `a` connections against tenant B with `b`, for `d`; as a tree or as
+/// flat groups (one per connection). Returns A's whole-run share and its worst window's.
+fn tenants(rt: &rondo::Runtime, a: usize, b: usize, d: Duration, tree: bool) -> (f64, f64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ta, tb) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut handles = Vec::new();
+    let mut groups = Vec::new();
+    for (n, total) in [(a, &ta), (b, &tb)] {
+        let tenant = rt.group().build().unwrap();
+        for _ in 0..n {
+            let conn = if tree {
+                tenant.child().build().unwrap()
+            } else {
+                rt.group().build().unwrap()
+            };
+            handles.push(conn.spawn(backlogged(total.clone(), stop.clone())));
+            groups.push(conn);
+        }
+        groups.push(tenant);
+    }
+    let read = || {
+        (
+            ta.load(Ordering::Relaxed) as f64,
+            tb.load(Ordering::Relaxed) as f64,
+        )
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let (a0, b0) = read();
+    let (mut la, mut lb) = (a0, b0);
+    let mut worst = 0.5f64;
+    let windows = (d.as_millis() / WINDOW.as_millis()).max(1);
+    for _ in 0..windows {
+        std::thread::sleep(WINDOW);
+        let (na, nb) = read();
+        let share = (na - la) / ((na - la) + (nb - lb));
+        if (share - 0.5).abs() > (worst - 0.5).abs() {
+            worst = share;
+        }
+        (la, lb) = (na, nb);
+    }
+    let (a1, b1) = read();
+    stop.store(true, Ordering::SeqCst);
+    rt.block_on(async {
+        for h in handles {
+            h.await.unwrap();
+        }
+    });
+    ((a1 - a0) / ((a1 - a0) + (b1 - b0)), worst)
+}
+
+/// Cores a set of counters used in each of `windows` windows of `window`.
+fn cores(counters: &[&Arc<AtomicU64>], window: Duration, windows: usize) -> Vec<f64> {
+    let sum = || -> f64 {
+        counters
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed) as f64)
+            .sum()
+    };
+    let mut last = sum();
+    (0..windows)
+        .map(|_| {
+            std::thread::sleep(window);
+            let now = sum();
+            let c = (now - last) / window.as_nanos() as f64;
+            last = now;
+            c
+        })
+        .collect()
+}
+
+/// Scenario 3: (capped alone, capped beside a sibling, the sibling, capped parent's subtree),
+/// cores per 1 s window over `windows` windows.
+fn caps(rt: &rondo::Runtime, windows: usize) -> [Vec<f64>; 4] {
+    // The tasks run until their group is cancelled.
+    let never = Arc::new(AtomicBool::new(false));
+    let run = |groups: Vec<(rondo::Group, Arc<AtomicU64>)>| -> Vec<rondo::JoinHandle<()>> {
+        groups
+            .iter()
+            .flat_map(|(g, t)| {
+                (0..TASKS_PER_LEAF).map(|_| g.spawn(backlogged(t.clone(), never.clone())))
+            })
+            .collect()
+    };
+    let mut out: [Vec<f64>; 4] = Default::default();
+    // Alone.
+    {
+        let g = rt.group().cpu_limit(0.5).build().unwrap();
+        let t = Arc::new(AtomicU64::new(0));
+        let hs = run(vec![(g.clone(), t.clone())]);
+        std::thread::sleep(Duration::from_millis(300));
+        out[0] = cores(&[&t], Duration::from_secs(1), windows);
+        g.cancel();
+        drop(hs);
+    }
+    // Beside a sibling.
+    {
+        let g = rt.group().weight(10).cpu_limit(0.5).build().unwrap();
+        let s = rt.group().weight(1).build().unwrap();
+        let (tg, ts) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let hs = run(vec![(g.clone(), tg.clone()), (s.clone(), ts.clone())]);
+        std::thread::sleep(Duration::from_millis(300));
+        let sg = tg.load(Ordering::Relaxed);
+        let ss = ts.load(Ordering::Relaxed);
+        std::thread::sleep(Duration::from_secs(windows as u64));
+        let secs = windows as f64;
+        out[1] = vec![(tg.load(Ordering::Relaxed) - sg) as f64 / 1e9 / secs];
+        out[2] = vec![(ts.load(Ordering::Relaxed) - ss) as f64 / 1e9 / secs];
+        g.cancel();
+        s.cancel();
+        drop(hs);
+    }
+    // A capped parent over two uncapped children.
+    {
+        let p = rt.group().cpu_limit(0.5).build().unwrap();
+        let (a, b) = (p.child().build().unwrap(), p.child().weight(3).build().unwrap());
+        let (ta, tb) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let hs = run(vec![(a, ta.clone()), (b, tb.clone())]);
+        std::thread::sleep(Duration::from_millis(300));
+        out[3] = cores(&[&ta, &tb], Duration::from_secs(1), windows);
+        p.cancel();
+        drop(hs);
+    }
+    out
+}
+
+fn fmt(v: &[f64]) -> String {
+    let v: Vec<String> = v.iter().map(|x| format!("{x:.3}")).collect();
+    v.join(" ")
+}
+
+fn main() {
+    let n = workers();
+    let secs: u64 = std::env::var("RONDO_TREE_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    println!("tree bench: {n} workers on {} cores", common::cores());
+    let rt = rondo::Runtime::builder().worker_threads(n).build().unwrap();
+    let mut rows: Vec<Vec<String>> = Vec::new();
+
+    let (window, total, name, count) = nested(&rt, secs, 0x5eed_1234_abcd_0001);
+    println!(
+        "1. nested shares, {count} groups on 3 levels, {secs} s: worst 100 ms window {:.1}% ({name}), \
+         whole run {:.1}%",
+        window * 100.0,
+        total * 100.0
+    );
+    rows.push(vec![
+        "1. nested shares: worst error, 100 ms windows".into(),
+        format!("{:.1}%", window * 100.0),
+        "≤ 5%".into(),
+        (window <= 0.05).to_string(),
+    ]);
+    rows.push(vec![
+        "1. nested shares: worst error, whole run".into(),
+        format!("{:.1}%", total * 100.0),
+        "≤ 5%".into(),
+        (total <= 0.05).to_string(),
+    ]);
+
+    let (share, worst) = tenants(&rt, 32, 2, Duration::from_secs(2), true);
+    let (flat, _) = tenants(&rt, 32, 2, Duration::from_secs(1), false);
+    println!(
+        "2. tenant A (32 connections) vs B (2): A's share {:.1}% (worst 100 ms window {:.1}%); \
+         with a flat group per connection {:.1}%",
+        share * 100.0,
+        worst * 100.0,
+        flat * 100.0
+    );
+    rows.push(vec![
+        "2. A (32 conns) vs B (2): A's share, whole run".into(),
+        format!("{:.1}%", share * 100.0),
+        "50 ± 5%".into(),
+        ((share - 0.5).abs() <= 0.05).to_string(),
+    ]);
+    rows.push(vec![
+        "2. A's share, worst 100 ms window".into(),
+        format!("{:.1}%", worst * 100.0),
+        "50 ± 5%".into(),
+        ((worst - 0.5).abs() <= 0.05).to_string(),
+    ]);
+    rows.push(vec![
+        "2. A's share with flat groups (contrast)".into(),
+        format!("{:.1}%", flat * 100.0),
+        "-".into(),
+        "-".into(),
+    ]);
+
+    let [alone, beside, sibling, parent] = caps(&rt, 3);
+    println!(
+        "3. caps: 0.5 alone {} cores per 1 s; beside a busy sibling {} (sibling {}); capped parent's \
+         subtree {}",
+        fmt(&alone),
+        fmt(&beside),
+        fmt(&sibling),
+        fmt(&parent)
+    );
+    let ok = |v: &[f64]| v.iter().all(|c| (0.45..=0.55).contains(c));
+    rows.push(vec![
+        "3. cap 0.5 alone: cores per 1 s window".into(),
+        fmt(&alone),
+        "0.45–0.55".into(),
+        ok(&alone).to_string(),
+    ]);
+    rows.push(vec![
+        "3. cap 0.5 beside a busy sibling (sibling)".into(),
+        format!("{} ({})", fmt(&beside), fmt(&sibling)),
+        "0.45–0.55 (rest)".into(),
+        (ok(&beside) && sibling.iter().all(|s| *s > n.min(common::cores()) as f64 - 0.65))
+            .to_string(),
+    ]);
+    rows.push(vec![
+        "3. capped parent's subtree: cores per 1 s window".into(),
+        fmt(&parent),
+        "0.45–0.55".into(),
+        ok(&parent).to_string(),
+    ]);
+    println!();
+    print_table(&["scenario", "rondo", "target", "met"], &rows);
+}
