@@ -63,6 +63,7 @@ impl Kind {
             Kind::Rondo(Placement::PerRequest) => "rondo (group per request)",
             Kind::Rondo(Placement::OneGroup) => "rondo (one group)",
             Kind::Rondo(Placement::Reserved) => "rondo (per connection, a worker kept)",
+            Kind::Rondo(Placement::Tree) => "rondo (tree: tenant, child per connection)",
             Kind::Tokio => "tokio",
             Kind::Smol => "smol",
         }
@@ -156,7 +157,9 @@ fn measure(kind: Kind, workers: usize, secs: f64, wrk: bool) -> io::Result<Row> 
         a_conns: 0,
         ..tenant_flood.clone()
     };
-    let full = kind == Kind::Rondo(Placement::PerConnection) || !matches!(kind, Kind::Rondo(_));
+    let full = kind == Kind::Rondo(Placement::PerConnection)
+        || kind == Kind::Rondo(Placement::Tree)
+        || !matches!(kind, Kind::Rondo(_));
     if full {
         let (addr, server) = kind.start(workers)?;
         let (requests, took, usage) = if wrk {
@@ -273,6 +276,7 @@ fn main() -> io::Result<()> {
         Kind::Rondo(Placement::PerRequest),
         Kind::Rondo(Placement::OneGroup),
         Kind::Rondo(Placement::Reserved),
+        Kind::Rondo(Placement::Tree),
     ];
     println!(
         "HTTP/1.1 hello world and the tenant workload; {workers} worker threads per server, \

@@ -81,7 +81,12 @@ fn nested(rt: &rondo::Runtime, secs: u64, seed: u64) -> (f64, f64, String, usize
     let top_w: Vec<u32> = (0..3).map(|_| weight()).collect();
     let top_sum: u32 = top_w.iter().sum();
     for (ti, &tw) in top_w.iter().enumerate() {
-        let tenant = rt.group().name(format!("t{ti}")).weight(tw).build().unwrap();
+        let tenant = rt
+            .group()
+            .name(format!("t{ti}"))
+            .weight(tw)
+            .build()
+            .unwrap();
         let t_share = tw as f64 / top_sum as f64;
         let mid_w: Vec<u32> = (0..2).map(|_| weight()).collect();
         let mid_sum: u32 = mid_w.iter().sum();
@@ -291,7 +296,10 @@ fn caps(rt: &rondo::Runtime, windows: usize) -> [Vec<f64>; 4] {
     // A capped parent over two uncapped children.
     {
         let p = rt.group().cpu_limit(0.5).build().unwrap();
-        let (a, b) = (p.child().build().unwrap(), p.child().weight(3).build().unwrap());
+        let (a, b) = (
+            p.child().build().unwrap(),
+            p.child().weight(3).build().unwrap(),
+        );
         let (ta, tb) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let hs = run(vec![(a, ta.clone()), (b, tb.clone())]);
         std::thread::sleep(Duration::from_millis(300));
@@ -385,8 +393,11 @@ fn main() {
         "3. cap 0.5 beside a busy sibling (sibling)".into(),
         format!("{} ({})", fmt(&beside), fmt(&sibling)),
         "0.45–0.55 (rest)".into(),
-        (ok(&beside) && sibling.iter().all(|s| *s > n.min(common::cores()) as f64 - 0.65))
-            .to_string(),
+        (ok(&beside)
+            && sibling
+                .iter()
+                .all(|s| *s > n.min(common::cores()) as f64 - 0.65))
+        .to_string(),
     ]);
     rows.push(vec![
         "3. capped parent's subtree: cores per 1 s window".into(),

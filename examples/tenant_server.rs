@@ -14,6 +14,9 @@
 //!   into its tenant's group and awaited (`group.spawn(handler).await`), so the CPU it burns is
 //!   charged to its tenant whatever the connection carries. It costs two more trips through the
 //!   run queues per request.
+//! - **tree**: each tenant a group and each connection a child group of its tenant
+//!   (`Group::child`), placed as per connection: tenants share by weight however many
+//!   connections each opens, and a tenant's connections share its part among themselves.
 //! - **per connection, a worker kept**: as per connection, with each tenant's group built with
 //!   `max_concurrency(workers - 1)`, so that no tenant's polls hold every worker at once. Groups
 //!   share the workers' time by weight, but a poll is never interrupted: with A's 1 ms polls on
@@ -45,7 +48,7 @@ mod tenant;
 use std::error::Error;
 use std::time::Duration;
 
-use tenant::Placement::{self, OneGroup, PerConnection, PerRequest, Reserved};
+use tenant::Placement::{self, OneGroup, PerConnection, PerRequest, Reserved, Tree};
 use tenant::{RondoServer, TenantLoad, TenantReport, TokioServer, run_tenants};
 
 struct Options {
@@ -104,7 +107,17 @@ fn main() -> Result<(), Box<dyn Error>> {
         "{:<38} {:>10} {:>10} {:>10} {:>12}",
         "server", "B p50", "B p99", "B reqs", "A req/s"
     );
-    let rows: [(&str, &TenantLoad, Server); 6] = [
+    let rows: [(&str, &TenantLoad, Server); 8] = [
+        (
+            "rondo, tree (tenant > connection), A idle",
+            &alone,
+            Server::Rondo(Tree),
+        ),
+        (
+            "rondo, tree (tenant > connection)",
+            &flood,
+            Server::Rondo(Tree),
+        ),
         (
             "rondo, groups per connection, A idle",
             &alone,
@@ -167,10 +180,10 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
-/// Serves until the process is killed (with a group per connection), printing each tenant's
-/// group metrics every 5 s.
+/// Serves until the process is killed (a tree: each tenant a group, each connection a child
+/// group), printing each tenant's group metrics every 5 s.
 fn serve(port: u16, workers: usize) -> Result<(), Box<dyn Error>> {
-    let server = RondoServer::start_on(port, workers, PerConnection)?;
+    let server = RondoServer::start_on(port, workers, Tree)?;
     println!(
         "serving on http://{} (tenant A: /a/..., tenant B: /b/...)",
         server.addr
@@ -180,11 +193,13 @@ fn serve(port: u16, workers: usize) -> Result<(), Box<dyn Error>> {
         for t in ['a', 'b'] {
             if let Some(g) = server.group(t) {
                 let m = g.metrics();
-                // Connections run in their tenant's group, so its finished tasks are closed
-                // connections and its busy time is all its requests' work.
+                // Each connection runs in a child group of its tenant's.
                 println!(
-                    "{}: {} connections open, {} closed, {:?} of worker time",
-                    m.name, m.unfinished, m.completed, m.busy
+                    "{}: {} connections open, {:?} waited, {:?} throttled",
+                    m.name,
+                    g.children().len(),
+                    m.wait,
+                    m.throttled
                 );
             }
         }

@@ -128,6 +128,10 @@ pub enum Placement {
     /// so another tenant's request finds one free however long the flood's polls are, at the
     /// price of the flooding tenant's throughput (it gets `workers - 1` workers at most).
     Reserved,
+    /// A tree: each tenant a group, each connection a child group of its tenant
+    /// (`Group::child`), chosen as in `PerConnection`. Tenants share by weight however many
+    /// connections each has, and a tenant's connections share its part among themselves.
+    Tree,
 }
 
 /// The server on rondo. Dropping it shuts its runtime down, which drops the listener and every
@@ -219,11 +223,16 @@ async fn rondo_accept(
             // The connection's first request line picks its group; the task that waits for it is
             // light and runs in the default group, then the connection is spawned where it
             // belongs, and its handlers run inline.
-            Placement::PerConnection | Placement::Reserved => {
+            Placement::PerConnection | Placement::Reserved | Placement::Tree => {
                 rondo::spawn(async move {
                     let group = first_request_tenant(&stream)
                         .await
                         .and_then(|t| tenants.as_deref()?.of(t).cloned());
+                    let group = match (placement, group) {
+                        // The connection's own group, nested under its tenant's.
+                        (Placement::Tree, Some(tenant)) => tenant.child().build().ok(),
+                        (_, group) => group,
+                    };
                     match group {
                         Some(g) => drop(g.spawn(rondo_connection(stream, None))),
                         None => rondo_connection(stream, None).await,

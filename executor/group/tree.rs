@@ -218,20 +218,24 @@ impl Drop for Node {
     }
 }
 
-/// A group's [`Node`], set at most once and never removed: one pointer wide (a `OnceLock` would
-/// add a word, and take the group over its 512 bytes).
-pub(crate) struct NodeSlot(AtomicPtr<Node>);
+/// A group's [`Node`] slot (see [`SetOnce`]).
+pub(crate) type NodeSlot = SetOnce<Node>;
 
-impl Default for NodeSlot {
+/// A boxed value set at most once and never removed, one pointer wide (a `OnceLock<Box<T>>`
+/// would add a word, and take a group over its 512 bytes). Lock-free: a set is one
+/// compare-and-swap, a get one load (loom model: `loom_models::runtime::set_once_*`).
+pub(crate) struct SetOnce<T>(AtomicPtr<T>);
+
+impl<T> Default for SetOnce<T> {
     fn default() -> Self {
-        NodeSlot(AtomicPtr::new(std::ptr::null_mut()))
+        SetOnce(AtomicPtr::new(std::ptr::null_mut()))
     }
 }
 
-impl NodeSlot {
-    /// The node, if one was set.
+impl<T> SetOnce<T> {
+    /// The value, if one was set.
     #[inline]
-    pub(crate) fn get(&self) -> Option<&Node> {
+    pub(crate) fn get(&self) -> Option<&T> {
         let p = self.0.load(Ordering::Acquire);
         // SAFETY: a non-null pointer came from `Box::into_raw` in `set`, was published with
         // Release (read above with Acquire), and is freed only by `drop`, which has `&mut self`:
@@ -239,9 +243,9 @@ impl NodeSlot {
         unsafe { p.as_ref() }
     }
 
-    /// Sets the node; gives it back if one was set already.
-    pub(crate) fn set(&self, node: Box<Node>) -> Result<(), Box<Node>> {
-        let p = Box::into_raw(node);
+    /// Sets the value; gives it back if one was set already.
+    pub(crate) fn set(&self, value: Box<T>) -> Result<(), Box<T>> {
+        let p = Box::into_raw(value);
         match self
             .0
             .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
@@ -253,9 +257,10 @@ impl NodeSlot {
     }
 }
 
-impl Drop for NodeSlot {
+impl<T> Drop for SetOnce<T> {
     fn drop(&mut self) {
-        let p = *self.0.get_mut();
+        // Under loom, `get_mut` is `with_mut`; a load is as good with `&mut self`.
+        let p = self.0.load(Ordering::Acquire);
         if !p.is_null() {
             // SAFETY: set from `Box::into_raw` in `set`; `&mut self` means no reference from
             // `get` is alive, and the pointer is never freed elsewhere.

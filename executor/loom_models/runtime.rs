@@ -878,3 +878,31 @@ fn an_inbox_never_hides_a_listed_group() {
         });
     }
 }
+
+/// A group's tree node is set once (`group::tree::SetOnce`) while other threads read it: a reader
+/// sees nothing or the whole value, never a torn or freed one, and of two setters exactly one
+/// wins and the other gets its value back.
+#[test]
+fn set_once_publishes_whole_and_one_setter_wins() {
+    use crate::group::tree::SetOnce;
+    model(|| {
+        let slot = Arc::new(SetOnce::<(u32, u32)>::default());
+        let setters: Vec<_> = [1u32, 2]
+            .into_iter()
+            .map(|v| {
+                let slot = slot.clone();
+                thread::spawn(move || slot.set(Box::new((v, v * 10))).is_ok())
+            })
+            .collect();
+        if let Some(&(a, b)) = slot.get() {
+            assert_eq!(b, a * 10, "a reader saw a torn value");
+        }
+        let won: usize = setters
+            .into_iter()
+            .map(|h| usize::from(h.join().unwrap()))
+            .sum();
+        assert_eq!(won, 1, "not exactly one setter won");
+        let &(a, b) = slot.get().expect("set, and never removed");
+        assert_eq!(b, a * 10);
+    });
+}
