@@ -547,3 +547,30 @@ fn a_cap_that_is_not_a_positive_finite_number_of_cores_is_an_error() {
         assert!(g.child().cpu_limit(bad).build().is_err());
     }
 }
+
+#[test]
+fn subtree_metrics_add_up_the_tree() {
+    watchdog(30, || {
+        let rt = common::rt(2);
+        let tenant = rt.group().build().unwrap();
+        let conns: Vec<_> = (0..3).map(|_| tenant.child().build().unwrap()).collect();
+        let req = conns[0].child().build().unwrap();
+        for g in conns.iter().chain([&req, &tenant]) {
+            for _ in 0..2 {
+                rt.block_on(g.spawn(async { spin(Duration::from_millis(2)) }))
+                    .unwrap();
+            }
+        }
+        rt.block_on(tenant.wait_idle());
+        let m = tenant.subtree_metrics();
+        assert_eq!((m.spawned, m.completed), (10, 10));
+        assert_eq!(tenant.metrics().completed, 2);
+        // Busy time is flushed when workers visit the scheduler or park.
+        assert!(
+            common::eventually(10, || tenant.subtree_metrics().busy >= Duration::from_millis(18)),
+            "{:?}",
+            tenant.subtree_metrics()
+        );
+        assert_eq!(m.name, tenant.name());
+    });
+}

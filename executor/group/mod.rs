@@ -723,6 +723,40 @@ impl Group {
     }
 }
 
+impl Group {
+    /// [`metrics`](Self::metrics) summed over the group and every group nested under it (a
+    /// snapshot, one group after another): counts, polls, busy, runnable and waiting time add
+    /// up; the name, the weight and the throttled time are this group's (a cap holds back the
+    /// whole subtree at once).
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let tenant = rt.group().build().unwrap();
+    /// let conn = tenant.child().build().unwrap();
+    /// rt.block_on(conn.spawn(async {})).unwrap();
+    /// rt.block_on(tenant.spawn(async {})).unwrap();
+    /// rt.block_on(tenant.wait_idle());
+    /// assert_eq!(tenant.metrics().completed, 1);
+    /// assert_eq!(tenant.subtree_metrics().completed, 2);
+    /// ```
+    pub fn subtree_metrics(&self) -> GroupMetrics {
+        let mut total = self.metrics();
+        for g in subtree(&self.inner).into_iter().skip(1) {
+            let m = Group { inner: g }.metrics();
+            total.spawned += m.spawned;
+            total.completed += m.completed;
+            total.cancelled += m.cancelled;
+            total.panicked += m.panicked;
+            total.unfinished += m.unfinished;
+            total.polls += m.polls;
+            total.busy += m.busy;
+            total.runnable += m.runnable;
+            total.wait += m.wait;
+        }
+        total
+    }
+}
+
 /// Counters of one group, as [`Group::metrics`] returns them.
 ///
 /// `polls` and `busy` are flushed by each worker after its visits to the scheduler (at most about
