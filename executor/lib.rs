@@ -33,7 +33,7 @@ mod loom_models;
 
 use std::future::Future;
 
-pub use group::{Group, GroupBuilder, GroupMetrics, Scoped, current_group};
+pub use group::{Group, GroupBuilder, GroupMetrics, GroupPair, Scoped, current_group};
 pub use runtime::{
     BuildError, Builder, EnterGuard, Handle, Runtime, RuntimeMetrics, WorkerMetrics,
 };

@@ -567,7 +567,8 @@ fn subtree_metrics_add_up_the_tree() {
         assert_eq!(tenant.metrics().completed, 2);
         // Busy time is flushed when workers visit the scheduler or park.
         assert!(
-            common::eventually(10, || tenant.subtree_metrics().busy >= Duration::from_millis(18)),
+            common::eventually(10, || tenant.subtree_metrics().busy
+                >= Duration::from_millis(18)),
             "{:?}",
             tenant.subtree_metrics()
         );

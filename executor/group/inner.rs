@@ -182,7 +182,7 @@ impl GroupInner {
         host: &Arc<HostOf>,
         name: Option<String>,
         weight: u32,
-        max_concurrency: Option<usize>,
+        limiter: Option<Limiter>,
         is_default: bool,
     ) -> Arc<GroupInner> {
         host.groups().insert(|id, key| {
@@ -215,7 +215,7 @@ impl GroupInner {
                 in_lane: LaneFlag::default(),
                 cancelled: AtomicBool::new(false),
                 idle_waiters: AtomicUsize::new(0),
-                limiter: max_concurrency.map(|n| Box::new(Limiter::new(n))),
+                limiter: limiter.map(Box::new),
                 node: NodeSlot::default(),
             });
             if host.is_shutdown() {

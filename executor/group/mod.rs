@@ -41,6 +41,7 @@ use crate::task::JoinHandle;
 
 pub(crate) use current::{GroupScope, with_current};
 pub(crate) use inner::{GroupInner, Host, HostBinding, HostOf, Hosts, PanicHook};
+use limiter::Limiter;
 pub use scope::Scoped;
 pub(crate) use spawn::{spawn_in, spawn_with};
 
@@ -83,6 +84,8 @@ pub enum GroupErrorKind {
     InvalidConcurrency,
     /// A CPU limit that is not a finite number of cores above 0.
     InvalidCpuLimit,
+    /// A group pair asked for under a cancelled group.
+    Cancelled,
 }
 
 /// A group setting was rejected; [`kind`](GroupError::kind) says which, the message says what is
@@ -296,7 +299,7 @@ impl GroupBuilder {
             &self.host,
             self.name,
             self.weight,
-            self.max_concurrency,
+            self.max_concurrency.map(Limiter::new),
             false,
         );
         if let Some(quota) = quota {
@@ -318,6 +321,128 @@ impl GroupBuilder {
             }
         }
         Ok(Group { inner })
+    }
+}
+
+impl GroupBuilder {
+    /// Builds a [`GroupPair`]: a group (with this builder's name, weight, cap and place in the
+    /// tree) holding two children, a concurrent side and an exclusive side, like .NET's
+    /// `ConcurrentExclusiveSchedulerPair`. Polls of the concurrent side's tasks overlap freely
+    /// (up to this builder's `max_concurrency`, if set); a poll of an exclusive task never
+    /// overlaps any other poll of the pair; when both sides have work waiting, the exclusive
+    /// side goes first (concurrent tasks already admitted finish their polls, then exclusive
+    /// tasks run one at a time until none waits). The pair shares the workers by its weight with
+    /// the rest of the runtime, as any group does.
+    ///
+    /// # Errors
+    /// As [`build`](Self::build); and building a pair under a cancelled group
+    /// ([`GroupErrorKind::Cancelled`]).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let pair = rt.group().name("cache").build_pair().unwrap();
+    /// let value = Arc::new(AtomicUsize::new(0));
+    /// let v = value.clone();
+    /// // Writers run alone; readers run side by side.
+    /// rt.block_on(pair.exclusive().spawn(async move { v.store(7, Ordering::Relaxed) })).unwrap();
+    /// let v = value.clone();
+    /// let read = pair.concurrent().spawn(async move { v.load(Ordering::Relaxed) });
+    /// assert_eq!(rt.block_on(read).unwrap(), 7);
+    /// assert_eq!(pair.exclusive().parent().unwrap().name(), "cache");
+    /// ```
+    pub fn build_pair(mut self) -> Result<GroupPair, GroupError> {
+        if let Some(parent) = &self.parent {
+            if parent.cancelled.load(Ordering::SeqCst) {
+                return Err(GroupError {
+                    kind: GroupErrorKind::Cancelled,
+                    message: format!(
+                        "cannot build a group pair under the cancelled group `{}`: a cancelled \
+                         group's subtree runs nothing; build it under a live group",
+                        parent.name()
+                    ),
+                });
+            }
+        }
+        let max = self.max_concurrency.take();
+        if max == Some(0) {
+            return Err(GroupError {
+                kind: GroupErrorKind::InvalidConcurrency,
+                message: "group max_concurrency must be at least 1 (got 0)".to_string(),
+            });
+        }
+        let host = self.host.clone();
+        let group = self.build()?;
+        let (concurrent, exclusive) = Limiter::pair(max.unwrap_or(usize::MAX));
+        let side = |suffix: &str, limiter: Limiter| {
+            let inner = GroupInner::new(
+                &host,
+                Some(format!("{}.{suffix}", group.name())),
+                1,
+                Some(limiter),
+                false,
+            );
+            host.attach_child(&group.inner, &inner);
+            if group.inner.cancelled.load(Ordering::SeqCst) {
+                cancel_one(&inner);
+            }
+            Group { inner }
+        };
+        let concurrent = side("concurrent", concurrent);
+        let exclusive = side("exclusive", exclusive);
+        Ok(GroupPair {
+            group,
+            concurrent,
+            exclusive,
+        })
+    }
+}
+
+/// A concurrent/exclusive pair of groups ([`GroupBuilder::build_pair`]): two children of one
+/// group whose polls never overlap across the sides, and never overlap at all on the exclusive
+/// side.
+#[derive(Clone, Debug)]
+pub struct GroupPair {
+    group: Group,
+    concurrent: Group,
+    exclusive: Group,
+}
+
+impl GroupPair {
+    /// The side whose tasks' polls overlap freely, but never an exclusive task's.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let pair = rt.group().build_pair().unwrap();
+    /// assert_eq!(rt.block_on(pair.concurrent().spawn(async { 1 })).unwrap(), 1);
+    /// ```
+    pub fn concurrent(&self) -> &Group {
+        &self.concurrent
+    }
+
+    /// The side whose tasks are polled one at a time, never beside a concurrent task's poll.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let pair = rt.group().build_pair().unwrap();
+    /// assert_eq!(rt.block_on(pair.exclusive().spawn(async { 2 })).unwrap(), 2);
+    /// ```
+    pub fn exclusive(&self) -> &Group {
+        &self.exclusive
+    }
+
+    /// The group holding both sides: its weight is the pair's share, cancelling it cancels both.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let pair = rt.group().name("p").weight(3).build_pair().unwrap();
+    /// assert_eq!(pair.group().weight(), 3);
+    /// assert_eq!(pair.group().children().len(), 2);
+    /// ```
+    pub fn group(&self) -> &Group {
+        &self.group
     }
 }
 

@@ -92,8 +92,12 @@ impl Core {
             drop_payload(p);
         }
         if let Some(g) = limited {
-            if let Some(next) = g.limiter().and_then(|l| l.release()) {
-                push_global(&g, next);
+            if let Some(l) = g.limiter() {
+                // In a pair, the slot may go to the other side's tasks: each to its own group.
+                for next in l.release() {
+                    let owner = next.metadata().group.clone();
+                    push_global(&owner, next);
+                }
             }
         }
         let mut core = core?;
