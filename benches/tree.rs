@@ -149,12 +149,22 @@ fn nested(rt: &rondo::Runtime, secs: u64, seed: u64) -> (f64, f64, String, usize
     let mut last_all = start_all;
     let (mut worst_window, mut worst_name) = (0.0f64, String::new());
     let windows = (secs * 1000 / WINDOW.as_millis() as u64).max(1);
+    let verbose = std::env::var_os("RONDO_TREE_VERBOSE").is_some();
     let mut next = Instant::now() + WINDOW;
     for _ in 0..windows {
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         next += WINDOW;
         let now_all = sum();
         let window_all = now_all - last_all;
+        if verbose {
+            let shares: Vec<String> = nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.counters.len() == 1)
+                .map(|(i, n)| format!("{:+.0}", ((n.ns() - last[i]) / window_all / n.expected - 1.0) * 100.0))
+                .collect();
+            println!("   window: {:.0} ms of CPU; leaves' errors %: {}", window_all / 1e6, shares.join(" "));
+        }
         for (i, n) in nodes.iter().enumerate() {
             let v = n.ns();
             let share = (v - last[i]) / window_all;
