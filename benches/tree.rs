@@ -161,9 +161,18 @@ fn nested(rt: &rondo::Runtime, secs: u64, seed: u64) -> (f64, f64, String, usize
                 .iter()
                 .enumerate()
                 .filter(|(_, n)| n.counters.len() == 1)
-                .map(|(i, n)| format!("{:+.0}", ((n.ns() - last[i]) / window_all / n.expected - 1.0) * 100.0))
+                .map(|(i, n)| {
+                    format!(
+                        "{:+.0}",
+                        ((n.ns() - last[i]) / window_all / n.expected - 1.0) * 100.0
+                    )
+                })
                 .collect();
-            println!("   window: {:.0} ms of CPU; leaves' errors %: {}", window_all / 1e6, shares.join(" "));
+            println!(
+                "   window: {:.0} ms of CPU; leaves' errors %: {}",
+                window_all / 1e6,
+                shares.join(" ")
+            );
         }
         for (i, n) in nodes.iter().enumerate() {
             let v = n.ns();
