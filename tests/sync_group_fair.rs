@@ -546,12 +546,18 @@ fn weighted_run(workers: usize, target: Target) -> usize {
     log.iter().take(100).filter(|&&l| l).count()
 }
 
-/// Many tasks in three groups (one outside any group) take and release the semaphore and the
-/// lock in a loop, some cancelling their waits half-way; nobody is left waiting for ever (the
+/// Many tasks in three groups, and a thread outside any group, take and release the semaphore and
+/// the lock in a loop, the tasks cancelling some of their waits half-way; nobody is left waiting for ever (the
 /// watchdog) and the counts stay exact.
 #[test]
 fn no_lost_wakeups_under_stress() {
-    let rt = rt(2);
+    for workers in [1, 2] {
+        stress(workers);
+    }
+}
+
+fn stress(workers: usize) {
+    let rt = rt(workers);
     let groups: Vec<Group> = [1, 3, 8]
         .iter()
         .map(|&w| rt.group().weight(w).build().unwrap())
@@ -612,14 +618,44 @@ fn no_lost_wakeups_under_stress() {
             writes
         }));
     }
+    // A thread outside the runtime waits in the outside share, with the blocking methods.
+    let outside = {
+        let (sem, lock, inside, writing) = (
+            Arc::clone(&sem),
+            Arc::clone(&lock),
+            Arc::clone(&inside),
+            Arc::clone(&writing),
+        );
+        std::thread::spawn(move || {
+            for op in 0..OPS {
+                {
+                    let _p = sem.acquire_blocking().unwrap();
+                    assert!(inside.fetch_add(1, Ordering::SeqCst) < 3);
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                }
+                if op % 2 == 0 {
+                    let mut g = lock.exclusive_blocking();
+                    assert!(!writing.swap(true, Ordering::SeqCst));
+                    *g += 1;
+                    writing.store(false, Ordering::SeqCst);
+                } else {
+                    let g = lock.shared_blocking();
+                    assert!(!writing.load(Ordering::SeqCst));
+                    let _ = *g;
+                }
+            }
+            OPS / 2
+        })
+    };
     let total = watchdog(120, move || {
-        rt.block_on(async {
+        let tasks: u64 = rt.block_on(async {
             let mut total = 0;
             for h in handles {
                 total += h.await.unwrap();
             }
             total
-        })
+        });
+        tasks + outside.join().unwrap()
     });
     assert_eq!(*lock.try_shared().unwrap(), total);
     assert_eq!(sem.available_permits(), 3);

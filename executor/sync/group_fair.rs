@@ -23,8 +23,11 @@
 //! 5. **Leaving.** A cancelled waiter leaves its share without a charge; a waiter that was granted
 //!    and then cancelled was charged, and gives the grant back through the primitive as usual.
 //!
-//! Picking scans the waiting shares: O(shares) per grant, with one entry per group that has a
-//! waiter (and per recently served idle group).
+//! Costs, all under the mutex and only on the slow path: picking, charging and publishing the
+//! heaviest weight scan the shares, O(shares) per grant, with one entry per group that has a
+//! waiter (and per recently served idle group); a cancelled waiter is found in its share's FIFO
+//! by a scan of that FIFO. The fast paths (an uncontended acquire, a release with nobody in line)
+//! never look at any of it.
 //!
 //! # Heaviest waiter
 //!
