@@ -19,6 +19,16 @@
 //!
 //! The last columns are each rondo variant ÷ the best peer: below 1 is better for ns/op and waits,
 //! above 1 is better for throughput.
+//!
+//! * Weighted (a second table): on a rondo runtime with `RONDO_BENCH_WORKERS` workers, a weight-6
+//!   and a weight-1 group, 100 tasks each (spawned alternately), each acquiring once a 2-permit
+//!   semaphore, or the lock in write mode; a holder spins 300 µs, then sleeps 1 ms. The row is the
+//!   weight-1 group's count among the first 100 grants: its share by weight is 100 ÷ 7 ≈ 14. rondo's
+//!   group-fair constructors (`Semaphore::group_fair`, `AsyncOneManyLock::group_fair`), its fair
+//!   mode, tokio and async-lock; median and range of `WEIGHTED_RUNS` runs, interleaved.
+//!
+//! `RONDO_BENCH_SYNC=uncontended` runs the uncontended rows only; `RONDO_BENCH_SYNC=weighted`
+//! the weighted table only.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -428,13 +438,146 @@ fn main() {
         },
     ];
 
-    // `RONDO_BENCH_SYNC=uncontended` stops here (a quick check of the fast paths).
-    let contended_rows = std::env::var("RONDO_BENCH_SYNC").map_or(true, |v| v != "uncontended");
+    let only = std::env::var("RONDO_BENCH_SYNC").unwrap_or_default();
     let workers = common::workers();
-    if contended_rows {
-        push_contended_rows(&mut rows, workers);
+    if only != "weighted" {
+        // `RONDO_BENCH_SYNC=uncontended` stops after these rows (a quick check of the fast paths).
+        if only != "uncontended" {
+            push_contended_rows(&mut rows, workers);
+        }
+        print_rows(workers, rows);
     }
-    print_rows(workers, rows);
+    if only.is_empty() || only == "weighted" {
+        print_weighted(workers);
+    }
+}
+
+const WEIGHTED_RUNS: usize = 5;
+
+/// The primitives of the weighted rows, as one enum so that every contender runs the same task.
+#[derive(Clone)]
+enum Shared {
+    Sem(Arc<Semaphore>),
+    Lock(Arc<AsyncOneManyLock<u64>>),
+    TokioSem(Arc<tokio::sync::Semaphore>),
+    TokioLock(Arc<tokio::sync::RwLock<u64>>),
+    AlSem(Arc<async_lock::Semaphore>),
+    AlLock(Arc<async_lock::RwLock<u64>>),
+}
+
+impl Shared {
+    /// The semaphore (`lock == false`) or the lock of column `col`: rondo group-fair, rondo fair,
+    /// tokio, async-lock.
+    fn make(col: usize, lock: bool) -> Self {
+        match (col, lock) {
+            (0, false) => Shared::Sem(Arc::new(Semaphore::group_fair(2).unwrap())),
+            (1, false) => Shared::Sem(Arc::new(Semaphore::new(2))),
+            (2, false) => Shared::TokioSem(Arc::new(tokio::sync::Semaphore::new(2))),
+            (3, false) => Shared::AlSem(Arc::new(async_lock::Semaphore::new(2))),
+            (0, true) => Shared::Lock(Arc::new(AsyncOneManyLock::group_fair(0))),
+            (1, true) => Shared::Lock(Arc::new(AsyncOneManyLock::new(0))),
+            (2, true) => Shared::TokioLock(Arc::new(tokio::sync::RwLock::new(0))),
+            _ => Shared::AlLock(Arc::new(async_lock::RwLock::new(0))),
+        }
+    }
+
+    /// Acquires once, logs the grant, spins 300 µs and sleeps 1 ms holding it, releases.
+    async fn hold(self, log: Arc<std::sync::Mutex<Vec<bool>>>, light: bool) {
+        let work = || async {
+            log.lock().unwrap().push(light);
+            common::spin(Duration::from_micros(300));
+            rondo::time::sleep(Duration::from_millis(1)).await;
+        };
+        match self {
+            Shared::Sem(s) => {
+                let _p = s.acquire().await.unwrap();
+                work().await;
+            }
+            Shared::Lock(l) => {
+                let _g = l.exclusive().await;
+                work().await;
+            }
+            Shared::TokioSem(s) => {
+                let _p = s.acquire().await.unwrap();
+                work().await;
+            }
+            Shared::TokioLock(l) => {
+                let _g = l.write().await;
+                work().await;
+            }
+            Shared::AlSem(s) => {
+                let _p = s.acquire().await;
+                work().await;
+            }
+            Shared::AlLock(l) => {
+                let _g = l.write().await;
+                work().await;
+            }
+        }
+    }
+}
+
+/// One run of the weighted scenario on `shared`: the weight-1 group's count among the first 100
+/// grants.
+fn weighted_run(rt: &rondo::Runtime, shared: &Shared) -> usize {
+    let heavy = rt.group().weight(6).build().unwrap();
+    let light = rt.group().weight(1).build().unwrap();
+    let log = Arc::new(std::sync::Mutex::new(Vec::with_capacity(200)));
+    let handles: Vec<_> = (0..200)
+        .map(|i| {
+            let is_light = i % 2 == 1;
+            let g = if is_light { &light } else { &heavy };
+            g.spawn(shared.clone().hold(Arc::clone(&log), is_light))
+        })
+        .collect();
+    rt.block_on(async {
+        for h in handles {
+            h.await.unwrap();
+        }
+    });
+    let log = log.lock().unwrap();
+    log.iter().take(100).filter(|&&l| l).count()
+}
+
+/// The weighted table: each row's median and range over `WEIGHTED_RUNS` runs, per contender.
+fn print_weighted(workers: usize) {
+    let rt = common::rondo_runtime(workers);
+    println!(
+        "\nweight-1 group's grants among the first 100 (weights 6 and 1, 100 tasks each; by weight: \
+         14), {workers} workers on {} cores, {WEIGHTED_RUNS} runs: median (min-max)",
+        common::cores()
+    );
+    println!(
+        "| {:<34} | {:>13} | {:>13} | {:>13} | {:>13} |",
+        "benchmark", "group-fair", "rondo fair", "tokio", "async-lock"
+    );
+    println!(
+        "|{:-<36}|{:->15}|{:->15}|{:->15}|{:->15}|",
+        "", "", "", "", ""
+    );
+    for (name, lock) in [
+        ("weighted semaphore, 2 permits", false),
+        ("weighted lock, write mode", true),
+    ] {
+        let mut counts: [Vec<usize>; 4] = Default::default();
+        for _ in 0..WEIGHTED_RUNS {
+            for (col, c) in counts.iter_mut().enumerate() {
+                c.push(weighted_run(&rt, &Shared::make(col, lock)));
+            }
+        }
+        let cell = |c: &mut Vec<usize>| {
+            c.sort_unstable();
+            format!("{} ({}-{})", c[c.len() / 2], c[0], c[c.len() - 1])
+        };
+        println!(
+            "| {:<34} | {:>13} | {:>13} | {:>13} | {:>13} |",
+            name,
+            cell(&mut counts[0]),
+            cell(&mut counts[1]),
+            cell(&mut counts[2]),
+            cell(&mut counts[3])
+        );
+    }
 }
 
 /// Runs every contended workload on one tokio runtime with `workers` workers.

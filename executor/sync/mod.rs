@@ -2,7 +2,9 @@
 //! reader-writer lock, and [`Semaphore`].
 //!
 //! Neither primitive knows about rondo's scheduler: they only store and call [`Waker`]s, so they run
-//! unchanged under rondo, tokio, async-executor or `futures::executor::block_on`.
+//! unchanged under rondo, tokio, async-executor or `futures::executor::block_on`. The group-fair
+//! ones ([`Semaphore::group_fair`], [`AsyncOneManyLock::group_fair`]) also read which rondo group
+//! the waiting task belongs to; elsewhere every waiter counts as one group of weight 1.
 //!
 //! # Design
 //!
@@ -109,6 +111,21 @@
 //! for every waiter ahead of it in line (a walk from the head, which stops once the requests
 //! exceed the free permits), so among themselves waiters are still served in FIFO order.
 //!
+//! **Group-fair mode** (`group_fair.rs`). A fair primitive whose releases pick the next waiter from
+//! a weighted fair queue over the waiting groups instead of taking the head of the line; the state
+//! word, the line, hand-off, cancellation and the wakers work as in the fair mode. Each waiter
+//! joins both the line and its group's FIFO (the group is read once, when it joins, by one
+//! function, `share_of_current`). Each waiting group has a virtual finish tag; a grant of `n`
+//! permits (of one lock hold, shared or exclusive) advances it by `n ÷ weight`; `dispatch` serves
+//! the group with the smallest tag (ties: the earlier waiter), and a group that starts waiting
+//! enters at the tag last served, so idle time banks no credit. The semaphore serves the picked
+//! waiter only when the free permits cover it, as it serves its head; the lock admits picked
+//! readers for as long as no writer holds it and stops at the first writer picked, so reader
+//! batches and writers alternate. An upgrade still waits at the head and is served first. A
+//! waiter cancelled while waiting leaves its group's FIFO uncharged; one granted in a race with
+//! its drop was charged and gives the grant back as in the fair mode. After each change the line
+//! publishes the heaviest waiting weight in an atomic (`heaviest_waiting_weight`).
+//!
 //! **Upgradable holds.** An upgradable hold counts as a reader and sets its own bit, which excludes a
 //! second one. [`UpgradableGuard::upgrade`] completes at once if its holder is the only reader;
 //! otherwise it joins the *front* of the line with `HANDOFF` set (so no writer or new reader gets in)
@@ -181,6 +198,9 @@
 //!
 //! [`Waker`]: core::task::Waker
 
+mod group_fair;
+#[cfg(all(test, loom))]
+pub(crate) use group_fair::{ShareKey, loom_share};
 mod one_many;
 mod raw_one_many;
 mod semaphore;
@@ -191,5 +211,5 @@ pub use one_many::{
     OneManyMode, SharedGuard, SharedGuardArc, UpgradableGuard, UpgradableGuardArc, Upgrade,
 };
 pub use semaphore::{
-    AcquireError, Semaphore, SemaphorePermit, SemaphorePermitArc, TryAcquireError,
+    AcquireError, GroupFairError, Semaphore, SemaphorePermit, SemaphorePermitArc, TryAcquireError,
 };

@@ -261,6 +261,43 @@ impl<T> AsyncOneManyLock<T> {
         }
     }
 
+    /// Creates an unlocked *group-fair* lock holding `value`: waiters are granted the lock in
+    /// proportion to the weights of their tasks' groups.
+    ///
+    /// It hands the lock over as [`new`](Self::new) does and keeps every guarantee of that mode
+    /// (no barging, cancel-safe acquires, upgradable holds, the `_arc` and `_blocking` variants);
+    /// only the order in which waiters are served differs:
+    ///
+    /// * Waiters are grouped by the group of the task that first polled the acquire
+    ///   ([`Group`](crate::group::Group)). The waiting groups form a weighted fair queue: each has
+    ///   a virtual finish tag that every grant, shared or exclusive, advances by `1 ÷ weight`, and
+    ///   a release serves the group with the smallest tag. Within a group, waiters are served in
+    ///   FIFO order. A group that starts waiting enters at the queue's current virtual time, so an
+    ///   idle group banks no credit.
+    /// * Phase-fair batches by weight: a release admits, in the queue's order, every reader it
+    ///   picks for as long as no writer holds the lock, and stops at the first writer it picks;
+    ///   newcomers queue behind. So reader batches and writers alternate while both wait, and
+    ///   which readers a batch holds is decided by the weights.
+    /// * A waiting upgrade goes first, as in every mode (its holder already holds part of the
+    ///   lock), and is not charged.
+    /// * Waiters outside any group (a thread outside the runtime, [`block_on`](crate::block_on),
+    ///   another executor, the `_blocking` methods) count together as one more group of weight 1.
+    ///
+    /// tokio's `RwLock` has no such mode.
+    ///
+    /// ```
+    /// use rondo::sync::AsyncOneManyLock;
+    /// let cache = AsyncOneManyLock::group_fair(vec![1, 2]);
+    /// futures::executor::block_on(async { cache.exclusive().await.push(3) });
+    /// assert_eq!(cache.try_shared().unwrap().len(), 3);
+    /// ```
+    pub fn group_fair(value: T) -> Self {
+        AsyncOneManyLock {
+            raw: RawOneMany::group_fair(),
+            value: UnsafeCell::new(value),
+        }
+    }
+
     /// Consumes the lock and returns the value.
     ///
     /// ```
@@ -288,6 +325,22 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
 
     fn exclusive_guard(&self) -> ExclusiveGuard<'_, T> {
         ExclusiveGuard { lock: self }
+    }
+
+    /// The largest weight among the groups with a waiter in a group-fair lock's line; 0 when
+    /// nobody waits in a group, and always 0 for a lock not made by
+    /// [`group_fair`](AsyncOneManyLock::group_fair). One relaxed load: a snapshot, as fresh as the
+    /// latest change to the line.
+    ///
+    /// This is the weight at which a holder would have to run so that no waiter waits at a lighter
+    /// group's pace (weight inheritance).
+    ///
+    /// ```
+    /// let lock = rondo::sync::AsyncOneManyLock::group_fair(());
+    /// assert_eq!(lock.heaviest_waiting_weight(), 0);
+    /// ```
+    pub fn heaviest_waiting_weight(&self) -> u32 {
+        self.raw.heaviest_waiting_weight()
     }
 
     /// Waits for shared (read) access.

@@ -9,6 +9,7 @@ use core::time::Duration;
 
 use self::state::{AtomicState, Change, Changed, HandOver, Join, Release, Retry, State, TryLock};
 pub(crate) use self::state::{MAX_READERS, Req};
+use super::group_fair::{GroupLine, share_of_current};
 use super::waiters::{Stamp, Status, WaitList, WakeList, serve_line};
 use crate::shim::{AtomicU32, Mutex, Ordering, lock};
 
@@ -45,6 +46,9 @@ fn reader_overflow() -> ! {
 struct Line {
     waiters: WaitList<Req>,
     writers: usize,
+    /// Group-fair mode only: the weighted fair queue that picks whom releases serve. Every waiter
+    /// is in it but an upgrade, which is served first (it already holds part of the lock).
+    groups: Option<Box<GroupLine>>,
 }
 
 pub(crate) struct RawOneMany {
@@ -58,6 +62,9 @@ pub(crate) struct RawOneMany {
     spin_credit: AtomicU32,
     /// Contended acquires that skipped the spin while `spin_credit` was zero.
     spin_skips: AtomicU32,
+    /// Group-fair mode: the largest weight among the waiting groups, published under the mutex
+    /// (see `group_fair.rs`); 0 otherwise.
+    heaviest: AtomicU32,
     line: Mutex<Line>,
 }
 
@@ -69,9 +76,11 @@ impl RawOneMany {
             bound,
             spin_credit: AtomicU32::new(SPIN_CREDIT_START),
             spin_skips: AtomicU32::new(0),
+            heaviest: AtomicU32::new(0),
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
                 writers: 0,
+                groups: None,
             }),
         }
     }
@@ -83,11 +92,25 @@ impl RawOneMany {
             bound,
             spin_credit: AtomicU32::new(SPIN_CREDIT_START),
             spin_skips: AtomicU32::new(0),
+            heaviest: AtomicU32::new(0),
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
                 writers: 0,
+                groups: None,
             }),
         }
+    }
+
+    /// A fair lock whose releases serve the waiting groups by weight (`group_fair.rs`).
+    pub(crate) fn group_fair() -> Self {
+        let raw = Self::new(Duration::ZERO);
+        lock(&raw.line).groups = Some(Box::new(GroupLine::new()));
+        raw
+    }
+
+    /// The largest weight among the waiting groups of a group-fair lock; 0 otherwise.
+    pub(crate) fn heaviest_waiting_weight(&self) -> u32 {
+        self.heaviest.load(Ordering::Relaxed)
     }
 
     /// Fast path for a shared hold: one CAS when the lock is free (the first guess is "free").
@@ -215,7 +238,7 @@ impl RawOneMany {
         let mut wakers = WakeList::new();
         let mut now = None;
         loop {
-            let Some(head) = line.waiters.head() else {
+            let Some(head) = Self::next_waiter(line) else {
                 self.state.line_emptied();
                 break;
             };
@@ -234,6 +257,24 @@ impl RawOneMany {
             }
         }
         wakers
+    }
+
+    /// The waiter releases serve next: the head of the line, or in group-fair mode a waiting
+    /// upgrade (always at the head) and otherwise the waiter the weighted fair queue picks. A
+    /// reader picked while readers hold the lock is admitted at once and the pick goes on, so the
+    /// readers picked in a row form one batch; a writer picked while readers hold the lock stops
+    /// the pass, and readers of later picks wait for it (phase-fair, by weight).
+    fn next_waiter(line: &Line) -> Option<usize> {
+        let head = line.waiters.head();
+        match &line.groups {
+            None => head,
+            Some(_) if head.is_some_and(|h| line.waiters.request(h) == Req::Upgrade) => head,
+            Some(g) => {
+                let next = g.next();
+                debug_assert_eq!(next.is_some(), head.is_some());
+                next
+            }
+        }
     }
 
     /// Barging mode: wakes the head of the line, without granting, if it could have the lock in
@@ -260,7 +301,17 @@ impl RawOneMany {
 
     /// Takes `key` out of the line with a final status, keeping the writer count and `W_WAITING`.
     fn leave(&self, line: &mut Line, key: usize, status: Status, wakers: &mut WakeList) {
-        self.forget_writer(line, line.waiters.request(key));
+        let req = line.waiters.request(key);
+        self.forget_writer(line, req);
+        if let (Some(g), true) = (&mut line.groups, req != Req::Upgrade) {
+            // A grant costs its group one unit, shared or exclusive alike.
+            if status == Status::Granted {
+                g.granted(key, 1);
+            } else {
+                g.leave(key);
+            }
+            g.publish(&self.heaviest);
+        }
         let was_notified = line.waiters.status(key) == Status::Notified;
         line.waiters.finish(key, status, wakers);
         self.forget_notified(line, was_notified);
@@ -354,7 +405,13 @@ impl RawOneMany {
         Some(if req == Req::Upgrade {
             line.waiters.push_front(req, waker, since)
         } else {
-            line.waiters.push_back(req, waker, since)
+            let key = line.waiters.push_back(req, waker, since);
+            if let Some(g) = &mut line.groups {
+                // A thread-local read and an atomic load: no user code runs under the mutex.
+                g.join(key, share_of_current());
+                g.publish(&self.heaviest);
+            }
+            key
         })
     }
 
@@ -453,6 +510,10 @@ impl RawOneMany {
                     self.forget_writer(line, req);
                     if req == Req::Upgrade {
                         self.state.give_back(Req::Upgradable);
+                    } else if let Some(g) = &mut line.groups {
+                        // Left before being served: no charge.
+                        g.leave(key);
+                        g.publish(&self.heaviest);
                     }
                 }
                 Status::Closed | Status::Overflow => {}

@@ -8,8 +8,9 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use self::state::{AtomicState, HandOver, Join, Put, PutPastLine, Retake, Take};
+use super::group_fair::{GroupLine, share_of_current};
 use super::waiters::{Status, WaitList, WakeList, serve_line, update};
-use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
+use crate::shim::{AtomicU32, AtomicUsize, Mutex, Ordering, lock};
 
 mod state;
 
@@ -64,12 +65,17 @@ pub struct Semaphore {
     /// the mutex; read outside it by a release deciding whether it may skip the line, which only
     /// when the free permits, its own included, are all promised.
     promised: AtomicUsize,
+    /// Group-fair mode: the largest weight among the waiting groups, published under the mutex
+    /// (see `group_fair.rs`); 0 otherwise.
+    heaviest: AtomicU32,
     line: Mutex<Line>,
 }
 
 /// The waiters.
 struct Line {
     waiters: WaitList<usize>,
+    /// Group-fair mode only: the weighted fair queue that picks whom releases serve.
+    groups: Option<Box<GroupLine>>,
 }
 
 /// Error from [`Semaphore::acquire`] and friends: the semaphore was closed.
@@ -103,6 +109,41 @@ impl fmt::Display for TryAcquireError {
 }
 
 impl std::error::Error for TryAcquireError {}
+
+/// Error from [`Semaphore::group_fair`]: the permit count it was given cannot make a group-fair
+/// semaphore. Nothing was created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupFairError {
+    /// Zero permits. A group-fair semaphore shares its permits among groups by weight; with none,
+    /// every acquire of every group would wait until [`Semaphore::add_permits`], which is almost
+    /// always a capacity computed wrong. Give at least 1 (a semaphore that is to start closed
+    /// can [`forget_permits`](Semaphore::forget_permits) it and add permits later), or use
+    /// [`Semaphore::new(0)`](Semaphore::new).
+    NoPermits,
+    /// More than [`Semaphore::MAX_PERMITS`] permits.
+    TooManyPermits {
+        /// The count that was asked for.
+        permits: usize,
+    },
+}
+
+impl fmt::Display for GroupFairError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GroupFairError::NoPermits => f.write_str(
+                "Semaphore::group_fair: 0 permits; a group-fair semaphore needs at least 1 \
+                 (Semaphore::new(0) makes an empty fair one)",
+            ),
+            GroupFairError::TooManyPermits { permits } => write!(
+                f,
+                "Semaphore::group_fair: {permits} permits is more than Semaphore::MAX_PERMITS ({})",
+                Semaphore::MAX_PERMITS
+            ),
+        }
+    }
+}
+
+impl std::error::Error for GroupFairError {}
 
 #[cold]
 #[inline(never)]
@@ -189,8 +230,10 @@ impl Semaphore {
             bound,
             fair: bound.is_zero(),
             promised: AtomicUsize::new(0),
+            heaviest: AtomicU32::new(0),
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
+                groups: None,
             }),
         }
     }
@@ -214,10 +257,74 @@ impl Semaphore {
             bound,
             fair: bound.is_zero(),
             promised: AtomicUsize::new(0),
+            heaviest: AtomicU32::new(0),
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
+                groups: None,
             }),
         }
+    }
+
+    /// Creates a *group-fair* semaphore with `permits` permits: waiters are granted permits in
+    /// proportion to the weights of their tasks' groups.
+    ///
+    /// It serves its line by hand-off, as [`new`](Self::new) does, and keeps every guarantee of
+    /// that mode (no barging, cancel-safe acquires, [`close`](Self::close),
+    /// [`add_permits`](Self::add_permits), the `_arc` and `_blocking` variants); only the order in
+    /// which waiters are served differs:
+    ///
+    /// * Waiters are grouped by the group of the task that first polled the acquire
+    ///   ([`Group`](crate::group::Group)). The waiting groups form a weighted fair queue: each has
+    ///   a virtual finish tag that a grant of `n` permits advances by `n ÷ weight`, and a release
+    ///   serves the group with the smallest tag. A weight-6 group and a weight-1 group that both
+    ///   keep waiters queued receive permits 6 to 1.
+    /// * The charge is the permits granted, not how long they are held: a group that holds its
+    ///   permits longer gets no fewer grants for it.
+    /// * Within a group, waiters are served in FIFO order, and a request at the front of the
+    ///   queue is never overtaken by a smaller one: it waits until the free permits cover it.
+    /// * A group that starts waiting enters at the queue's current virtual time: an idle group
+    ///   banks no credit for the time it did not wait.
+    /// * Waiters outside any group (a thread outside the runtime, [`block_on`](crate::block_on),
+    ///   another executor, the `_blocking` methods) count together as one more group of weight 1.
+    ///
+    /// tokio has no such mode; its `Semaphore::new` corresponds to [`new`](Self::new).
+    ///
+    /// # Errors
+    ///
+    /// [`GroupFairError::NoPermits`] for `permits == 0`, [`GroupFairError::TooManyPermits`] above
+    /// [`Semaphore::MAX_PERMITS`]; nothing is created then.
+    ///
+    /// ```
+    /// use rondo::sync::{GroupFairError, Semaphore};
+    /// let pool = Semaphore::group_fair(2).unwrap();
+    /// assert_eq!(pool.available_permits(), 2);
+    /// assert_eq!(Semaphore::group_fair(0).unwrap_err(), GroupFairError::NoPermits);
+    /// ```
+    pub fn group_fair(permits: usize) -> Result<Self, GroupFairError> {
+        if permits == 0 {
+            return Err(GroupFairError::NoPermits);
+        }
+        if permits > Self::MAX_PERMITS {
+            return Err(GroupFairError::TooManyPermits { permits });
+        }
+        let sem = Self::with_barging(permits, Duration::ZERO);
+        lock(&sem.line).groups = Some(Box::new(GroupLine::new()));
+        Ok(sem)
+    }
+
+    /// The largest weight among the groups with a waiter in a group-fair semaphore's line; 0 when
+    /// nobody waits, and always 0 for a semaphore not made by [`group_fair`](Self::group_fair).
+    /// One relaxed load: a snapshot, as fresh as the latest change to the line.
+    ///
+    /// This is the weight at which a holder would have to run so that no waiter waits at a lighter
+    /// group's pace (weight inheritance).
+    ///
+    /// ```
+    /// let sem = rondo::sync::Semaphore::group_fair(1).unwrap();
+    /// assert_eq!(sem.heaviest_waiting_weight(), 0);
+    /// ```
+    pub fn heaviest_waiting_weight(&self) -> u32 {
+        self.heaviest.load(Ordering::Relaxed)
     }
 
     /// Waits for one permit. Fails only if the semaphore is closed.
@@ -561,6 +668,10 @@ impl Semaphore {
             self.state.close();
             let mut wakers = WakeList::new();
             line.waiters.close_all(&mut wakers);
+            if let Some(g) = &mut line.groups {
+                g.clear();
+                g.publish(&self.heaviest);
+            }
             self.promised.store(0, Ordering::Relaxed);
             self.state.line_emptied();
             wakers
@@ -651,7 +762,7 @@ impl Semaphore {
     fn dispatch(&self, line: &mut Line) -> WakeList {
         let mut wakers = WakeList::new();
         loop {
-            let Some(head) = line.waiters.head() else {
+            let Some(head) = Self::next_waiter(line) else {
                 self.state.line_emptied();
                 break;
             };
@@ -671,9 +782,26 @@ impl Semaphore {
                 self.promised.fetch_sub(n, Ordering::Relaxed);
             }
             line.waiters.finish(head, Status::Granted, &mut wakers);
+            if let Some(g) = &mut line.groups {
+                g.granted(head, n);
+                g.publish(&self.heaviest);
+            }
             self.forget_notified(line, was_notified);
         }
         wakers
+    }
+
+    /// The waiter releases serve next: the head of the line, or in group-fair mode the waiter the
+    /// weighted fair queue picks (every waiter of a group-fair semaphore is in both).
+    fn next_waiter(line: &Line) -> Option<usize> {
+        match &line.groups {
+            None => line.waiters.head(),
+            Some(g) => {
+                let next = g.next();
+                debug_assert_eq!(next.is_some(), line.waiters.head().is_some());
+                next
+            }
+        }
     }
 
     /// Clears `NOTIFIED` when the last woken waiter leaves the line without polling (handed its
@@ -721,7 +849,13 @@ impl Semaphore {
             Join::Queued => {}
         }
         let since = (!self.fair).then(|| line.waiters.now());
-        Ok(Some(line.waiters.push_back(n, waker, since)))
+        let key = line.waiters.push_back(n, waker, since);
+        if let Some(g) = &mut line.groups {
+            // A thread-local read and an atomic load: no user code runs under the mutex.
+            g.join(key, share_of_current());
+            g.publish(&self.heaviest);
+        }
+        Ok(Some(key))
     }
 
     fn poll_waiting(&self, key: usize, waker: &Waker) -> Poll<Result<(), AcquireError>> {
@@ -825,6 +959,12 @@ impl Semaphore {
             let (status, n, waker) = line.waiters.remove(key);
             spent = waker;
             self.forget_notified(line, status == Status::Notified);
+            if let (Status::Waiting | Status::Notified, Some(g)) = (status, &mut line.groups) {
+                // Left before being served: no charge. (A waiter granted in a race with its drop
+                // was charged; its permits go back below and are passed on.)
+                g.leave(key);
+                g.publish(&self.heaviest);
+            }
             match status {
                 Status::Granted => self.state.give_back(n),
                 Status::Notified => {

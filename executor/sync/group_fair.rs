@@ -1,0 +1,339 @@
+//! Group-fair waiting: the weighted fair queue over waiting groups that
+//! [`Semaphore::group_fair`](super::Semaphore::group_fair) and
+//! [`AsyncOneManyLock::group_fair`](super::AsyncOneManyLock::group_fair) serve their line by.
+//!
+//! # Protocol
+//!
+//! A group-fair primitive is a fair (hand-off) primitive whose releases pick the next waiter to
+//! serve here instead of taking the head of the FIFO line. Everything below runs under the
+//! primitive's internal mutex; nothing here is atomic but the published heaviest weight.
+//!
+//! 1. **Shares.** Each waiter belongs to a *share*: the group of the task that polled the acquire
+//!    first, found by [`share_of_current`] (the one place that decides identity and weight). A
+//!    waiter outside any group (a thread outside the runtime, `block_on`, another executor) belongs
+//!    to one more share of weight 1, common to all of them.
+//! 2. **Tags.** Each share has a virtual finish tag. A grant of `n` (permits for the semaphore, one
+//!    per grant for the lock) advances its share's tag by `n / weight` (fixed point).
+//! 3. **Pick.** The next waiter is the head of the waiting share with the smallest tag; equal tags
+//!    go to the share whose head joined first. Within a share, waiters are served in FIFO order.
+//! 4. **Virtual time.** The line's virtual time is the tag of the share last picked (so it only
+//!    grows). A share that starts waiting enters at the virtual time, or at its own tag if that is
+//!    later (it was granted ahead of the others just before it went idle): an idle share banks no
+//!    credit and sheds no debt. An idle share is forgotten once the virtual time passes its tag.
+//! 5. **Leaving.** A cancelled waiter leaves its share without a charge; a waiter that was granted
+//!    and then cancelled was charged, and gives the grant back through the primitive as usual.
+//!
+//! Costs, all under the mutex and only on the slow path: picking, charging and publishing the
+//! heaviest weight scan the shares, O(shares) per grant, with one entry per group that has a
+//! waiter (and per recently served idle group); a cancelled waiter is found in its share's FIFO
+//! by a scan of that FIFO. The fast paths (an uncontended acquire, a release with nobody in line)
+//! never look at any of it.
+//!
+//! # Heaviest waiter
+//!
+//! After every change the line publishes the largest weight among its waiting shares in an atomic
+//! the primitive owns, readable without the mutex (`heaviest_waiting_weight`): the hook by which a
+//! holder can be scheduled at its heaviest waiter's weight.
+
+use std::collections::VecDeque;
+
+use crate::shim::{AtomicU32, Ordering};
+
+/// The identity and weight of the share a waiter waits in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ShareKey {
+    /// Unique among the shares waiting at one time.
+    pub(crate) id: usize,
+    /// At least 1.
+    pub(crate) weight: u32,
+}
+
+/// The share of waiters outside any group.
+pub(crate) const OUTSIDE: ShareKey = ShareKey { id: 0, weight: 1 };
+
+/// The share of the code running on this thread: the current task's group, identified by the
+/// address of its shared state (unique among live groups of every runtime; a waiting task keeps its
+/// group alive) and weighted by its weight; [`OUTSIDE`] when no group is current.
+pub(crate) fn share_of_current() -> ShareKey {
+    #[cfg(all(test, loom))]
+    if let Some(k) = loom_share::get() {
+        return k;
+    }
+    crate::group::with_current(|g| match g {
+        Some(g) => ShareKey {
+            id: std::sync::Arc::as_ptr(g) as usize,
+            weight: g.weight_hint().max(1),
+        },
+        None => OUTSIDE,
+    })
+}
+
+/// Under loom no task runs in a group: a model names the share of each of its threads here.
+#[cfg(all(test, loom))]
+pub(crate) mod loom_share {
+    use super::ShareKey;
+    use std::cell::Cell;
+
+    loom::thread_local! {
+        static SHARE: Cell<Option<ShareKey>> = Cell::new(None);
+    }
+
+    /// Makes the calling loom thread's waiters wait in `k`.
+    pub(crate) fn set(k: ShareKey) {
+        SHARE.with(|s| s.set(Some(k)));
+    }
+
+    pub(super) fn get() -> Option<ShareKey> {
+        SHARE.with(Cell::get)
+    }
+}
+
+/// Fixed-point unit of the tags: a grant of `n` to a share of weight `w` costs `n * UNIT / w`.
+/// `UNIT` is a multiple of every weight up to 16 (720720 is their least common multiple) and of
+/// 2^40, so those costs are exact and shares of such weights tie exactly where their grants do;
+/// other weights round down by less than a 2^-60 part of a grant. `n` is at most 2^56
+/// (`Semaphore::MAX_PERMITS`), so one cost is below 2^116, and tags saturate rather than wrap.
+const UNIT: u128 = 720_720 << 40;
+
+struct Share {
+    key: ShareKey,
+    /// The virtual finish tag.
+    finish: u128,
+    /// Line keys with the order each joined in, oldest first.
+    waiters: VecDeque<(usize, u64)>,
+}
+
+/// The weighted fair queue over the waiting shares of one primitive (see the module docs).
+pub(crate) struct GroupLine {
+    shares: Vec<Share>,
+    /// The share of each waiting line key, indexed by key (line keys are small slab indices).
+    owner: Vec<usize>,
+    vtime: u128,
+    /// Join counter, for FIFO order within a share and ties between shares.
+    joined: u64,
+}
+
+impl GroupLine {
+    pub(crate) const fn new() -> Self {
+        GroupLine {
+            shares: Vec::new(),
+            owner: Vec::new(),
+            vtime: 0,
+            joined: 0,
+        }
+    }
+
+    fn find(&self, id: usize) -> Option<usize> {
+        self.shares.iter().position(|s| s.key.id == id)
+    }
+
+    /// The waiter `key` joined the line in `share`; it is served after every earlier waiter of its
+    /// share. The share's weight is the one its latest waiter brought.
+    pub(crate) fn join(&mut self, key: usize, share: ShareKey) {
+        let seq = self.joined;
+        self.joined += 1;
+        let i = match self.find(share.id) {
+            Some(i) => i,
+            None => {
+                self.shares.push(Share {
+                    key: share,
+                    finish: self.vtime,
+                    waiters: VecDeque::new(),
+                });
+                self.shares.len() - 1
+            }
+        };
+        let s = &mut self.shares[i];
+        if s.waiters.is_empty() {
+            s.finish = s.finish.max(self.vtime);
+        }
+        s.key.weight = share.weight.max(1);
+        s.waiters.push_back((key, seq));
+        if self.owner.len() <= key {
+            self.owner.resize(key + 1, 0);
+        }
+        self.owner[key] = share.id;
+    }
+
+    /// The waiter to serve next: the head of the waiting share with the smallest tag (ties: the
+    /// earlier head). `None` when nobody waits.
+    pub(crate) fn next(&self) -> Option<usize> {
+        self.shares
+            .iter()
+            .filter_map(|s| s.waiters.front().map(|&(k, seq)| ((s.finish, seq), k)))
+            .min_by_key(|&(tag, _)| tag)
+            .map(|(_, k)| k)
+    }
+
+    /// The waiter `key` (the one [`next`](Self::next) returned) was granted `cost`: it leaves its
+    /// share, whose tag advances by `cost / weight`, and the virtual time moves to the tag it was
+    /// picked at.
+    pub(crate) fn granted(&mut self, key: usize, cost: usize) {
+        let Some(i) = self.remove(key) else {
+            debug_assert!(false, "granted a waiter that is not in the group line");
+            return;
+        };
+        let s = &mut self.shares[i];
+        self.vtime = self.vtime.max(s.finish);
+        s.finish = s
+            .finish
+            .saturating_add(cost as u128 * UNIT / u128::from(s.key.weight));
+        self.forget_idle();
+    }
+
+    /// The waiter `key` left the line without a grant (cancelled, or refused).
+    pub(crate) fn leave(&mut self, key: usize) {
+        if self.remove(key).is_some() {
+            self.forget_idle();
+        }
+    }
+
+    /// Everyone left the line (the semaphore was closed).
+    pub(crate) fn clear(&mut self) {
+        for s in &mut self.shares {
+            s.waiters.clear();
+        }
+        self.forget_idle();
+    }
+
+    /// Takes `key` out of its share's queue; returns the share's index.
+    fn remove(&mut self, key: usize) -> Option<usize> {
+        let i = self.find(*self.owner.get(key)?)?;
+        let q = &mut self.shares[i].waiters;
+        let at = q.iter().position(|&(k, _)| k == key)?;
+        q.remove(at);
+        Some(i)
+    }
+
+    /// Drops the idle shares whose tag the virtual time has reached: they would enter at the
+    /// virtual time anyway.
+    fn forget_idle(&mut self) {
+        let vtime = self.vtime;
+        self.shares
+            .retain(|s| !s.waiters.is_empty() || s.finish > vtime);
+    }
+
+    /// The largest weight among the shares with a waiter; 0 when nobody waits.
+    pub(crate) fn heaviest(&self) -> u32 {
+        self.shares
+            .iter()
+            .filter(|s| !s.waiters.is_empty())
+            .map(|s| s.key.weight)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Stores [`heaviest`](Self::heaviest) where the primitive's readers find it.
+    pub(crate) fn publish(&self, to: &AtomicU32) {
+        to.store(self.heaviest(), Ordering::Relaxed);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn share(id: usize, weight: u32) -> ShareKey {
+        ShareKey { id, weight }
+    }
+
+    /// Serves `n` grants of one unit from a line where every share always has a waiter; returns
+    /// how many each share got.
+    fn serve(line: &mut GroupLine, n: usize, next_key: &mut usize) -> Vec<(usize, usize)> {
+        let mut got: Vec<(usize, usize)> = Vec::new();
+        for _ in 0..n {
+            let k = line.next().unwrap();
+            let id = line.owner[k];
+            line.granted(k, 1);
+            match got.iter_mut().find(|(i, _)| *i == id) {
+                Some((_, c)) => *c += 1,
+                None => got.push((id, 1)),
+            }
+            // The served waiter comes back at the end of its share's queue.
+            line.join(*next_key, line_share(line, id));
+            *next_key += 1;
+        }
+        got
+    }
+
+    fn line_share(line: &GroupLine, id: usize) -> ShareKey {
+        line.shares[line.find(id).unwrap()].key
+    }
+
+    #[test]
+    fn grants_follow_the_weights() {
+        let mut line = GroupLine::new();
+        let mut key = 0;
+        for _ in 0..3 {
+            line.join(key, share(1, 6));
+            key += 1;
+            line.join(key, share(2, 1));
+            key += 1;
+        }
+        let got = serve(&mut line, 700, &mut key);
+        let light = got.iter().find(|(i, _)| *i == 2).unwrap().1;
+        assert_eq!(light, 100, "{got:?}");
+        assert_eq!(line.heaviest(), 6);
+    }
+
+    #[test]
+    fn an_idle_share_banks_no_credit() {
+        let mut line = GroupLine::new();
+        line.join(0, share(1, 1));
+        line.join(1, share(2, 1));
+        // Shares 1 and 2 take 50 grants between them; share 3, idle all along, then arrives and
+        // must not be owed 25 grants in a row.
+        let mut key = 2;
+        serve(&mut line, 50, &mut key);
+        line.join(key, share(3, 1));
+        key += 1;
+        let mut next_three = Vec::new();
+        for _ in 0..3 {
+            let k = line.next().unwrap();
+            let id = line.owner[k];
+            next_three.push(id);
+            line.granted(k, 1);
+            line.join(key, share(id, 1));
+            key += 1;
+        }
+        next_three.sort_unstable();
+        assert_eq!(next_three, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn an_idle_share_sheds_no_debt() {
+        let mut line = GroupLine::new();
+        line.join(0, share(1, 1));
+        line.join(1, share(2, 1));
+        let mut order = Vec::new();
+        // Share 1 goes first (earlier head) and takes 3 units, then is idle for a moment.
+        assert_eq!(line.next(), Some(0));
+        line.granted(0, 3);
+        line.join(2, share(1, 1));
+        // Share 2 is owed 3 units first; share 1's return does not wipe its debt.
+        for next_key in [3, 4, 5] {
+            let k = line.next().unwrap();
+            order.push(k);
+            line.granted(k, 1);
+            line.join(next_key, share(2, 1));
+        }
+        order.push(line.next().unwrap());
+        assert_eq!(order, vec![1, 3, 4, 2]);
+    }
+
+    #[test]
+    fn fifo_within_a_share_and_leave_without_charge() {
+        let mut line = GroupLine::new();
+        for k in 0..4 {
+            line.join(k, share(7, 2));
+        }
+        line.leave(1);
+        let mut order = Vec::new();
+        while let Some(k) = line.next() {
+            order.push(k);
+            line.granted(k, 1);
+        }
+        assert_eq!(order, vec![0, 2, 3]);
+        assert_eq!(line.heaviest(), 0);
+    }
+}
