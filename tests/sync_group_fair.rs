@@ -662,3 +662,41 @@ fn stress(workers: usize) {
     assert_eq!(sem.heaviest_waiting_weight(), 0);
     assert_eq!(lock.heaviest_waiting_weight(), 0);
 }
+
+/// With tenant trees, a tenant's nested groups wait in the tenant's share: a tenant with many
+/// connection groups gets no more grants than its weight says.
+#[test]
+fn nested_groups_wait_in_their_tenants_share() {
+    watchdog(60, || {
+        let rt = rondo::Runtime::builder().worker_threads(2).build().unwrap();
+        let sem = Arc::new(rondo::sync::Semaphore::group_fair(1).unwrap());
+        let a = rt.group().weight(1).build().unwrap();
+        let b = rt.group().weight(1).build().unwrap();
+        let grants = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let hold = sem.try_acquire_arc().unwrap();
+        let mut hs = Vec::new();
+        // Tenant A waits from 8 connection groups with 4 tasks each, B from 1 group with 4.
+        for (tenant, conns, name) in [(&a, 8, 'a'), (&b, 1, 'b')] {
+            for _ in 0..conns {
+                let conn = tenant.child().build().unwrap();
+                for _ in 0..4 {
+                    let (sem, grants) = (sem.clone(), grants.clone());
+                    hs.push(conn.spawn(async move {
+                        let _p = sem.acquire().await.unwrap();
+                        grants.lock().unwrap().push(name);
+                    }));
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        drop(hold);
+        rt.block_on(async {
+            for h in hs {
+                h.await.unwrap();
+            }
+        });
+        let grants = grants.lock().unwrap().clone();
+        let b_in_first_8 = grants[..8].iter().filter(|&&c| c == 'b').count();
+        assert_eq!(b_in_first_8, 4, "grants: {grants:?}");
+    });
+}

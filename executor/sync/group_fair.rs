@@ -51,19 +51,25 @@ pub(crate) struct ShareKey {
 /// The share of waiters outside any group.
 pub(crate) const OUTSIDE: ShareKey = ShareKey { id: 0, weight: 1 };
 
-/// The share of the code running on this thread: the current task's group, identified by the
-/// address of its shared state (unique among live groups of every runtime; a waiting task keeps its
-/// group alive) and weighted by its weight; [`OUTSIDE`] when no group is current.
+/// The share of the code running on this thread: the top-level group above the current task's
+/// group (the group itself if it is top-level), identified by the address of its shared state
+/// (unique among live groups of every runtime; a waiting task keeps its group, and so its
+/// ancestors, alive) and weighted by its weight; [`OUTSIDE`] when no group is current. With
+/// tenant trees, tenants wait by their weights, and a tenant's connections and requests wait
+/// in its one share, first come first served: opening more of them buys no more grants.
 pub(crate) fn share_of_current() -> ShareKey {
     #[cfg(all(test, loom))]
     if let Some(k) = loom_share::get() {
         return k;
     }
     crate::group::with_current(|g| match g {
-        Some(g) => ShareKey {
-            id: std::sync::Arc::as_ptr(g) as usize,
-            weight: g.weight_hint().max(1),
-        },
+        Some(g) => {
+            let top = g.top();
+            ShareKey {
+                id: top as *const crate::group::GroupInner as usize,
+                weight: top.weight_hint().max(1),
+            }
+        }
         None => OUTSIDE,
     })
 }
