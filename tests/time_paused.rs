@@ -114,6 +114,19 @@ fn advance_short_of_a_deadline_leaves_the_sleep_pending() {
     });
 }
 
+/// A deadline the clock passed (by `advance`) before the sleep's first poll completes at that
+/// poll, though no timer pass reached its tick.
+#[test]
+fn a_deadline_advanced_past_before_the_first_poll_is_due_at_once() {
+    paused_rt(1).block_on(async {
+        let mut s = pin!(sleep_until(Instant::now()));
+        let mut t = pin!(timeout(MS, std::future::pending::<()>()));
+        advance(MS).await;
+        assert!(poll_once(&mut s).is_ready());
+        assert_eq!(poll_once(&mut t), Poll::Ready(Err(Elapsed)));
+    });
+}
+
 #[test]
 fn auto_advance_jumps_to_the_earliest_timer_when_all_is_idle() {
     for w in WORKERS {

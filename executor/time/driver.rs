@@ -304,7 +304,8 @@ impl Timers {
                 IfBusy::Wait => (lock(&self.processing), now.max(self.now())),
             },
         };
-        let now_t = (now.saturating_duration_since(self.common.start).as_nanos() >> TICK_SHIFT) as u64;
+        let now_t =
+            (now.saturating_duration_since(self.common.start).as_nanos() >> TICK_SHIFT) as u64;
         let mut fired = 0;
         for shard in self.shards.iter() {
             if shard.next_at.load(Ordering::SeqCst) > now_t
@@ -447,11 +448,14 @@ impl Registration {
         // Cloned before the lock: a waker's clone is its owner's code, which may arm or cancel a
         // timer of this shard. Declared first, so an unused clone is dropped after the unlock.
         let waker = waker.clone();
+        // Under a clock that was ever paused, the clock may have passed a deadline whose tick
+        // no pass has reached yet (`advance` moves it by any amount).
+        let passed = common.clock.is_virtual() && common.clock.now() >= deadline;
         let mut w = lock(&shard.wheel);
         if common.closed.load(Ordering::SeqCst) {
             return Armed::Closed;
         }
-        if at <= w.elapsed() {
+        if at <= w.elapsed() || passed {
             return Armed::Due;
         }
         let key = w.insert(at, latest, waker);

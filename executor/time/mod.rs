@@ -170,8 +170,10 @@ pub async fn advance(duration: Duration) {
 fn with_clock(f: impl FnOnce(&Timers) -> Result<(), &'static str>) {
     let r = Current::with_timers(|t| match t {
         Some(t) => f(t),
-        None => Err("rondo::time: the clock can be paused, resumed or advanced only inside a \
-                     rondo runtime (a task, `block_on` or `Runtime::enter`)"),
+        None => Err(
+            "rondo::time: the clock can be paused, resumed or advanced only inside a \
+                     rondo runtime (a task, `block_on` or `Runtime::enter`)",
+        ),
     });
     if let Err(msg) = r {
         panic!("{msg}");

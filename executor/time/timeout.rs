@@ -42,7 +42,10 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 ///     assert_eq!(r, Err(rondo::time::Elapsed));
 /// });
 /// ```
-pub fn timeout_at<F: IntoFuture>(deadline: impl Into<Instant>, future: F) -> Timeout<F::IntoFuture> {
+pub fn timeout_at<F: IntoFuture>(
+    deadline: impl Into<Instant>,
+    future: F,
+) -> Timeout<F::IntoFuture> {
     Timeout {
         future: future.into_future(),
         sleep: sleep_until(deadline),
