@@ -10,8 +10,9 @@ use super::{Current, Source, clock};
 /// [`std::time::Instant`] unless the runtime's clock is paused ([`pause`](super::pause)), in which
 /// case [`Instant::now`] reads the paused clock.
 ///
-/// Differences from tokio's: it also compares with [`std::time::Instant`] (both ways), and every
-/// rondo function that takes an instant also takes a `std::time::Instant`.
+/// Differences from tokio's: it also compares with and subtracts from and to a
+/// [`std::time::Instant`] (both ways), and every rondo function or method that takes an instant
+/// also takes a `std::time::Instant`.
 ///
 /// ```
 /// use std::time::Duration;
@@ -75,8 +76,8 @@ impl Instant {
     /// assert_eq!(b.duration_since(a), Duration::from_secs(1));
     /// assert_eq!(a.duration_since(b), Duration::ZERO);
     /// ```
-    pub fn duration_since(&self, earlier: Instant) -> Duration {
-        self.std.saturating_duration_since(earlier.std)
+    pub fn duration_since(&self, earlier: impl Into<Instant>) -> Duration {
+        self.std.saturating_duration_since(earlier.into().std)
     }
 
     /// The time from `earlier` to `self`, or `None` if `earlier` is later.
@@ -88,8 +89,8 @@ impl Instant {
     /// assert_eq!(b.checked_duration_since(a), Some(Duration::from_secs(1)));
     /// assert_eq!(a.checked_duration_since(b), None);
     /// ```
-    pub fn checked_duration_since(&self, earlier: Instant) -> Option<Duration> {
-        self.std.checked_duration_since(earlier.std)
+    pub fn checked_duration_since(&self, earlier: impl Into<Instant>) -> Option<Duration> {
+        self.std.checked_duration_since(earlier.into().std)
     }
 
     /// The time from `earlier` to `self`, or zero if `earlier` is later.
@@ -99,8 +100,8 @@ impl Instant {
     /// let a = rondo::time::Instant::now();
     /// assert_eq!(a.saturating_duration_since(a + Duration::from_secs(1)), Duration::ZERO);
     /// ```
-    pub fn saturating_duration_since(&self, earlier: Instant) -> Duration {
-        self.std.saturating_duration_since(earlier.std)
+    pub fn saturating_duration_since(&self, earlier: impl Into<Instant>) -> Duration {
+        self.std.saturating_duration_since(earlier.into().std)
     }
 
     /// The time since `self` on the current runtime's clock (zero if `self` is later).
@@ -222,6 +223,22 @@ impl Sub<Instant> for Instant {
     /// Saturating, as tokio's: zero if `earlier` is later.
     fn sub(self, earlier: Instant) -> Duration {
         self.saturating_duration_since(earlier)
+    }
+}
+
+impl Sub<std::time::Instant> for Instant {
+    type Output = Duration;
+    /// Saturating: zero if `earlier` is later.
+    fn sub(self, earlier: std::time::Instant) -> Duration {
+        self.std.saturating_duration_since(earlier)
+    }
+}
+
+impl Sub<Instant> for std::time::Instant {
+    type Output = Duration;
+    /// Saturating: zero if `earlier` is later.
+    fn sub(self, earlier: Instant) -> Duration {
+        self.saturating_duration_since(earlier.std)
     }
 }
 
