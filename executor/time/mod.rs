@@ -15,6 +15,32 @@
 //! - Coalescing: [`Sleep::with_slack`] lets a timer fire up to a window late, so timers whose
 //!   windows overlap fire in one wakeup.
 //!
+//! # The runtime's clock, and pausing it for tests
+//! Every runtime has a clock, which every timer of the runtime and [`Instant::now`] read: the
+//! real clock until [`pause`] (or [`Builder::start_paused`](crate::Builder::start_paused), or
+//! `#[rondo::test(start_paused = true)]`), with tokio's names and rules:
+//! - while paused, the clock stands still; [`advance`] moves it and fires what is due;
+//!   [`resume`] lets it run again from where it stands;
+//! - auto-advance: while paused, when nothing of the runtime can run (every worker parked,
+//!   nothing queued, no thread in a `block_on` poll of the runtime or about to be woken into
+//!   one), the clock jumps to the earliest timer's tick and fires it. A sleep of an hour in a
+//!   paused test completes at once, the clock an hour (and less than a tick) later;
+//! - [`pause`] panics outside a runtime or if the clock is paused; [`resume`] and [`advance`]
+//!   panic outside a runtime or if it is not.
+//!
+//! With several workers: the clock belongs to the runtime, so every worker, task and `block_on`
+//! of it sees the same time. tokio allows pausing only its one-thread runtime; rondo allows it
+//! at any number of workers, and auto-advance waits until every worker is idle, so the timers of
+//! one tick still fire before the clock moves on (the tasks they wake may then run in parallel,
+//! in any order). What the runtime cannot see does not hold auto-advance back: a
+//! `spawn_blocking` closure or a `block_in_place` still running, or another thread about to send
+//! to a task, may find the clock moved on meanwhile. A runtime that never pauses reads the real
+//! clock as before, behind one load and a branch.
+//!
+//! Resolution under a paused clock: [`advance`] moves the clock exactly, and a sleep whose
+//! deadline it reaches completes when next polled; auto-advance moves to the timer's tick, up to
+//! one tick (about 131 µs) past its deadline.
+//!
 //! ```
 //! use std::time::Duration;
 //! use rondo::time::{interval, sleep, timeout};

@@ -36,6 +36,7 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 ///
 /// ```
 /// use std::time::Duration;
+/// use rondo::time::Instant;
 /// rondo::block_on(async {
 ///     let deadline = Instant::now() + Duration::from_millis(2);
 ///     let r = rondo::time::timeout_at(deadline, std::future::pending::<()>()).await;

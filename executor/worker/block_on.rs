@@ -79,7 +79,7 @@ impl Wake for BlockOnWaker {
 impl Drop for BlockOnWaker {
     fn drop(&mut self) {
         // A wake never consumed (the future completed meanwhile) ends its busy count.
-        if *self.woken.get_mut() {
+        if self.woken.load(Ordering::Acquire) {
             self.clock.not_busy();
         }
     }
