@@ -15,13 +15,13 @@
 //! # Busy threads
 //! Auto-advance (see `driver`, [`Timers::auto_advance`](super::Timers::auto_advance)) happens
 //! only when nothing can run: every worker parked, nothing queued, and no thread in a `block_on`
-//! poll of this runtime. `busy` counts the last: a `block_on` future's wake counts its thread busy
-//! (SeqCst) until the poll it causes ends; then the thread fences and checks whether the runtime
-//! is idle before it parks; a parking
-//! worker registers as a sleeper, fences and reads `busy`. Of the last two threads going idle, at
-//! least one sees the other idle (a Dekker pair), so an idle runtime always advances; the checks
-//! and the advance run under `advancing`, and the thread that advances counts itself awake (or
-//! busy) before it lets go, so two threads never advance for the same idle moment.
+//! poll of this runtime or woken into one. `busy` counts the last: a `block_on` future's wake
+//! counts its thread busy (SeqCst) until the poll it causes ends; then the thread fences and
+//! checks whether the runtime is idle before it parks. A parking worker registers as a sleeper,
+//! fences and reads `busy`. Of the last two threads going idle, at least one sees the other idle
+//! (a Dekker pair), so an idle runtime always advances; the checks and the advance run under
+//! `advancing`, and the thread that advances counts itself awake (or busy) before it lets go, so
+//! two threads never advance for the same idle moment (loom model: `loom_models/clock.rs`).
 
 use std::sync::atomic::AtomicBool as StdAtomicBool;
 use std::time::{Duration, Instant};
