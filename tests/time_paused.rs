@@ -284,6 +284,32 @@ fn pause_inside_a_running_runtime_then_resume() {
     }
 }
 
+/// A timer armed while the clock was paused fires in real time after `resume`: the keeper, parked
+/// without a deadline while the clock stood still, sleeps until it again.
+#[test]
+fn a_timer_armed_while_paused_fires_after_resume() {
+    for w in WORKERS {
+        watchdog(30, move || {
+            paused_rt(w).block_on(async {
+                let start = Instant::now();
+                let h = rondo::spawn(async move {
+                    sleep(30 * MS).await;
+                    start.elapsed()
+                });
+                // This thread keeps polling: the clock cannot auto-advance to the timer.
+                while rondo::Handle::current().metrics().timers < 1 {
+                    rondo::task::yield_now().await;
+                }
+                resume();
+                let real = std::time::Instant::now();
+                let at = h.await.unwrap();
+                assert!(at >= 30 * MS, "{at:?}");
+                assert!(real.elapsed() >= 25 * MS, "{:?}", real.elapsed());
+            });
+        });
+    }
+}
+
 #[test]
 fn pause_twice_panics() {
     let rt = paused_rt(1);
