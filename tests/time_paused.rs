@@ -310,6 +310,27 @@ fn a_timer_armed_while_paused_fires_after_resume() {
     }
 }
 
+/// A `block_on`'s waker kept and woken after the call returned holds nothing back: a later
+/// `block_on` on the same paused runtime still auto-advances.
+#[test]
+fn a_waker_kept_past_block_on_does_not_hold_auto_advance_back() {
+    watchdog(30, || {
+        let rt = paused_rt(1);
+        let kept: Arc<Mutex<Option<Waker>>> = Arc::default();
+        rt.block_on(std::future::poll_fn(|cx| {
+            *kept.lock().unwrap() = Some(cx.waker().clone());
+            Poll::Ready(())
+        }));
+        kept.lock().unwrap().as_ref().unwrap().wake_by_ref();
+        rt.block_on(async {
+            let start = Instant::now();
+            sleep(Duration::from_secs(3600)).await;
+            assert!(start.elapsed() >= Duration::from_secs(3600));
+        });
+        drop(kept);
+    });
+}
+
 #[test]
 fn pause_twice_panics() {
     let rt = paused_rt(1);

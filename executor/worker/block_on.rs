@@ -28,13 +28,13 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 
 use crate::group::with_current;
-use crate::shim::{AtomicBool, Ordering};
+use crate::shim::{AtomicU32, Ordering};
 use crate::task::coop::PollBudget;
 use crate::task::{BOX_FUTURES_ABOVE, end_probe, start_probe};
 
 use crate::time::clock::{Busy, Clock};
 
-use super::core::{Core, take_flag};
+use super::core::Core;
 use super::lease;
 use super::runner::hand_off;
 use super::shared::Shared;
@@ -42,19 +42,26 @@ use super::shared::Shared;
 /// Wakes a thread blocked in `block_on`.
 ///
 /// A pending wake counts the thread busy on its runtime's clock (`time::clock`): the wake that
-/// sets `woken` counts one, and the poll that consumes it ends the count ([`BlockOnWaker::take`]),
+/// sets `WOKEN` counts one, and the poll that consumes it ends the count ([`BlockOnWaker::take`]),
 /// so a paused clock never auto-advances while a `block_on` future is being polled or is about to
-/// be.
+/// be. When `block_on` returns it sets `DONE` and ends a count still pending ([`Retire`]); a wake
+/// after that (a waker kept past the call) counts nothing. Both bits live in one word, so a wake
+/// and the retirement agree on who ends the count.
 struct BlockOnWaker {
-    woken: AtomicBool,
+    state: AtomicU32,
     thread: Thread,
     clock: Arc<Clock>,
 }
 
+/// The future was woken and not yet polled for it.
+const WOKEN: u32 = 1;
+/// `block_on` returned.
+const DONE: u32 = 2;
+
 impl BlockOnWaker {
     /// Marks the future woken.
     fn set(&self) {
-        if !self.woken.swap(true, Ordering::AcqRel) {
+        if self.state.fetch_or(WOKEN, Ordering::AcqRel) == 0 {
             self.clock.add_busy();
         }
     }
@@ -62,7 +69,8 @@ impl BlockOnWaker {
     /// Consumes a wake: `Some` (ending the wake's busy count when dropped, after the poll) if the
     /// future was woken.
     fn take(&self) -> Option<Busy<'_>> {
-        take_flag(&self.woken).then(|| Busy::adopt(&self.clock))
+        (self.state.fetch_and(!WOKEN, Ordering::AcqRel) & WOKEN != 0)
+            .then(|| Busy::adopt(&self.clock))
     }
 }
 
@@ -76,11 +84,15 @@ impl Wake for BlockOnWaker {
     }
 }
 
-impl Drop for BlockOnWaker {
+/// Retires a `block_on`'s waker when the call returns or unwinds (see [`BlockOnWaker`]).
+struct Retire<'a>(&'a BlockOnWaker);
+
+impl Drop for Retire<'_> {
     fn drop(&mut self) {
-        // A wake never consumed (the future completed meanwhile) ends its busy count.
-        if self.woken.load(Ordering::Acquire) {
-            self.clock.not_busy();
+        // A pending wake counted one (its `set` saw neither bit), which ends here. The count may
+        // briefly read one lower, if that `set` has not added it yet: it only holds advance back.
+        if self.0.state.fetch_or(DONE, Ordering::AcqRel) == WOKEN {
+            self.0.clock.not_busy();
         }
     }
 }
@@ -123,10 +135,11 @@ pub(crate) fn block_on<F: Future>(shared: &Shared, future: F) -> F::Output {
 fn block_on_pinned<F: Future + ?Sized>(shared: &Shared, mut future: Pin<&mut F>) -> F::Output {
     // Set as already woken, so the future is polled once before anything waits.
     let state = Arc::new(BlockOnWaker {
-        woken: AtomicBool::new(false),
+        state: AtomicU32::new(0),
         thread: std::thread::current(),
         clock: shared.timers().clock().clone(),
     });
+    let _retire = Retire(&state);
     state.set();
     let waker = Waker::from(state.clone());
     let mut cx = Context::from_waker(&waker);
