@@ -1,6 +1,7 @@
 //! The loom models, one module per area: `runtime` (the runtime's lock-free protocols), `sync`
 //! (the sync primitives' acquire / release / cancel races), `blocking` (the blocking pool),
-//! `rescue` (starvation rescue's claim) and `handoff` (the core hand-off's rendezvous). They drive
+//! `rescue` (starvation rescue's claim), `handoff` (the core hand-off's rendezvous) and `clock`
+//! (the paused clock's auto-advance). They drive
 //! the crate's own types, built under `--cfg loom` so that their atomics and locks are loom's
 //! (`shim.rs`).
 //!
@@ -11,6 +12,7 @@
 //! of more than one model module.
 
 mod blocking;
+mod clock;
 mod handoff;
 mod rescue;
 mod runtime;

@@ -59,6 +59,7 @@ pub struct Builder {
     blocking_keep_alive: Duration,
     stall_threshold: Duration,
     max_rescue_threads: usize,
+    start_paused: bool,
 }
 
 /// The smallest stack [`Builder::thread_stack_size`] accepts: less cannot run the worker loop and
@@ -117,6 +118,7 @@ impl Builder {
             blocking_keep_alive: DEFAULT_BLOCKING_KEEP_ALIVE,
             stall_threshold: DEFAULT_STALL_THRESHOLD,
             max_rescue_threads: DEFAULT_MAX_RESCUE_THREADS,
+            start_paused: false,
         }
     }
 
@@ -365,6 +367,7 @@ impl Builder {
     /// assert!(err.to_string().contains("thread_name"));
     /// ```
     pub fn build(self) -> Result<Runtime, BuildError> {
+        let start_paused = self.start_paused;
         let workers = match self.worker_threads {
             Some(0) => {
                 return Err(BuildError::new(
@@ -429,7 +432,7 @@ impl Builder {
             self.thread_name.clone(),
         )
         .with_stack_size(self.thread_stack_size);
-        Runtime::start(
+        let rt = Runtime::start(
             Config {
                 workers,
                 thread_name: self.thread_name,
@@ -444,7 +447,32 @@ impl Builder {
                 max_rescue_threads: self.max_rescue_threads,
             },
             pool,
-        )
+        )?;
+        if start_paused {
+            rt.handle().shared.timers().start_paused();
+        }
+        Ok(rt)
+    }
+
+    /// Starts the runtime with its clock paused, as tokio's `Builder::start_paused`: the clock
+    /// stands at the runtime's start and moves only by [`time::advance`](crate::time::advance)
+    /// or by auto-advance (see [`time::pause`](crate::time::pause)). For tests. Unlike tokio, any
+    /// number of workers is allowed. Default: false.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rondo::time::{Instant, sleep};
+    ///
+    /// let rt = rondo::Builder::new().start_paused(true).build().unwrap();
+    /// rt.block_on(async {
+    ///     let start = Instant::now();
+    ///     sleep(Duration::from_secs(86_400)).await; // a day, in no real time
+    ///     assert!(start.elapsed() >= Duration::from_secs(86_400));
+    /// });
+    /// ```
+    pub fn start_paused(mut self, paused: bool) -> Self {
+        self.start_paused = paused;
+        self
     }
 }
 

@@ -154,6 +154,13 @@ impl crate::time::Source for crate::time::Current {
             None => f(super::global().shared.timers().shard(None, hint)),
         }
     }
+
+    fn with_timers<R>(f: impl FnOnce(Option<&crate::time::Timers>) -> R) -> R {
+        match current_handle() {
+            Some(h) => f(Some(h.shared.timers())),
+            None => f(None),
+        }
+    }
 }
 
 /// A small number that differs between threads, to spread them over shards.

@@ -26,6 +26,15 @@
 //! pass to end ([`IfBusy`]).
 //!
 //! Wakers are called outside every lock, after processing.
+//!
+//! # The runtime's clock
+//! The driver reads time from its runtime's [`Clock`]. The instants its callers pass
+//! ([`Timers::process`], [`Timers::any_due`], [`Timers::now_tick`]) are readings of the real
+//! clock; while the runtime's clock was never paused they are used as they are (one load and a
+//! branch), otherwise the runtime's clock is read instead. While the clock is paused the keeper
+//! parks without a deadline and publishes `NEVER` (so every arm wakes it to look again), and the
+//! clock moves only by `advance` or by auto-advance ([`Timers::auto_advance`]): a thread that
+//! finds the whole runtime idle moves the clock to the earliest timer's tick and fires it.
 
 use std::sync::{Arc, Weak};
 use std::task::Waker;
@@ -33,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use crate::shim::{AtomicBool, AtomicU64, Mutex, Ordering, TryLockError, fence, lock};
 
+use super::clock::Clock;
 use super::later;
 use super::wheel::{Polled, Wheel};
 
@@ -55,6 +65,7 @@ pub(crate) trait TimerHost: Send + Sync {
 /// The part of the driver every shard reaches.
 struct Common {
     start: Instant,
+    clock: Arc<Clock>,
     earliest: AtomicU64,
     closed: AtomicBool,
     host: Weak<dyn TimerHost>,
@@ -108,8 +119,10 @@ impl Timers {
     /// Timers for a runtime of `workers` workers, which calls `host` when a timer is armed earlier
     /// than planned.
     pub(crate) fn new(workers: usize, host: Weak<dyn TimerHost>) -> Self {
+        let clock = Arc::new(Clock::new());
         let common = Arc::new(Common {
-            start: Instant::now(),
+            start: clock.now(),
+            clock,
             earliest: AtomicU64::new(NEVER),
             closed: AtomicBool::new(false),
             host,
@@ -143,9 +156,116 @@ impl Timers {
         }
     }
 
-    /// The current tick (rounded down: this tick has begun).
+    /// The current tick (rounded down: this tick has begun), given a reading `now` of the real
+    /// clock (see the module docs).
+    #[inline]
     pub(crate) fn now_tick(&self, now: Instant) -> u64 {
+        let now = self.common.clock.at(now);
         (now.saturating_duration_since(self.common.start).as_nanos() >> TICK_SHIFT) as u64
+    }
+
+    /// The runtime's clock.
+    pub(crate) fn clock(&self) -> &Arc<Clock> {
+        &self.common.clock
+    }
+
+    /// The runtime's clock now.
+    #[inline]
+    pub(crate) fn now(&self) -> Instant {
+        self.common.clock.now()
+    }
+
+    /// Pauses the clock at the runtime's start (a runtime built paused): ticks fall on whole
+    /// multiples of the tick from the clock's time.
+    pub(crate) fn start_paused(&self) {
+        self.common.clock.pause_at(self.common.start);
+    }
+
+    /// The real instant to wake at for timers due at `tick`: `None` while the clock is paused
+    /// (only `advance` or auto-advance moves it).
+    pub(crate) fn wake_at(&self, tick: u64) -> Option<Instant> {
+        let clock = &self.common.clock;
+        if !clock.is_virtual() {
+            return Some(self.instant_of(tick));
+        }
+        if clock.is_paused() {
+            return None;
+        }
+        let ahead = self.instant_of(tick).saturating_duration_since(clock.now());
+        Some(later(Instant::now(), ahead))
+    }
+
+    /// The tick the keeper publishes for timers due at `due`: `NEVER` while the clock is paused,
+    /// so that every arm wakes the keeper to check whether the runtime is idle.
+    pub(crate) fn keeper_tick(&self, due: u64) -> u64 {
+        if self.common.clock.is_paused() {
+            NEVER
+        } else {
+            due
+        }
+    }
+
+    /// After `resume`: a keeper parked without a deadline must sleep until the earliest timer.
+    pub(crate) fn clock_resumed(&self) {
+        let earliest = self.earliest();
+        if earliest != NEVER {
+            if let Some(host) = self.common.host.upgrade() {
+                host.timer_lowered(earliest);
+            }
+        }
+    }
+
+    /// `advance`: moves the paused clock forward by `d` and fires what is due, pushing the
+    /// wakers to `out` for the caller to wake outside every lock.
+    ///
+    /// A timer fires when the clock reaches its tick, which may lie up to a tick after its
+    /// deadline: the timers of the tick the clock stands in are woken without firing, so that a
+    /// sleep whose deadline has passed sees it when polled (an exact comparison with the clock)
+    /// and the others give their timers a waker again.
+    pub(crate) fn advance(&self, d: Duration, out: &mut Vec<Waker>) -> Result<(), &'static str> {
+        self.common.clock.advance(d)?;
+        let now = self.now();
+        self.process(now, out, IfBusy::Wait);
+        let within = self.common.tick_ceil(now);
+        for shard in self.shards.iter() {
+            lock(&shard.wheel).take_wakers_until(within, out);
+        }
+        Ok(())
+    }
+
+    /// Auto-advance (see the module docs): if the clock is paused, a timer is armed, and `idle()`
+    /// holds under the `advancing` lock, calls `claim` (the caller counts itself awake or busy,
+    /// so nobody else finds the runtime idle until it has run what fired), moves the clock to the
+    /// earliest timer's tick and fires what is due there into `out`. True if it advanced.
+    pub(crate) fn auto_advance(
+        &self,
+        idle: impl FnOnce() -> bool,
+        claim: impl FnOnce(),
+        out: &mut Vec<Waker>,
+    ) -> bool {
+        let clock = &self.common.clock;
+        if !clock.is_paused() {
+            return false;
+        }
+        let _advancing = lock(&clock.advancing);
+        // The exact earliest tick (`earliest` is only a bound: a cancelled timer leaves it low).
+        let next = self
+            .shards
+            .iter()
+            .filter_map(|s| lock(&s.wheel).next_deadline())
+            .min();
+        let Some(next) = next else {
+            return false;
+        };
+        if !clock.none_busy() || !idle() {
+            return false;
+        }
+        claim();
+        if !clock.advance_to(self.instant_of(next)) {
+            return true;
+        }
+        self.process(self.now(), out, IfBusy::Wait);
+        true
     }
 
     /// The instant tick `tick` begins; for a tick too far off for an `Instant` (or a `u64` of
@@ -164,6 +284,7 @@ impl Timers {
     #[inline]
     pub(crate) fn any_due(&self, now: Instant) -> bool {
         let earliest = self.earliest();
+        // `now_tick` reads the runtime's clock if it was ever paused.
         earliest != NEVER && earliest <= self.now_tick(now)
     }
 
@@ -172,16 +293,19 @@ impl Timers {
     /// what to do: [`IfBusy::Skip`] returns 0 at once (that thread fires what is due);
     /// [`IfBusy::Wait`] blocks until its pass ends, then fires what is due by then.
     pub(crate) fn process(&self, now: Instant, out: &mut Vec<Waker>, busy: IfBusy) -> usize {
+        // A reading of the real clock; under a clock that was ever paused, the runtime's clock.
+        let now = self.common.clock.at(now);
         let (_pass, now) = match self.processing.try_lock() {
             Ok(pass) => (pass, now),
             Err(TryLockError::Poisoned(p)) => (p.into_inner(), now),
             Err(TryLockError::WouldBlock) => match busy {
                 IfBusy::Skip => return 0,
                 // The caller's `now` went stale while it waited.
-                IfBusy::Wait => (lock(&self.processing), now.max(Instant::now())),
+                IfBusy::Wait => (lock(&self.processing), now.max(self.now())),
             },
         };
-        let now_t = self.now_tick(now);
+        let now_t =
+            (now.saturating_duration_since(self.common.start).as_nanos() >> TICK_SHIFT) as u64;
         let mut fired = 0;
         for shard in self.shards.iter() {
             if shard.next_at.load(Ordering::SeqCst) > now_t
@@ -324,11 +448,14 @@ impl Registration {
         // Cloned before the lock: a waker's clone is its owner's code, which may arm or cancel a
         // timer of this shard. Declared first, so an unused clone is dropped after the unlock.
         let waker = waker.clone();
+        // Under a clock that was ever paused, the clock may have passed a deadline whose tick
+        // no pass has reached yet (`advance` moves it by any amount).
+        let passed = common.clock.is_virtual() && common.clock.now() >= deadline;
         let mut w = lock(&shard.wheel);
         if common.closed.load(Ordering::SeqCst) {
             return Armed::Closed;
         }
-        if at <= w.elapsed() {
+        if at <= w.elapsed() || passed {
             return Armed::Due;
         }
         let key = w.insert(at, latest, waker);
@@ -376,6 +503,12 @@ impl Registration {
                 Some(true)
             }
         }
+    }
+
+    /// The clock of the timer's runtime now.
+    #[inline]
+    pub(crate) fn now(&self) -> Instant {
+        self.shard.common.clock.now()
     }
 
     /// Whether the timer fired.

@@ -3,10 +3,11 @@
 use std::future::poll_fn;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant as StdInstant};
 
-use super::later;
+use super::instant::now_std;
 use super::sleep::{Sleep, sleep_until};
+use super::{Instant, later};
 
 /// Ticks every `period`, the first tick at once; see [`Interval`].
 ///
@@ -27,10 +28,11 @@ use super::sleep::{Sleep, sleep_until};
 /// ```
 #[track_caller]
 pub fn interval(period: Duration) -> Interval {
-    interval_at(Instant::now(), period)
+    interval_at(now_std(), period)
 }
 
-/// Ticks every `period`, the first tick at `start`; see [`Interval`].
+/// Ticks every `period`, the first tick at `start` (a [`rondo::time::Instant`](Instant) or a
+/// [`std::time::Instant`]); see [`Interval`].
 ///
 /// # Panics
 /// If `period` is zero, with a message saying so.
@@ -45,7 +47,8 @@ pub fn interval(period: Duration) -> Interval {
 /// });
 /// ```
 #[track_caller]
-pub fn interval_at(start: Instant, period: Duration) -> Interval {
+pub fn interval_at(start: impl Into<Instant>, period: Duration) -> Interval {
+    let start = start.into().into_std();
     assert!(
         !period.is_zero(),
         "rondo::time::interval: the period must be greater than zero"
@@ -90,7 +93,7 @@ const LATE_TICK: Duration = Duration::from_millis(5);
 
 impl MissedTickBehavior {
     /// The tick after `tick`, observed at `now`.
-    fn next(self, tick: Instant, now: Instant, period: Duration) -> Instant {
+    fn next(self, tick: StdInstant, now: StdInstant, period: Duration) -> StdInstant {
         let on_time = later(tick, period);
         if self == MissedTickBehavior::Delay {
             let late = now.saturating_duration_since(tick);
@@ -130,7 +133,7 @@ impl MissedTickBehavior {
 /// a task catching up with many missed ticks in `Burst` mode still gives its worker back.
 #[derive(Debug)]
 pub struct Interval {
-    next: Instant,
+    next: StdInstant,
     period: Duration,
     behavior: MissedTickBehavior,
     sleep: Sleep,
@@ -163,12 +166,12 @@ impl Interval {
     /// });
     /// ```
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
-        let mut now = Instant::now();
+        let mut now = now_std();
         if now < self.next {
             if Pin::new(&mut self.sleep).poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            now = Instant::now();
+            now = now_std();
         }
         // A ready tick spends a unit of the task's cooperative budget, as a zero-length sleep
         // does: an interval bursting through a backlog still gives the worker back.
@@ -178,7 +181,7 @@ impl Interval {
         let tick = self.next;
         self.next = self.behavior.next(tick, now, self.period);
         Pin::new(&mut self.sleep).reset(self.next);
-        Poll::Ready(tick)
+        Poll::Ready(Instant::from_std(tick))
     }
 
     /// Restarts the schedule: the next tick is one period from now.
@@ -194,7 +197,7 @@ impl Interval {
     /// });
     /// ```
     pub fn reset(&mut self) {
-        self.reset_at(later(Instant::now(), self.period));
+        self.reset_at(later(now_std(), self.period));
     }
 
     /// Restarts the schedule: the next tick is at once.
@@ -209,7 +212,7 @@ impl Interval {
     /// });
     /// ```
     pub fn reset_immediately(&mut self) {
-        self.reset_at(Instant::now());
+        self.reset_at(now_std());
     }
 
     /// Restarts the schedule: the next tick is `after` from now (about 30 years from now for an
@@ -228,7 +231,7 @@ impl Interval {
     /// });
     /// ```
     pub fn reset_after(&mut self, after: Duration) {
-        self.reset_at(later(Instant::now(), after));
+        self.reset_at(later(now_std(), after));
     }
 
     /// Restarts the schedule: the next tick is at `deadline`.
@@ -243,7 +246,8 @@ impl Interval {
     ///     assert_eq!(iv.tick().await, at);
     /// });
     /// ```
-    pub fn reset_at(&mut self, deadline: Instant) {
+    pub fn reset_at(&mut self, deadline: impl Into<Instant>) {
+        let deadline = deadline.into().into_std();
         self.next = deadline;
         Pin::new(&mut self.sleep).reset(deadline);
     }

@@ -5,10 +5,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::driver::{Armed, Registration, Shard};
-use super::{Current, Source, later};
+use super::instant::now_std;
+use super::{Current, Instant, Source, later};
 
 /// Waits until `duration` has passed; see [`Sleep`]. A zero duration completes at the first poll,
 /// spending a unit of the task's cooperative budget (`rondo::task::BUDGET`), so a loop of them
@@ -16,6 +17,9 @@ use super::{Current, Source, later};
 ///
 /// Inside a runtime (a task, `block_on`, or `enter`) the timer belongs to that runtime; anywhere
 /// else it belongs to the global runtime, started on first use, as [`spawn`](crate::spawn) does.
+///
+/// The deadline is `duration` from now on the current runtime's clock ([`Instant::now`]), which
+/// a paused clock holds still.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -26,7 +30,7 @@ use super::{Current, Source, later};
 /// });
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    let mut s = sleep_until(later(Instant::now(), duration));
+    let mut s = sleep_until(Instant::from_std(later(now_std(), duration)));
     // Over at once: no trip through the timer wheel, which processes a passed deadline only at
     // its next pass (up to a tick later).
     s.done = duration.is_zero();
@@ -34,7 +38,10 @@ pub fn sleep(duration: Duration) -> Sleep {
 }
 
 /// Waits until `deadline`; see [`Sleep`]. A deadline in the past completes at the next poll that
-/// finds it processed (at most a timer tick later).
+/// finds it processed (at most a timer tick later). The deadline is a [`rondo::time::Instant`]
+/// (tokio's type) or a [`std::time::Instant`]; both mean the same moment.
+///
+/// [`rondo::time::Instant`]: Instant
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -44,9 +51,9 @@ pub fn sleep(duration: Duration) -> Sleep {
 ///     assert!(Instant::now() >= deadline);
 /// });
 /// ```
-pub fn sleep_until(deadline: Instant) -> Sleep {
+pub fn sleep_until(deadline: impl Into<Instant>) -> Sleep {
     Sleep {
-        deadline,
+        deadline: deadline.into().into_std(),
         slack: Duration::ZERO,
         entry: None,
         done: false,
@@ -63,7 +70,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// # Panics
 /// Polling a sleep whose runtime has shut down panics with a message saying so.
 pub struct Sleep {
-    deadline: Instant,
+    deadline: std::time::Instant,
     slack: Duration,
     entry: Option<Registration>,
     /// Completed without an entry (the deadline had been processed when first polled).
@@ -79,10 +86,11 @@ impl Sleep {
     /// assert_eq!(rondo::time::sleep_until(deadline).deadline(), deadline);
     /// ```
     pub fn deadline(&self) -> Instant {
-        self.deadline
+        Instant::from_std(self.deadline)
     }
 
-    /// True once the deadline has passed.
+    /// True once the sleep has completed or its timer has fired, as tokio's: a sleep never polled
+    /// is not elapsed, even with its deadline passed.
     ///
     /// ```
     /// use std::time::Duration;
@@ -94,9 +102,7 @@ impl Sleep {
     /// });
     /// ```
     pub fn is_elapsed(&self) -> bool {
-        self.done
-            || self.entry.as_ref().is_some_and(Registration::is_fired)
-            || Instant::now() >= self.deadline
+        self.done || self.entry.as_ref().is_some_and(Registration::is_fired)
     }
 
     /// Moves the deadline (earlier or later), whether or not the sleep has completed; a completed
@@ -112,8 +118,9 @@ impl Sleep {
     ///     assert!(start.elapsed() < Duration::from_secs(60));
     /// });
     /// ```
-    pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
+    pub fn reset(self: Pin<&mut Self>, deadline: impl Into<Instant>) {
         let this = self.get_mut();
+        let deadline = deadline.into().into_std();
         this.deadline = deadline;
         this.done = false;
         if let Some(e) = &this.entry {
@@ -183,7 +190,7 @@ impl Future for Sleep {
         match &this.entry {
             // Woken (by the timer, most likely) with the deadline passed: complete without taking
             // the shard's lock, which the firing worker may hold; the drop removes the entry.
-            Some(_) if Instant::now() >= this.deadline => {
+            Some(e) if e.now() >= this.deadline => {
                 this.done = true;
                 Poll::Ready(())
             }

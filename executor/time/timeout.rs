@@ -4,8 +4,9 @@ use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::Instant;
 use super::sleep::{Sleep, sleep, sleep_until};
 
 /// Runs `future` for at most `duration`: its output in `Ok`, or `Err(Elapsed)` if the time ran
@@ -30,17 +31,22 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
     }
 }
 
-/// Runs `future` until `deadline` at most; see [`timeout`].
+/// Runs `future` until `deadline` at most; see [`timeout`]. The deadline is a
+/// [`rondo::time::Instant`](Instant) or a [`std::time::Instant`].
 ///
 /// ```
-/// use std::time::{Duration, Instant};
+/// use std::time::Duration;
+/// use rondo::time::Instant;
 /// rondo::block_on(async {
 ///     let deadline = Instant::now() + Duration::from_millis(2);
 ///     let r = rondo::time::timeout_at(deadline, std::future::pending::<()>()).await;
 ///     assert_eq!(r, Err(rondo::time::Elapsed));
 /// });
 /// ```
-pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
+pub fn timeout_at<F: IntoFuture>(
+    deadline: impl Into<Instant>,
+    future: F,
+) -> Timeout<F::IntoFuture> {
     Timeout {
         future: future.into_future(),
         sleep: sleep_until(deadline),

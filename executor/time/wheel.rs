@@ -213,6 +213,19 @@ impl Wheel {
         Ok(e.waker.replace(waker))
     }
 
+    /// Takes the wakers of the timers not fired whose earliest tick is at most `tick`, for the
+    /// caller to wake outside any lock; the timers stay armed, and their owners give them a waker
+    /// again when they poll (`Polled::Stale`). For `advance` on a paused clock only: it visits
+    /// every entry.
+    pub(crate) fn take_wakers_until(&mut self, tick: u64, out: &mut Vec<Waker>) {
+        out.extend(
+            self.entries
+                .iter_mut()
+                .filter(|(_, e)| e.place != Place::Fired && e.at <= tick)
+                .filter_map(|(_, e)| e.waker.take()),
+        );
+    }
+
     /// Whether timer `key` fired.
     pub(crate) fn is_fired(&self, key: usize) -> bool {
         self.entries[key].place == Place::Fired

@@ -28,19 +28,50 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 
 use crate::group::with_current;
-use crate::shim::{AtomicBool, Ordering};
+use crate::shim::{AtomicU32, Ordering};
 use crate::task::coop::PollBudget;
 use crate::task::{BOX_FUTURES_ABOVE, end_probe, start_probe};
 
-use super::core::{Core, take_flag};
+use crate::time::clock::{Busy, Clock};
+
+use super::core::Core;
 use super::lease;
 use super::runner::hand_off;
 use super::shared::Shared;
 
 /// Wakes a thread blocked in `block_on`.
+///
+/// A pending wake counts the thread busy on its runtime's clock (`time::clock`): the wake that
+/// sets `WOKEN` counts one, and the poll that consumes it ends the count ([`BlockOnWaker::take`]),
+/// so a paused clock never auto-advances while a `block_on` future is being polled or is about to
+/// be. When `block_on` returns it sets `DONE` and ends a count still pending ([`Retire`]); a wake
+/// after that (a waker kept past the call) counts nothing. Both bits live in one word, so a wake
+/// and the retirement agree on who ends the count.
 struct BlockOnWaker {
-    woken: AtomicBool,
+    state: AtomicU32,
     thread: Thread,
+    clock: Arc<Clock>,
+}
+
+/// The future was woken and not yet polled for it.
+const WOKEN: u32 = 1;
+/// `block_on` returned.
+const DONE: u32 = 2;
+
+impl BlockOnWaker {
+    /// Marks the future woken.
+    fn set(&self) {
+        if self.state.fetch_or(WOKEN, Ordering::AcqRel) == 0 {
+            self.clock.add_busy();
+        }
+    }
+
+    /// Consumes a wake: `Some` (ending the wake's busy count when dropped, after the poll) if the
+    /// future was woken.
+    fn take(&self) -> Option<Busy<'_>> {
+        (self.state.fetch_and(!WOKEN, Ordering::AcqRel) & WOKEN != 0)
+            .then(|| Busy::adopt(&self.clock))
+    }
 }
 
 impl Wake for BlockOnWaker {
@@ -48,8 +79,21 @@ impl Wake for BlockOnWaker {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::Release);
+        self.set();
         self.thread.unpark();
+    }
+}
+
+/// Retires a `block_on`'s waker when the call returns or unwinds (see [`BlockOnWaker`]).
+struct Retire<'a>(&'a BlockOnWaker);
+
+impl Drop for Retire<'_> {
+    fn drop(&mut self) {
+        // A pending wake counted one (its `set` saw neither bit), which ends here. The count may
+        // briefly read one lower, if that `set` has not added it yet: it only holds advance back.
+        if self.0.state.fetch_or(DONE, Ordering::AcqRel) == WOKEN {
+            self.0.clock.not_busy();
+        }
     }
 }
 
@@ -91,9 +135,12 @@ pub(crate) fn block_on<F: Future>(shared: &Shared, future: F) -> F::Output {
 fn block_on_pinned<F: Future + ?Sized>(shared: &Shared, mut future: Pin<&mut F>) -> F::Output {
     // Set as already woken, so the future is polled once before anything waits.
     let state = Arc::new(BlockOnWaker {
-        woken: AtomicBool::new(true),
+        state: AtomicU32::new(0),
         thread: std::thread::current(),
+        clock: shared.timers().clock().clone(),
     });
+    let _retire = Retire(&state);
+    state.set();
     let waker = Waker::from(state.clone());
     let mut cx = Context::from_waker(&waker);
     if !lease::lends_core_of(shared) {
@@ -102,14 +149,14 @@ fn block_on_pinned<F: Future + ?Sized>(shared: &Shared, mut future: Pin<&mut F>)
         // timers must not arm in that core's shard), and handed over if the future waits. None of
         // this runtime's tasks sits in its queues to run inline.
         let Some(core) = lease::take() else {
-            return park_loop(future, &state, &mut cx);
+            return park_loop(shared, future, &state, &mut cx);
         };
         let held = Held(Some(core));
         if let (Poll::Ready(v), _) = poll_once(future.as_mut(), &state, &mut cx) {
             drop(held);
             return v;
         }
-        return hand_off_and_wait(held, future, &state, &mut cx);
+        return hand_off_and_wait(shared, held, future, &state, &mut cx);
     }
     loop {
         // Polled with the core still lent, as in the poll that called `block_on`: if the future
@@ -121,20 +168,20 @@ fn block_on_pinned<F: Future + ?Sized>(shared: &Shared, mut future: Pin<&mut F>)
         let Some(core) = lease::take() else {
             // Claimed by a rescue during the poll, or handed away by a nested call: wait
             // without a core.
-            return park_loop(future, &state, &mut cx);
+            return park_loop(shared, future, &state, &mut cx);
         };
         let mut held = Held(Some(core));
         if INLINED.try_with(Cell::get).unwrap_or(MAX_INLINED) >= MAX_INLINED {
-            return hand_off_and_wait(held, future, &state, &mut cx);
+            return hand_off_and_wait(shared, held, future, &state, &mut cx);
         }
         let Some(r) = awaited.and_then(|id| held.core().take_unstarted(id)) else {
-            return hand_off_and_wait(held, future, &state, &mut cx);
+            return hand_off_and_wait(shared, held, future, &state, &mut cx);
         };
         let _depth = InlineDepth::enter();
         let Some(mut core) = held.take().run_task(r) else {
             // The inlined task handed this core away (a nested `block_on` of its own that has
             // finished): wait without one.
-            return park_loop(future, &state, &mut cx);
+            return park_loop(shared, future, &state, &mut cx);
         };
         // The rest of this poll is the caller's: charged to its group, not the inlined task's.
         with_current(|g| {
@@ -143,7 +190,7 @@ fn block_on_pinned<F: Future + ?Sized>(shared: &Shared, mut future: Pin<&mut F>)
             }
         });
         lease::install(core);
-        state.woken.store(true, Ordering::Release);
+        state.set();
     }
 }
 
@@ -154,7 +201,7 @@ fn poll_once<F: Future + ?Sized>(
     state: &BlockOnWaker,
     cx: &mut Context<'_>,
 ) -> (Poll<F::Output>, Option<usize>) {
-    take_flag(&state.woken);
+    let _woken = state.take();
     start_probe();
     let out = {
         let _budget = PollBudget::start();
@@ -166,6 +213,7 @@ fn poll_once<F: Future + ?Sized>(
 /// Hands the held core to another thread (step 3) and parks between polls of `future` until it is
 /// ready, then takes the core back if no thread took it.
 fn hand_off_and_wait<F: Future + ?Sized>(
+    shared: &Shared,
     mut held: Held,
     future: Pin<&mut F>,
     state: &BlockOnWaker,
@@ -183,7 +231,7 @@ fn hand_off_and_wait<F: Future + ?Sized>(
             );
         }
     };
-    let v = park_loop(future, state, cx);
+    let v = park_loop(shared, future, state, cx);
     handed.reclaim();
     v
 }
@@ -216,18 +264,24 @@ impl Drop for Held {
 /// Polls `future` whenever it is woken, parking the thread in between. Each poll gets a fresh
 /// cooperative budget: nested in a task, the task's own budget may be spent, and a future that only
 /// sees ready rondo futures must still hand control back between polls.
+///
+/// A woken future counts the thread busy on the runtime's clock until its poll ends
+/// ([`BlockOnWaker`]), and before parking the thread tries auto-advance, as a parking worker does
+/// (`park`, `time::clock`): while the clock is paused, the last of the runtime's threads to go
+/// idle moves it to the next timer.
 fn park_loop<F: Future + ?Sized>(
+    shared: &Shared,
     mut future: Pin<&mut F>,
     state: &BlockOnWaker,
     cx: &mut Context<'_>,
 ) -> F::Output {
     loop {
-        if take_flag(&state.woken) {
+        if let Some(_woken) = state.take() {
             let _budget = PollBudget::start();
             if let Poll::Ready(v) = future.as_mut().poll(cx) {
                 return v;
             }
-        } else {
+        } else if !super::park::advance_if_idle(shared) {
             std::thread::park();
         }
     }

@@ -5,13 +5,22 @@
 //! `time::driver`), the others until woken. With the `io` feature the keeper sleeps in the I/O
 //! reactor (see `reactor`), which runs the worker loop as a future with the same steps
 //! (`park_begin`, `park_step`, `park_end`).
+//!
+//! While the runtime's clock is paused, a parking core first tries auto-advance (`time::clock`):
+//! registered as a sleeper and fenced (`park_begin`), it finds the whole runtime idle, counts
+//! itself awake and moves the clock to the earliest timer; `advance_if_idle` is the same for a
+//! `block_on` thread between polls. The keeper parks without a deadline meanwhile.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::task::Waker;
 use std::time::Instant;
 
 use crate::shim::{Ordering, fence};
+use crate::task::future::drop_payload;
 use crate::time::{IfBusy, NEVER};
 
 use super::core::{Core, take_flag};
+use super::shared::Shared;
 
 /// What a parking core does next (`Core::park_step`).
 pub(super) enum Step {
@@ -81,6 +90,13 @@ impl Core {
             self.wake_self();
             return Step::Woke;
         }
+        if shared.timers().clock().is_paused() && self.auto_advance() {
+            if std::mem::take(keeping) {
+                self.shared.keeper().stop();
+            }
+            return Step::Woke;
+        }
+        let shared = &*self.shared;
         // A capped group's quota returns at `unthrottle`: whoever finds it due puts the group
         // back and looks for work; the keeper sleeps no longer than that.
         let unthrottle = shared.scheduler().next_unthrottle();
@@ -109,7 +125,7 @@ impl Core {
         }
         *keeping = true;
         // Publish the wake-up tick, then re-read the bound (see `time::keeper`).
-        shared.keeper().publish(due);
+        shared.keeper().publish(shared.timers().keeper_tick(due));
         if shared.timers().earliest() < due {
             return Step::Retry;
         }
@@ -124,8 +140,27 @@ impl Core {
             self.fire_timers(now, IfBusy::Wait);
             return Step::Woke;
         }
-        let at = shared.timers().instant_of(due);
-        Step::Keep(Some(unthrottle.map_or(at, |u| u.min(at))))
+        let at = shared.timers().wake_at(due);
+        Step::Keep(match (at, unthrottle) {
+            (Some(a), Some(u)) => Some(a.min(u)),
+            (a, u) => a.or(u),
+        })
+    }
+
+    /// Auto-advance from a parking core (see the module docs): true if it advanced the paused
+    /// clock, counted awake.
+    #[cold]
+    fn auto_advance(&mut self) -> bool {
+        let shared = self.shared.clone();
+        let mut wakers = Vec::new();
+        let idx = self.idx;
+        let advanced = shared.timers().auto_advance(
+            || all_idle(&shared, idx),
+            || self.wake_self(),
+            &mut wakers,
+        );
+        wake_all(&mut wakers);
+        advanced
     }
 
     /// The end of a park: gives up the keeper role and starts a fresh quantum.
@@ -150,6 +185,41 @@ impl Core {
     }
 }
 
+/// True if nothing of the runtime can run: no worker awake and nothing queued (the caller is
+/// registered as a sleeper, or is a `block_on` thread; `time::clock` checks the `block_on` polls).
+fn all_idle(shared: &Shared, idx: usize) -> bool {
+    shared.idle().counts().0 == 0 && !shared.has_visible_work(idx) && !shared.is_shutdown()
+}
+
+/// Wakes `wakers`, outside every lock; a panicking waker is dropped, as in `fire_timers`.
+fn wake_all(wakers: &mut Vec<Waker>) {
+    for w in wakers.drain(..) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| w.wake())) {
+            drop_payload(p);
+        }
+    }
+}
+
+/// Auto-advance from a `block_on` thread between polls of its future (see the module docs): true
+/// if it advanced the paused clock and woke what fired; the caller checks its own flag next.
+pub(super) fn advance_if_idle(shared: &Shared) -> bool {
+    let timers = shared.timers();
+    if !timers.clock().is_paused() {
+        return false;
+    }
+    let mut wakers = Vec::new();
+    let advanced = timers.auto_advance(
+        || all_idle(shared, usize::MAX),
+        || timers.clock().add_busy(),
+        &mut wakers,
+    );
+    wake_all(&mut wakers);
+    if advanced {
+        timers.clock().not_busy();
+    }
+    advanced
+}
+
 cfg_not_reactor! {
     impl Core {
         /// Parks until notified or shut down; as the keeper, until the earliest timer too.
@@ -165,6 +235,7 @@ cfg_not_reactor! {
                     Step::Retry => {}
                     Step::Park => self.remote().parker.park(),
                     Step::Keep(deadline) => {
+                        // A real instant (`Timers::wake_at`).
                         let wait = deadline.map_or(std::time::Duration::MAX, |d| {
                             d.saturating_duration_since(Instant::now())
                         });

@@ -11,6 +11,7 @@
 //! | `worker_threads = N` | an integer literal from 1 to `rondo::runtime::MAX_WORKERS` | one worker per core |
 //! | `flavor = "..."` | `"multi_thread"`, or `"current_thread"` for exactly one worker | `"multi_thread"` |
 //! | `crate = "path"` | the path `rondo` is reachable by, for a renamed dependency | `"::rondo"` |
+//! | `start_paused = B` | `true` or `false`: start with the clock paused (`rondo::Builder::start_paused`) | `false` |
 //!
 //! A `worker_threads` of 0 or a value that is not an integer literal is a compile error; one above
 //! `rondo::runtime::MAX_WORKERS` is refused by `rondo::Builder::build` when the function starts, and the
@@ -46,7 +47,8 @@ use syn::{Expr, ExprLit, ItemFn, Lit, Meta, Token};
 /// ```
 ///
 /// The options are `worker_threads = N` (1 to `rondo::runtime::MAX_WORKERS`, default one per core),
-/// `flavor = "multi_thread"` (the default) or `flavor = "current_thread"` (one worker), and
+/// `flavor = "multi_thread"` (the default) or `flavor = "current_thread"` (one worker),
+/// `start_paused = true` to start with the clock paused (see `rondo::time::pause`), and
 /// `crate = "path"` for a renamed `rondo` dependency. The function must be `async`, take no
 /// arguments and have no generic parameters; anything else is a compile error that says so.
 #[proc_macro_attribute]
@@ -73,7 +75,19 @@ pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
 /// (Outside `cargo test` the `#[test]` function is compiled out, so this example only shows the
 /// macro's input; rondo's `tests/macros.rs` runs tests like it.)
 ///
-/// The options are those of [`main`](macro@main): `worker_threads = N`, `flavor` and `crate`.
+/// The options are those of [`main`](macro@main): `worker_threads = N`, `flavor`,
+/// `start_paused` and `crate`. With `start_paused = true` the runtime's clock starts paused, as
+/// with tokio's `#[tokio::test(start_paused = true)]`: sleeps and timeouts complete in no real
+/// time, the clock jumping to the next timer whenever the runtime is idle.
+///
+/// ```
+/// #[rondo::test(start_paused = true)]
+/// async fn an_hour_in_no_time() {
+///     let start = rondo::time::Instant::now();
+///     rondo::time::sleep(std::time::Duration::from_secs(3600)).await;
+///     assert!(start.elapsed() >= std::time::Duration::from_secs(3600));
+/// }
+/// ```
 #[proc_macro_attribute]
 pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
     expand(Entry::Test, args.into(), item.into()).into()
@@ -98,6 +112,8 @@ impl Entry {
 struct Options {
     /// `None` leaves the builder's default, one worker per core.
     workers: Option<usize>,
+    /// `start_paused = true`.
+    start_paused: bool,
     krate: syn::Path,
 }
 
@@ -164,6 +180,7 @@ fn parse_options(entry: Entry, args: TokenStream2, errors: &mut Errors) -> Optio
     let attr = entry.attr();
     let mut options = Options {
         workers: None,
+        start_paused: false,
         krate: syn::parse_quote!(::rondo),
     };
     let metas = match Punctuated::<Meta, Token![,]>::parse_terminated.parse2(args) {
@@ -195,6 +212,7 @@ fn parse_options(entry: Entry, args: TokenStream2, errors: &mut Errors) -> Optio
                     "worker_threads" => "worker_threads = 4",
                     "flavor" => "flavor = \"current_thread\"",
                     "crate" => "crate = \"my_rondo\"",
+                    "start_paused" => "start_paused = true",
                     _ => "worker_threads = 4",
                 };
                 errors.push(
@@ -245,11 +263,20 @@ fn parse_options(entry: Entry, args: TokenStream2, errors: &mut Errors) -> Optio
                      `crate = \"my_rondo\"`",
                 ),
             },
+            "start_paused" => match value {
+                Expr::Lit(ExprLit {
+                    lit: Lit::Bool(b), ..
+                }) => options.start_paused = b.value,
+                _ => errors.push(
+                    value.span(),
+                    "`start_paused` takes `true` or `false`, as in `start_paused = true`",
+                ),
+            },
             _ => errors.push(
                 meta.path().span(),
                 format!(
-                    "unknown option `{name}`: {attr} accepts `worker_threads`, `flavor` and \
-                     `crate`"
+                    "unknown option `{name}`: {attr} accepts `worker_threads`, `flavor`, \
+                     `start_paused` and `crate`"
                 ),
             ),
         }
@@ -346,6 +373,7 @@ fn generate(entry: Entry, options: &Options, item: ItemFn) -> TokenStream2 {
     let name = &sig.ident;
     let output = &sig.output;
     let workers = options.workers.map(|n| quote!(.worker_threads(#n)));
+    let paused = options.start_paused.then(|| quote!(.start_paused(true)));
     let failed = format!("{} could not start its runtime: {{}}", entry.attr());
     let test_attr = (entry == Entry::Test).then(|| quote!(#[::core::prelude::v1::test]));
     // Inner attributes (`#![allow(..)]` at the top of the body) stay inner: on the wrapper's body,
@@ -370,6 +398,7 @@ fn generate(entry: Entry, options: &Options, item: ItemFn) -> TokenStream2 {
                 ::core::pin::pin!(body);
             #krate::Runtime::builder()
                 #workers
+                #paused
                 .build()
                 .unwrap_or_else(|e| ::core::panic!(#failed, e))
                 .block_on(body)
@@ -426,6 +455,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(o.workers, Some(3));
+    }
+
+    #[test]
+    fn start_paused_takes_a_bool() {
+        let mut errors = Errors::default();
+        let o = parse_options(Entry::Test, quote!(start_paused = true), &mut errors);
+        assert!(errors.0.is_none() && o.start_paused);
+        let o = parse_options(Entry::Main, quote!(start_paused = false), &mut errors);
+        assert!(errors.0.is_none() && !o.start_paused);
+        let e = options(Entry::Test, quote!(start_paused = "yes")).unwrap_err();
+        assert!(e.contains("`start_paused` takes `true` or `false`"), "{e}");
+        let e = options(Entry::Test, quote!(start_paused)).unwrap_err();
+        assert!(e.contains("as in `start_paused = true`"), "{e}");
     }
 
     #[test]

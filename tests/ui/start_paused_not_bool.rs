@@ -1,0 +1,4 @@
+#[rondo::test(start_paused = 1)]
+async fn paused() {}
+
+fn main() {}
