@@ -39,3 +39,15 @@ macro_rules! cfg_not_reactor {
         )*
     };
 }
+
+/// A `tracing` event with the `tracing` feature (`trace_event!(Level, fields..., "message")`, as
+/// `tracing::event!` takes them, target `rondo`); nothing at all without it, not even its
+/// arguments' evaluation.
+macro_rules! trace_event {
+    ($level:ident, $($arg:tt)+) => {
+        #[cfg(feature = "tracing")]
+        {
+            ::tracing::event!(target: "rondo", ::tracing::Level::$level, $($arg)+);
+        }
+    };
+}

@@ -854,6 +854,13 @@ impl Scheduler {
             }
             if let Some(until) = root_until {
                 // The root's cap is used up: it leaves the shard rotation with its work queued.
+                trace_event!(
+                    DEBUG,
+                    group = root.name(),
+                    group_id = root.id(),
+                    for_ns = until.saturating_sub(stamp),
+                    "group throttled by its cpu cap"
+                );
                 st.nodes[node.slot].throttled = true;
                 cap::mark_throttled(node, stamp);
                 throttled.push((node.slot, until));

@@ -292,6 +292,13 @@ pub(crate) fn throttle(
         deactivate_up(st, p);
     }
     if let Some(g) = group_of(st, n) {
+        trace_event!(
+            DEBUG,
+            group = g.name(),
+            group_id = g.id(),
+            for_ns = until.saturating_sub(now),
+            "group throttled by its cpu cap"
+        );
         if let Some(node) = g.node() {
             cap::mark_throttled(node, now);
         }
@@ -306,6 +313,12 @@ pub(crate) fn unthrottle(st: &mut TreeState, n: usize, now: u64) {
         node.throttled = false;
     }
     if let Some(g) = group_of(st, n) {
+        trace_event!(
+            DEBUG,
+            group = g.name(),
+            group_id = g.id(),
+            "group unthrottled"
+        );
         if let Some(node) = g.node() {
             cap::mark_unthrottled(node, now);
         }

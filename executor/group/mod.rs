@@ -320,6 +320,14 @@ impl GroupBuilder {
                 self.host.set_cpu_quota(&inner, quota);
             }
         }
+        trace_event!(
+            DEBUG,
+            group = inner.name(),
+            group_id = inner.id(),
+            weight = self.weight,
+            parent = self.parent.as_ref().map(|p| p.id()),
+            "group created"
+        );
         Ok(Group { inner })
     }
 }
@@ -448,6 +456,7 @@ impl GroupPair {
 
 /// Cancels one group's tasks (not its children's): see [`Group::cancel`].
 fn cancel_one(g: &GroupInner) {
+    trace_event!(INFO, group = g.name(), group_id = g.id(), "group cancelled");
     g.cancelled.store(true, Ordering::SeqCst);
     g.registry.wake_all(false);
 }

@@ -56,6 +56,12 @@ where
     let (runnable, handle) = task::create(meta, future, schedule);
     // Counted even when refused: its drop below counts it as cancelled.
     group.registry.spawned();
+    trace_event!(
+        TRACE,
+        group = group.name(),
+        group_id = group.id(),
+        "task spawned"
+    );
     if !group.cancelled.load(Ordering::Acquire) && !group.host.is_shutdown() {
         first(runnable);
     } else {

@@ -451,6 +451,7 @@ impl Builder {
         if start_paused {
             rt.handle().shared.timers().start_paused();
         }
+        trace_event!(INFO, workers, "runtime started");
         Ok(rt)
     }
 

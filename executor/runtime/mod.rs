@@ -499,6 +499,7 @@ impl Runtime {
         if std::mem::replace(&mut self.shut_down, true) {
             return;
         }
+        trace_event!(INFO, timeout = ?timeout, "runtime shutting down");
         let shared = &self.handle.shared;
         // The futures dropped on this thread (steps 4 and 5) see this runtime as the current one,
         // as those its workers drop do, whatever this thread had entered.

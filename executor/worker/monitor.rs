@@ -196,6 +196,7 @@ fn run(shared: &Shared) {
         let mut rescued = false;
         if !stalled.is_empty() {
             for i in rescue(shared, &stalled) {
+                trace_event!(WARN, worker = i, "a stalled poll's core rescued");
                 probation_until[i] = Some(now + threshold);
                 rescued = true;
                 probing = true;
