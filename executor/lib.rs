@@ -16,8 +16,13 @@ mod fair;
 pub mod group;
 #[cfg(feature = "hyper")]
 pub mod hyper;
+cfg_reactor! {
+    pub mod net;
+}
 pub mod runtime;
 mod shim;
+#[cfg(all(feature = "signal", not(loom), not(miri)))]
+pub mod signal;
 
 /// The cheap clock: segment boundaries, the scheduler's times and the sync primitives' waits.
 pub(crate) mod clock;

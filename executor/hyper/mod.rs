@@ -79,6 +79,16 @@ mod io;
 
 pub use io::Io;
 
+cfg_reactor! {
+    mod serve;
+
+    #[cfg(feature = "tower")]
+    pub use serve::TowerServiceMarker;
+    pub use serve::{
+        ACCEPT_BACKOFF, HyperServiceMarker, IntoHyperService, Serve, WithGracefulShutdown, serve,
+    };
+}
+
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
