@@ -142,9 +142,9 @@ pub fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
     worker::block_in_place(f)
 }
 
-/// The README's examples, compiled and run as doctests (its HTTP server needs the `hyper` feature:
-/// `cargo test --all-features`, as CI runs).
-#[cfg(all(doctest, feature = "hyper"))]
+/// The README's examples, compiled and run as doctests (its HTTP servers need the `hyper`, `tower`
+/// and `signal` features: `cargo test --all-features`, as CI runs).
+#[cfg(all(doctest, feature = "hyper", feature = "tower", feature = "signal"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 

@@ -13,8 +13,7 @@
 //! # Graceful shutdown
 //!
 //! A server stops on `Ctrl-C` by handing `ctrl_c()` to
-//! [`serve(..).with_graceful_shutdown(..)`](crate::hyper::Serve::with_graceful_shutdown) (feature
-//! `hyper`), which stops accepting and waits for the requests in flight; [`shutdown_on`] does the
+//! `rondo::hyper::serve(..).with_graceful_shutdown(..)` (feature `hyper`), which stops accepting and waits for the requests in flight; [`shutdown_on`] does the
 //! same for any task: it resolves at the first of a signal and the task's own end. Tasks still
 //! running when `main` returns are dropped by the runtime's shutdown; [`Runtime::shutdown_timeout`]
 //! bounds the wait for them.

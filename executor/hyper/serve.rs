@@ -273,7 +273,7 @@ impl<S> Serve<S> {
     /// keep-alive connection closes at once, an HTTP/2 one sends `GOAWAY`), and resolves when
     /// all connections are closed.
     ///
-    /// `signal` is any future: [`rondo::signal::ctrl_c`](crate::signal) (feature `signal`), a
+    /// `signal` is any future: `rondo::signal::ctrl_c()` (feature `signal`), a
     /// channel's receive, a timer. Bound the wait for slow requests with
     /// [`time::timeout`](crate::time::timeout) around the whole future.
     ///

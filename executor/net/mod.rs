@@ -25,7 +25,7 @@
 //!
 //! Streams and halves implement futures-io's `AsyncRead` and `AsyncWrite` (use them through
 //! `futures_lite::AsyncReadExt` and `AsyncWriteExt`, or the `futures` crate's), and
-//! [`rondo::hyper::Io`](crate::hyper) adapts them to hyper.
+//! `rondo::hyper::Io` (feature `hyper`) adapts them to hyper.
 //!
 //! The sockets work outside any runtime too (with a `block_on` of any executor), except that a
 //! host name is then resolved on the global runtime's blocking pool.
