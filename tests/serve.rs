@@ -106,8 +106,13 @@ fn graceful_shutdown_finishes_requests_in_flight_and_refuses_new_connections() {
                     }
                 }
             }
-            // The idle connection was closed by the server.
-            idle_conn.await.unwrap().unwrap();
+            // The idle connection was closed by the server, long before hyper's 30 s header
+            // timeout would have closed it.
+            rondo::time::timeout(Duration::from_secs(10), idle_conn)
+                .await
+                .expect("the idle keep-alive connection stayed open")
+                .unwrap()
+                .unwrap();
             // The server waits for the request in flight.
             rondo::time::sleep(Duration::from_millis(50)).await;
             assert!(!server.is_finished(), "resolved with a request in flight");
@@ -319,5 +324,51 @@ fn placement_hook_puts_each_connection_into_its_group() {
             server.abort();
         });
         assert_eq!(calls.load(Ordering::SeqCst), 4);
+    });
+}
+
+/// An HTTP/2 connection open at the signal is told to go away (`GOAWAY`) and closed once its
+/// streams are done; the server then resolves.
+#[test]
+fn graceful_shutdown_closes_an_http2_connection() {
+    watchdog(60, || {
+        rt(2).block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let stop = Arc::new(Semaphore::new(0));
+            let signal = {
+                let stop = stop.clone();
+                async move { take(&stop).await }
+            };
+            let svc = service_fn(|_: Request<Incoming>| async { text("h2") });
+            let server = rondo::spawn(
+                serve(listener, svc)
+                    .with_graceful_shutdown(signal)
+                    .into_future(),
+            );
+            let stream = TcpStream::connect(addr).await.unwrap();
+            let (mut send, conn) =
+                hyper::client::conn::http2::handshake(RondoExecutor::new(), Io::from_tcp(stream))
+                    .await
+                    .unwrap();
+            let conn = rondo::spawn(conn);
+            let req = Request::get("http://x/")
+                .body(Empty::<Bytes>::new())
+                .unwrap();
+            let r = send.send_request(req).await.unwrap();
+            assert_eq!(r.into_body().collect().await.unwrap().to_bytes(), "h2");
+            stop.add_permits(1);
+            rondo::time::timeout(Duration::from_secs(10), server)
+                .await
+                .expect("the server waited for an idle HTTP/2 connection")
+                .unwrap()
+                .unwrap();
+            // The client's connection ended too.
+            rondo::time::timeout(Duration::from_secs(10), conn)
+                .await
+                .expect("the HTTP/2 connection stayed open")
+                .unwrap()
+                .unwrap();
+        })
     });
 }

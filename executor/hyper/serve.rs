@@ -162,7 +162,7 @@ where
     Serve {
         listener,
         service: service.into_hyper_service(),
-        builder,
+        builder: Arc::new(builder),
         place: None,
     }
 }
@@ -185,7 +185,7 @@ where
 pub struct Serve<S> {
     listener: TcpListener,
     service: S,
-    builder: auto::Builder<RondoExecutor>,
+    builder: Arc<auto::Builder<RondoExecutor>>,
     place: Option<Place>,
 }
 
@@ -524,7 +524,7 @@ async fn serve_connection<S, B>(
     live: Live,
     stream: crate::net::TcpStream,
     service: S,
-    builder: auto::Builder<RondoExecutor>,
+    builder: Arc<auto::Builder<RondoExecutor>>,
 ) where
     S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
     S::Future: Send + 'static,
@@ -534,11 +534,7 @@ async fn serve_connection<S, B>(
     B::Error: Into<BoxError>,
 {
     let tracker = live.0.clone();
-    let mut conn = pin!(
-        builder
-            .serve_connection_with_upgrades(Io::from_tcp(stream), service)
-            .into_owned()
-    );
+    let mut conn = pin!(builder.serve_connection_with_upgrades(Io::from_tcp(stream), service));
     loop {
         let notified = tracker.shutdown.listen();
         if tracker.shutting_down.load(Ordering::SeqCst) {

@@ -20,7 +20,7 @@ use super::BACKLOG;
 use super::addr::{ToSocketAddrs, each_addr};
 
 /// A TCP socket listening for connections, as tokio's `TcpListener`, with a listen backlog of
-/// [`BACKLOG`](super::BACKLOG).
+/// [`BACKLOG`].
 ///
 /// ```
 /// use rondo::net::{TcpListener, TcpStream};
@@ -52,7 +52,7 @@ impl TcpListener {
     ///
     /// On Unix the socket is created with `SO_REUSEADDR`, as tokio's, so a server restarts on its
     /// port while old connections linger in `TIME_WAIT`. It listens with a backlog of
-    /// [`BACKLOG`](super::BACKLOG).
+    /// [`BACKLOG`].
     ///
     /// ```
     /// rondo::block_on(async {

@@ -17,7 +17,7 @@ use super::BACKLOG;
 use super::tcp::{ShutdownWrite, read_through_arc, write_through_arc};
 
 /// A Unix domain socket listening for connections, as tokio's `UnixListener`, with a listen
-/// backlog of [`BACKLOG`](super::BACKLOG).
+/// backlog of [`BACKLOG`].
 ///
 /// ```
 /// use rondo::net::{UnixListener, UnixStream};
