@@ -7,8 +7,10 @@
 // (sets of tasks and their queues), `fair` (which group is served, what it is charged), `worker`
 // (cores, threads, the worker loop) and `runtime` (what users build and enter). `sync` stands
 // beside them and needs none; `blocking` (the blocking pool) stands beside `worker`: it uses `task`
-// and `group`, `runtime` uses it, and `worker` does not. `shim` is the std-or-loom facade they all
-// use. `macros` comes first: its configuration helpers are for all of them.
+// and `group`, `runtime` uses it, and `worker` does not. `net` (sockets on async-io's reactor)
+// uses only `spawn_blocking` (runtime), for name lookups; `signal` uses no other layer; `hyper`
+// sits on top of `runtime`, `time` and `net`. `shim` is the std-or-loom facade they all use.
+// `macros` comes first: its configuration helpers are for all of them.
 #[macro_use]
 mod macros;
 mod blocking;
