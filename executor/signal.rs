@@ -13,22 +13,25 @@
 //! # Graceful shutdown
 //!
 //! A server stops on `Ctrl-C` by handing `ctrl_c()` to
-//! `rondo::hyper::serve(..).with_graceful_shutdown(..)` (feature `hyper`), which stops accepting and waits for the requests in flight; [`shutdown_on`] does the
-//! same for any task: it resolves at the first of a signal and the task's own end. Tasks still
-//! running when `main` returns are dropped by the runtime's shutdown; [`Runtime::shutdown_timeout`]
-//! bounds the wait for them.
+//! `rondo::hyper::serve(..).with_graceful_shutdown(..)` (feature `hyper`), which stops accepting
+//! and waits for the requests in flight; [`shutdown_on`] does the same for any future: it
+//! resolves at the first of the signal and the future's own end. Tasks still running when the
+//! runtime shuts down (when `#[rondo::main]`'s function returns, or the runtime is dropped) are
+//! dropped; [`Runtime::shutdown_timeout`] bounds the wait for polls blocked in user code.
 //!
 //! ```no_run
-//! #[rondo::main]
-//! async fn main() {
-//!     let work = async {
-//!         loop {
-//!             rondo::time::sleep(std::time::Duration::from_secs(1)).await;
-//!         }
-//!     };
-//!     // Returns when Ctrl-C is pressed (the work loop never ends on its own).
-//!     rondo::signal::shutdown_on(rondo::signal::ctrl_c(), work).await;
-//! }
+//! use std::time::Duration;
+//!
+//! let rt = rondo::Runtime::new().unwrap();
+//! let work = async {
+//!     loop {
+//!         rondo::time::sleep(Duration::from_secs(1)).await;
+//!     }
+//! };
+//! // Returns when Ctrl-C is pressed (the work loop never ends on its own).
+//! rt.block_on(rondo::signal::shutdown_on(rondo::signal::ctrl_c(), work));
+//! // Tasks the work spawned get five seconds to finish their current polls.
+//! rt.shutdown_timeout(Duration::from_secs(5));
 //! ```
 //!
 //! [`Runtime::shutdown_timeout`]: crate::Runtime::shutdown_timeout
