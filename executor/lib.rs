@@ -7,8 +7,10 @@
 // (sets of tasks and their queues), `fair` (which group is served, what it is charged), `worker`
 // (cores, threads, the worker loop) and `runtime` (what users build and enter). `sync` stands
 // beside them and needs none; `blocking` (the blocking pool) stands beside `worker`: it uses `task`
-// and `group`, `runtime` uses it, and `worker` does not. `shim` is the std-or-loom facade they all
-// use. `macros` comes first: its configuration helpers are for all of them.
+// and `group`, `runtime` uses it, and `worker` does not. `net` (sockets on async-io's reactor)
+// uses only `spawn_blocking` (runtime), for name lookups; `signal` uses no other layer; `hyper`
+// sits on top of `runtime`, `time` and `net`. `shim` is the std-or-loom facade they all use.
+// `macros` comes first: its configuration helpers are for all of them.
 #[macro_use]
 mod macros;
 mod blocking;
@@ -16,8 +18,13 @@ mod fair;
 pub mod group;
 #[cfg(feature = "hyper")]
 pub mod hyper;
+cfg_reactor! {
+    pub mod net;
+}
 pub mod runtime;
 mod shim;
+#[cfg(all(feature = "signal", not(loom), not(miri)))]
+pub mod signal;
 
 /// The cheap clock: segment boundaries, the scheduler's times and the sync primitives' waits.
 pub(crate) mod clock;
@@ -137,9 +144,9 @@ pub fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
     worker::block_in_place(f)
 }
 
-/// The README's examples, compiled and run as doctests (its HTTP server needs the `hyper` feature:
-/// `cargo test --all-features`, as CI runs).
-#[cfg(all(doctest, feature = "hyper"))]
+/// The README's examples, compiled and run as doctests (its HTTP servers need the `hyper`, `tower`
+/// and `signal` features: `cargo test --all-features`, as CI runs).
+#[cfg(all(doctest, feature = "hyper", feature = "tower", feature = "signal"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 

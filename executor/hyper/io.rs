@@ -170,6 +170,47 @@ cfg_reactor! {
     }
 }
 
+cfg_reactor! {
+    impl Io<crate::net::TcpStream> {
+        /// Wraps a [`rondo::net::TcpStream`](crate::net::TcpStream), and skips the reads that
+        /// would find its socket empty, as [`from_async`](Io::from_async) does.
+        ///
+        /// ```
+        /// rondo::block_on(async {
+        ///     let listener = rondo::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        ///     let stream = rondo::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        ///     let io = rondo::hyper::Io::from_tcp(stream);
+        ///     assert!(io.get_ref().peer_addr().is_ok());
+        /// });
+        /// ```
+        pub fn from_tcp(inner: crate::net::TcpStream) -> Self {
+            Io {
+                inner,
+                readiness: Some(crate::net::TcpStream::poll_read_ready),
+                drained: false,
+            }
+        }
+    }
+
+    impl Io<crate::net::UnixStream> {
+        /// Wraps a [`rondo::net::UnixStream`](crate::net::UnixStream), and skips the reads that
+        /// would find its socket empty, as [`from_async`](Io::from_async) does.
+        ///
+        /// ```
+        /// let (a, _b) = rondo::net::UnixStream::pair().unwrap();
+        /// let io = rondo::hyper::Io::from_unix(a);
+        /// assert!(io.get_ref().peer_addr().is_ok());
+        /// ```
+        pub fn from_unix(inner: crate::net::UnixStream) -> Self {
+            Io {
+                inner,
+                readiness: Some(crate::net::UnixStream::poll_read_ready),
+                drained: false,
+            }
+        }
+    }
+}
+
 impl<T> From<T> for Io<T> {
     fn from(inner: T) -> Self {
         Io::new(inner)

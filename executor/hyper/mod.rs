@@ -1,6 +1,7 @@
 //! hyper 1.x on rondo: an executor that spawns into the current group, one that spawns into a
-//! given [`Group`], a timer on rondo's own [`time::Sleep`](crate::time::Sleep), and an adapter of
-//! `futures-io` streams to hyper's I/O traits. Enabled by the `hyper` feature.
+//! given [`Group`], a timer on rondo's own [`time::Sleep`](crate::time::Sleep), an adapter of
+//! `futures-io` streams to hyper's I/O traits, and (with the `io` feature) `serve`, a whole
+//! HTTP/1.1 and HTTP/2 server on a `rondo::net::TcpListener`. Enabled by the `hyper` feature.
 //!
 //! hyper leaves three things to its runtime, and this module supplies them:
 //!
@@ -18,7 +19,15 @@
 //!   [`Io::from_async`] does so for async-io's sockets and also skips the reads that would find
 //!   the socket empty.
 //!
-//! # Serving connections
+//! # Serving
+//!
+//! `serve(listener, service)` is the server in one call, in the shape of `axum::serve`: it
+//! accepts, serves each connection over HTTP/1.1 or HTTP/2 in a task of its own, survives accept
+//! errors, shuts down gracefully with `.with_graceful_shutdown(signal)`, and puts each connection
+//! into the group `.place(hook)` chooses. With the `tower` feature it also serves tower services,
+//! such as an axum `Router`.
+//!
+//! # Serving connections by hand
 //!
 //! Accept with `async_io::Async<TcpListener>`, wrap each stream in [`Io::from_async`], and serve
 //! it with hyper's connection builder given a [`RondoTimer`] (and an executor where the protocol
@@ -78,6 +87,16 @@
 mod io;
 
 pub use io::Io;
+
+cfg_reactor! {
+    mod serve;
+
+    #[cfg(feature = "tower")]
+    pub use serve::TowerServiceMarker;
+    pub use serve::{
+        ACCEPT_BACKOFF, HyperServiceMarker, IntoHyperService, Serve, WithGracefulShutdown, serve,
+    };
+}
 
 use std::future::Future;
 use std::pin::Pin;
