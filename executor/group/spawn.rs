@@ -4,6 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::shim::Ordering;
+use crate::task::meta::TaskName;
 use crate::task::{self, BOX_FUTURES_ABOVE, JoinHandle, TaskMeta};
 
 use super::inner::{GroupInner, Host, HostOf};
@@ -52,7 +53,42 @@ where
     F::Output: Send + 'static,
     S: Fn(crate::task::Runnable, async_task::ScheduleInfo) + Send + Sync + 'static,
 {
-    let meta = TaskMeta::new(group.clone());
+    spawn_meta(group, TaskMeta::new(group.clone()), future, schedule, first)
+}
+
+/// [`spawn_in`] for a task called `name` (`task::Builder`).
+pub(crate) fn spawn_named_in<F>(
+    group: &Arc<GroupInner>,
+    name: Option<Box<TaskName>>,
+    future: F,
+) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let meta = TaskMeta::named(group.clone(), name);
+    let (schedule, first) = (<HostOf as Host>::schedule, <HostOf as Host>::schedule_new);
+    if std::mem::size_of::<F>() > BOX_FUTURES_ABOVE {
+        spawn_meta(group, meta, Box::pin(future), schedule, first)
+    } else {
+        spawn_meta(group, meta, future, schedule, first)
+    }
+}
+
+/// [`spawn_with`] for a task whose metadata the caller made (`meta.group` is `group`).
+#[inline(always)]
+pub(crate) fn spawn_meta<F, S>(
+    group: &Arc<GroupInner>,
+    meta: TaskMeta,
+    future: F,
+    schedule: S,
+    first: impl FnOnce(crate::task::Runnable),
+) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Fn(crate::task::Runnable, async_task::ScheduleInfo) + Send + Sync + 'static,
+{
     let (runnable, handle) = task::create(meta, future, schedule);
     // Counted even when refused: its drop below counts it as cancelled.
     group.registry.spawned();

@@ -25,7 +25,7 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
-use super::meta::{Outcome, Owner, OwnerOf, Payload, TaskMeta};
+use super::meta::{Outcome, Owner, OwnerOf, Payload, TaskMeta, TaskRef};
 
 pin_project! {
     /// The future async-task polls (see the module docs).
@@ -45,6 +45,9 @@ pin_project! {
             if this.future.as_ref().get_ref().is_some() {
                 let meta = *this.meta;
                 OwnerOf::as_current(&meta.group, || drop_future(this.future, meta));
+            }
+            if this.meta.has_extras() {
+                this.meta.end_extras();
             }
             this.meta.group.finished(this.meta, *this.outcome);
         }
@@ -86,8 +89,16 @@ impl<F: Future> Future for TaskFuture<'_, F> {
             }
             Err(payload) => {
                 *this.outcome = Outcome::Panicked;
+                // SAFETY: this poll holds the future, which is dropped only below.
+                let task = unsafe { this.meta.as_ref_named() };
                 // The hook sees the panic before the future's destructor runs.
-                this.meta.group.report_panic(&*payload);
+                this.meta.group.report_panic(&*payload, Some(task));
+                // A named task's payload carries the name to its `JoinError`: the name itself
+                // goes with the future.
+                let payload = match task.1 {
+                    Some(name) => named_panic(payload, name),
+                    None => payload,
+                };
                 drop_future(this.future, this.meta);
                 Poll::Ready(TaskOutput::new(Err(payload)))
             }
@@ -100,8 +111,25 @@ impl<F: Future> Future for TaskFuture<'_, F> {
 fn drop_future<F>(future: Pin<&mut Option<F>>, meta: &TaskMeta) {
     let mut future = future;
     if let Err(payload) = catch_unwind(AssertUnwindSafe(|| future.set(None))) {
-        report_and_drop(&*meta.group, payload);
+        // SAFETY: the future's holder is dropping it; its name goes only after this.
+        let task = unsafe { meta.as_ref_named() };
+        report_and_drop(&*meta.group, payload, Some(task));
     }
+}
+
+/// A named task's panic payload on its way to the task's `JoinError`, which unwraps it.
+pub(crate) struct NamedPanic {
+    pub(crate) payload: Payload,
+    pub(crate) name: Box<str>,
+}
+
+#[cold]
+#[inline(never)]
+fn named_panic(payload: Payload, name: &str) -> Payload {
+    Box::new(NamedPanic {
+        payload,
+        name: name.into(),
+    })
 }
 
 /// Drops a panic payload whose own destructor may panic; a second panic is leaked, not raised.
@@ -173,20 +201,20 @@ pub(crate) fn take_deferred_panic() -> Option<Payload> {
 }
 
 /// Drops `value` (a task's output) and reports a panic of its destructor to `owner`.
-pub(crate) fn drop_reporting<T, O: Owner>(value: T, owner: &O) {
+pub(crate) fn drop_reporting<T, O: Owner>(value: T, owner: &O, task: Option<TaskRef<'_>>) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
-        report_and_drop(owner, payload);
+        report_and_drop(owner, payload, task);
     }
 }
 
 /// Reports to `owner` a panic that a `TaskOutput` destructor deferred on this thread, if any.
 pub(crate) fn report_deferred<O: Owner>(owner: &O) {
     if let Some(payload) = take_deferred_panic() {
-        report_and_drop(owner, payload);
+        report_and_drop(owner, payload, None);
     }
 }
 
-fn report_and_drop<O: Owner>(owner: &O, payload: Payload) {
-    owner.report_panic(&*payload);
+fn report_and_drop<O: Owner>(owner: &O, payload: Payload, task: Option<TaskRef<'_>>) {
+    owner.report_panic(&*payload, task);
     drop_payload(payload);
 }

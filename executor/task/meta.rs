@@ -17,6 +17,8 @@ use std::task::Waker;
 
 use crate::shim::{AtomicBool, AtomicUsize, Ordering};
 
+use super::hooks::{self, Id, TaskHooks};
+
 /// A panic payload, as `catch_unwind` returns it.
 pub(crate) type Payload = Box<dyn Any + Send + 'static>;
 
@@ -44,8 +46,9 @@ pub(crate) trait Owner: Send + Sync + Sized + 'static {
     fn wake_idle(&self, meta: &TaskMeta);
     /// True once the whole set was cancelled.
     fn is_cancelled(&self) -> bool;
-    /// Reports a panic caught in the task's future, its destructor or its output's destructor.
-    fn report_panic(&self, payload: &(dyn Any + Send));
+    /// Reports a panic caught in the task's future, its destructor or its output's destructor;
+    /// `task` is the task, where the reporting code knows it (for its id and name).
+    fn report_panic(&self, payload: &(dyn Any + Send), task: Option<TaskRef<'_>>);
     /// Whether `report_panic` goes anywhere (a hook is installed).
     fn reports_panics(&self) -> bool;
     /// Runs `f` (the destructor of a task's unfinished future) with `this` as the current set, as
@@ -53,6 +56,13 @@ pub(crate) trait Owner: Send + Sync + Sized + 'static {
     /// the thread shutting the runtime down, a thread whose push found the queues closed), so what
     /// it spawns joins its set instead of whatever runtime that thread has current.
     fn as_current<R>(this: &Arc<Self>, f: impl FnOnce() -> R) -> R;
+    /// The set's name, as hooks and panic reports show it.
+    fn owner_name(&self) -> &str;
+    /// The set's id, unique among its runtime's sets.
+    fn owner_id(&self) -> u64;
+    /// The runtime's task hooks, or `None` when it has none (the one test a spawn, a task's end
+    /// and a poll pay without hooks).
+    fn task_hooks(&self) -> Option<&TaskHooks>;
 }
 
 /// Names the type that owns tasks. Implemented once, by the group layer, for [`Tasks`].
@@ -77,14 +87,148 @@ pub(crate) struct TaskMeta {
     /// dropped, so a later `abort` cannot reach a slot reused by another task. While the future
     /// lives, a slot also says the task has waited before ([`has_waited`](Self::has_waited)).
     slot: AtomicUsize,
+    /// The name given with `task::Builder::name` (`Box::into_raw`), null for an unnamed task.
+    /// It belongs to the task's future: read only by whoever holds the future (the spawner
+    /// before the task is queued, the worker polling it, the thread dropping it), and freed when
+    /// the future is dropped ([`take_name`](Self::take_name)). A plain pointer, so the metadata
+    /// has no destructor beyond its group's `Arc`: an unnamed task pays one null store at its
+    /// spawn and one test at its end. Atomic only so that the metadata stays `Sync`; every access
+    /// is by the future's holder, in its order.
+    name: std::sync::atomic::AtomicPtr<TaskName>,
 }
 
+/// A task's name, behind one thin pointer in its metadata.
+pub(crate) struct TaskName(pub(crate) String);
+
+/// The name pointer of an unnamed task spawned while a runtime with hooks exists (see
+/// `TaskMeta::has_extras`): not null, never freed, read as no name.
+static HOOKED: TaskName = TaskName(String::new());
+
+fn hooked() -> *mut TaskName {
+    std::ptr::addr_of!(HOOKED).cast_mut()
+}
+
+/// A task as a panic report names it: its id, and its name while its future lives.
+pub(crate) type TaskRef<'a> = (Id, Option<&'a str>);
+
 impl TaskMeta {
+    #[inline(always)]
     pub(crate) fn new(group: Arc<OwnerOf>) -> Self {
         TaskMeta {
             group,
             aborted: AtomicBool::new(false),
             slot: AtomicUsize::new(UNREGISTERED),
+            name: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// The metadata of a task called `name` (`None`: unnamed).
+    pub(crate) fn named(group: Arc<OwnerOf>, name: Option<Box<TaskName>>) -> Self {
+        let meta = Self::new(group);
+        if let Some(name) = name {
+            meta.name
+                .store(Box::into_raw(name), std::sync::atomic::Ordering::Relaxed);
+        }
+        meta
+    }
+
+    /// The task's id: the address of this metadata (see `hooks`).
+    #[inline]
+    pub(crate) fn id(&self) -> Id {
+        Id::from_addr(task_id(self))
+    }
+
+    /// The task's name, if it was given one.
+    ///
+    /// # Safety
+    /// The caller holds the task's future (see the field), which is not dropped while the
+    /// returned borrow lives.
+    #[inline]
+    pub(crate) unsafe fn name(&self) -> Option<&str> {
+        let p = self.name.load(std::sync::atomic::Ordering::Relaxed);
+        if p == hooked() {
+            return None;
+        }
+        // SAFETY: `p` is null or came from `Box::into_raw` in `named`; it is freed only by
+        // `end_extras` when the future is dropped, which the caller's hold on the future precedes
+        // (this function's contract).
+        unsafe { p.as_ref() }.map(|n| n.0.as_str())
+    }
+
+    /// The task as a panic report names it; see [`name`](Self::name) for the contract.
+    #[inline]
+    pub(crate) unsafe fn as_ref_named(&self) -> TaskRef<'_> {
+        // SAFETY: the caller's contract is `name`'s.
+        (self.id(), unsafe { self.name() })
+    }
+
+    /// True if the task has a name, or was spawned while a runtime of the process has task
+    /// hooks: its polls and its end then take the path that runs hooks and frees names. One
+    /// load and test, of a word its holder reads anyway.
+    #[inline(always)]
+    pub(crate) fn has_extras(&self) -> bool {
+        !self
+            .name
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .is_null()
+    }
+
+    /// At the spawn, while a runtime of the process has hooks: marks the task so that its polls
+    /// and its end look for them, and runs the spawn hook. The spawner holds the future.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn spawned_with_hooks(&self) {
+        let name = &self.name;
+        let ordering = std::sync::atomic::Ordering::Relaxed;
+        if name.load(ordering).is_null() {
+            name.store(hooked(), ordering);
+        }
+        self.run_hook(|h| h.on_spawn.as_ref());
+    }
+
+    /// As the task's future is dropped (by its holder), for a task with
+    /// [`has_extras`](Self::has_extras): runs the end hook, then frees the name, so the metadata
+    /// frees nothing later.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn end_extras(&self) {
+        self.run_hook(|h| h.on_terminate.as_ref());
+        let p = self
+            .name
+            .swap(std::ptr::null_mut(), std::sync::atomic::Ordering::Relaxed);
+        if !p.is_null() && p != hooked() {
+            // SAFETY: `p` came from `Box::into_raw` in `named` and was just replaced by null, so
+            // it is freed once; only the future's holder reads it, and it is dropping the future.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+
+    /// Runs the hook `pick` chooses from the task's runtime's hooks, with this task's view, if
+    /// that runtime has it. Out of line and cold: callers first test [`hooks::maybe`] or
+    /// [`has_extras`](Self::has_extras). The caller
+    /// holds the task's future (the spawner before queueing it, the worker before its poll, the
+    /// thread dropping it, before the name goes), so the name can be read.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn run_hook(&self, pick: fn(&TaskHooks) -> Option<&hooks::TaskCallback>) {
+        // SAFETY: see above.
+        let name = unsafe { self.name() };
+        self.run_hook_named(pick, name);
+    }
+
+    /// `run_hook` with the name given: the after-poll hook's, taken before the poll, since the
+    /// poll may end the future and its name.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn run_hook_named(
+        &self,
+        pick: fn(&TaskHooks) -> Option<&hooks::TaskCallback>,
+        name: Option<&str>,
+    ) {
+        if let Some(hook) = self.group.task_hooks().and_then(pick) {
+            let group = &*self.group;
+            let view = hooks::TaskMeta::new(self.id(), name, group.owner_name(), group.owner_id());
+            hooks::call(hook, &view);
         }
     }
 

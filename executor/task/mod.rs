@@ -6,6 +6,8 @@
 //! [`consume_budget`] give the worker back; [`BUDGET`] is what one poll may spend on ready rondo
 //! futures.
 //!
+//! A [`Builder`] spawns a task with a name, into a chosen group; every task has an [`Id`].
+//!
 //! A [`JoinSet`] spawns tasks and yields their results as they complete; dropping it aborts
 //! the tasks still in it. [`task_local!`](crate::task_local) declares a [`LocalKey`], a value set
 //! for a future's polls by [`LocalKey::scope`] and read inside with [`LocalKey::with`].
@@ -26,9 +28,11 @@
 //! panics and does the task's bookkeeping exactly once; the output travels in a wrapper whose
 //! destructor never unwinds.
 
+mod builder;
 pub(crate) mod coop;
 mod error;
 pub(crate) mod future;
+pub(crate) mod hooks;
 mod join;
 mod join_set;
 mod local;
@@ -39,8 +43,10 @@ use std::future::Future;
 
 use async_task::{Builder as TaskBuilder, ScheduleInfo, WithInfo};
 
+pub use builder::Builder;
 pub use coop::{BUDGET, consume_budget};
 pub use error::{JoinError, TaskPanic};
+pub use hooks::Id;
 pub use join::JoinHandle;
 pub(crate) use join::{end_probe, start_probe};
 pub use join_set::JoinSet;
@@ -74,5 +80,8 @@ where
             .metadata(meta)
             .spawn_unchecked(make, WithInfo(schedule))
     };
+    if hooks::maybe() {
+        runnable.metadata().spawned_with_hooks();
+    }
     (runnable, JoinHandle::new(task))
 }
