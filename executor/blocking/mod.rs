@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use crate::group::{GroupInner, spawn_meta};
 use crate::task::meta::TaskName;
-use crate::task::{BOX_FUTURES_ABOVE, JoinHandle, Runnable, TaskMeta};
+use crate::task::{BOX_FUTURES_ABOVE, JoinHandle, Runnable};
 
 pub(crate) use pool::Pool;
 
@@ -39,7 +39,7 @@ where
 pub(crate) fn spawn_named_blocking<F, R>(
     pool: &Arc<Pool>,
     group: &Arc<GroupInner>,
-    name: Option<Box<TaskName>>,
+    name: Option<TaskName>,
     f: F,
 ) -> JoinHandle<R>
 where
@@ -55,7 +55,7 @@ where
 fn spawn_sized<F, R>(
     pool: &Arc<Pool>,
     group: &Arc<GroupInner>,
-    name: Option<Box<TaskName>>,
+    name: Option<TaskName>,
     f: F,
 ) -> JoinHandle<R>
 where
@@ -68,10 +68,9 @@ where
         pool::closure_returned();
         v
     };
-    let meta = TaskMeta::named(group.clone(), name);
     spawn_meta(
         group,
-        meta,
+        name,
         run,
         move |r, _| p.schedule(r),
         Runnable::schedule,

@@ -53,33 +53,32 @@ where
     F::Output: Send + 'static,
     S: Fn(crate::task::Runnable, async_task::ScheduleInfo) + Send + Sync + 'static,
 {
-    spawn_meta(group, TaskMeta::new(group.clone()), future, schedule, first)
+    spawn_meta(group, None, future, schedule, first)
 }
 
 /// [`spawn_in`] for a task called `name` (`task::Builder`).
 pub(crate) fn spawn_named_in<F>(
     group: &Arc<GroupInner>,
-    name: Option<Box<TaskName>>,
+    name: Option<TaskName>,
     future: F,
 ) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let meta = TaskMeta::named(group.clone(), name);
     let (schedule, first) = (<HostOf as Host>::schedule, <HostOf as Host>::schedule_new);
     if std::mem::size_of::<F>() > BOX_FUTURES_ABOVE {
-        spawn_meta(group, meta, Box::pin(future), schedule, first)
+        spawn_meta(group, name, Box::pin(future), schedule, first)
     } else {
-        spawn_meta(group, meta, future, schedule, first)
+        spawn_meta(group, name, future, schedule, first)
     }
 }
 
-/// [`spawn_with`] for a task whose metadata the caller made (`meta.group` is `group`).
+/// [`spawn_with`] for a task called `name` (`None`: unnamed).
 #[inline(always)]
 pub(crate) fn spawn_meta<F, S>(
     group: &Arc<GroupInner>,
-    meta: TaskMeta,
+    name: Option<TaskName>,
     future: F,
     schedule: S,
     first: impl FnOnce(crate::task::Runnable),
@@ -89,7 +88,11 @@ where
     F::Output: Send + 'static,
     S: Fn(crate::task::Runnable, async_task::ScheduleInfo) + Send + Sync + 'static,
 {
-    let (runnable, handle) = task::create(meta, future, schedule);
+    let (runnable, handle) = task::create(TaskMeta::new(group.clone()), future, schedule);
+    if let Some(name) = name {
+        runnable.metadata().set_name(name);
+    }
+    task::spawned(&runnable);
     // Counted even when refused: its drop below counts it as cancelled.
     group.registry.spawned();
     if !group.cancelled.load(Ordering::Acquire) && !group.host.is_shutdown() {

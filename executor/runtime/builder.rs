@@ -522,7 +522,7 @@ impl Builder {
     /// A hook run for every task spawned onto the runtime, on the spawning thread, after the task
     /// exists and before it is queued (so before its first poll). Blocking closures
     /// ([`spawn_blocking`](crate::spawn_blocking)) are tasks too. A panic inside the hook is
-    /// caught and ignored. A runtime without task hooks pays one pointer test per spawn.
+    /// caught and ignored. While no runtime of the process has task hooks, a spawn pays one test.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -567,7 +567,9 @@ impl Builder {
 
     /// A hook run on the worker just before each poll of a task, with the task's group current.
     /// Not run for a cancelled task, whose future is dropped without a poll. A panic inside the
-    /// hook is caught and ignored. A runtime without task hooks pays one pointer test per poll.
+    /// hook is caught and ignored. A task spawned while no runtime of the process has task hooks
+    /// pays one test per poll. Not run for blocking closures
+    /// ([`spawn_blocking`](crate::spawn_blocking)), which a pool thread runs, not a worker.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -605,6 +607,7 @@ impl Builder {
     ///     .build()
     ///     .unwrap();
     /// rt.block_on(rt.spawn(async { rondo::yield_now().await })).unwrap();
+    /// drop(rt); // joins the workers: the last poll's hook has run
     /// assert_eq!(polls.load(Ordering::SeqCst), 2);
     /// ```
     pub fn on_after_task_poll(

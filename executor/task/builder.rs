@@ -15,8 +15,8 @@ use super::meta::{OwnerOf, TaskName};
 ///
 /// The name is shown to the task hooks ([`TaskMeta::name`](crate::runtime::TaskMeta::name)), to the
 /// panic hook ([`TaskPanic::task_name`](crate::TaskPanic::task_name)) and in a panicked task's
-/// [`JoinError`](crate::JoinError). It lives as long as the task's future. An unnamed task stores
-/// one null pointer for it.
+/// [`JoinError`](crate::JoinError). It lives as long as the task's future, in a table beside the
+/// tasks: an unnamed task spends nothing on names.
 ///
 /// ```
 /// rondo::block_on(async {
@@ -60,8 +60,8 @@ impl<'a> Builder<'a> {
     }
 
     /// The name as the task's metadata stores it.
-    pub(crate) fn task_name(&self) -> Option<Box<TaskName>> {
-        self.name.map(|n| Box::new(TaskName(n.to_string())))
+    pub(crate) fn task_name(&self) -> Option<TaskName> {
+        self.name.map(|n| TaskName(n.to_string()))
     }
 }
 

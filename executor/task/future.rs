@@ -89,16 +89,8 @@ impl<F: Future> Future for TaskFuture<'_, F> {
             }
             Err(payload) => {
                 *this.outcome = Outcome::Panicked;
-                // SAFETY: this poll holds the future, which is dropped only below.
-                let task = unsafe { this.meta.as_ref_named() };
                 // The hook sees the panic before the future's destructor runs.
-                this.meta.group.report_panic(&*payload, Some(task));
-                // A named task's payload carries the name to its `JoinError`: the name itself
-                // goes with the future.
-                let payload = match task.1 {
-                    Some(name) => named_panic(payload, name),
-                    None => payload,
-                };
+                let payload = report_poll_panic(this.meta, payload);
                 drop_future(this.future, this.meta);
                 Poll::Ready(TaskOutput::new(Err(payload)))
             }
@@ -111,9 +103,32 @@ impl<F: Future> Future for TaskFuture<'_, F> {
 fn drop_future<F>(future: Pin<&mut Option<F>>, meta: &TaskMeta) {
     let mut future = future;
     if let Err(payload) = catch_unwind(AssertUnwindSafe(|| future.set(None))) {
-        // SAFETY: the future's holder is dropping it; its name goes only after this.
-        let task = unsafe { meta.as_ref_named() };
-        report_and_drop(&*meta.group, payload, Some(task));
+        report_destructor_panic(meta, payload);
+    }
+}
+
+/// Reports a panic of the task's future's destructor, naming the task.
+#[cold]
+#[inline(never)]
+fn report_destructor_panic(meta: &TaskMeta, payload: Payload) {
+    let name = meta.name();
+    report_and_drop(&*meta.group, payload, Some((meta.id(), name.as_deref())));
+}
+
+/// Reports a panic of the task's poll, naming the task, and returns the payload for its
+/// `JoinError`: a named task's wrapped with its name, which goes with the future.
+#[cold]
+#[inline(never)]
+fn report_poll_panic(meta: &TaskMeta, payload: Payload) -> Payload {
+    let name = meta.name();
+    meta.group
+        .report_panic(&*payload, Some((meta.id(), name.as_deref())));
+    match name {
+        Some(name) => Box::new(NamedPanic {
+            payload,
+            name: name.into(),
+        }),
+        None => payload,
     }
 }
 
@@ -121,15 +136,6 @@ fn drop_future<F>(future: Pin<&mut Option<F>>, meta: &TaskMeta) {
 pub(crate) struct NamedPanic {
     pub(crate) payload: Payload,
     pub(crate) name: Box<str>,
-}
-
-#[cold]
-#[inline(never)]
-fn named_panic(payload: Payload, name: &str) -> Payload {
-    Box::new(NamedPanic {
-        payload,
-        name: name.into(),
-    })
 }
 
 /// Drops a panic payload whose own destructor may panic; a second panic is leaked, not raised.

@@ -6,17 +6,17 @@
 //!    atomic and no byte, and it is unique among the tasks alive at one time (the guarantee
 //!    tokio gives for its ids). An id may come back for a task spawned after another ended.
 //! 2. A task's name, if it was given one ([`Builder::name`](crate::task::Builder::name)), lives
-//!    behind one pointer in its metadata, null for an unnamed task. It belongs to the task's
-//!    future: only the future's holder reads it (the spawner before queueing the task, the
-//!    worker around a poll, the thread dropping the future), and it is freed as the future is
-//!    dropped, so the metadata has nothing of its own to free later (an unnamed task pays a null
-//!    store and one test). What needs the name after that gets a copy: the after-poll hook (taken
-//!    before the poll) and a panicked task's `JoinError` (carried in the panic's payload).
+//!    in a table beside the tasks (`task/names.rs`), entered by the spawner before the task is
+//!    queued and removed as the task's future is dropped; a flag in the metadata's padding says
+//!    the task has one, so an unnamed task spends no byte and no look-up on names. What needs the
+//!    name after the future is gone gets a copy: the after-poll hook (taken before the poll) and
+//!    a panicked task's `JoinError` (carried in the panic's payload).
 //! 3. A runtime without hooks stores no hook set at all. A process-wide flag says whether any
-//!    runtime was built with hooks: a spawn, a task's end and a poll each test that flag (one
-//!    load of a static) and go on; only when it is set do they look up their runtime's set,
-//!    out of line. The flag is set before the hooked runtime starts, so every spawn and poll on
-//!    that runtime, which follow its start, sees it. With a set, `on_task_spawn` runs on the spawning thread after
+//!    runtime was built with hooks; it is set before the hooked runtime starts, so every spawn
+//!    on that runtime, which follows its start, sees it. A spawn tests it (one load of a static)
+//!    and, only when it is set, marks the task's metadata and runs the spawn hook out of line. A
+//!    poll and a task's end test the mark (one load of the metadata's first line, shared with
+//!    names) and, only when it is set, look up their runtime's hooks out of line. With a set, `on_task_spawn` runs on the spawning thread after
 //!    the task exists and before it is queued; `on_before_task_poll` and `on_after_task_poll`
 //!    run on the worker around each poll of a task (not around the drop of a cancelled one);
 //!    `on_task_terminate` runs once per task, on the thread that drops its future (completed,

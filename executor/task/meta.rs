@@ -15,9 +15,10 @@ use std::any::Any;
 use std::sync::Arc;
 use std::task::Waker;
 
-use crate::shim::{AtomicBool, AtomicUsize, Ordering};
+use crate::shim::{AtomicU32, AtomicUsize, Ordering};
 
 use super::hooks::{self, Id, TaskHooks};
+use super::names;
 
 /// A panic payload, as `catch_unwind` returns it.
 pub(crate) type Payload = Box<dyn Any + Send + 'static>;
@@ -60,8 +61,8 @@ pub(crate) trait Owner: Send + Sync + Sized + 'static {
     fn owner_name(&self) -> &str;
     /// The set's id, unique among its runtime's sets.
     fn owner_id(&self) -> u64;
-    /// The runtime's task hooks, or `None` when it has none (the one test a spawn, a task's end
-    /// and a poll pay without hooks).
+    /// The runtime's task hooks, or `None` when it has none (looked up only for tasks marked at
+    /// their spawn, see `hooks`).
     fn task_hooks(&self) -> Option<&TaskHooks>;
 }
 
@@ -80,33 +81,26 @@ pub(crate) type OwnerOf = <Tasks as Binding>::Owner;
 pub(crate) struct TaskMeta {
     /// The set the task belongs to, for routing, accounting and cancellation.
     pub(crate) group: Arc<OwnerOf>,
-    /// Set once by `JoinHandle::abort`; never cleared. A set flag means: drop, do not poll.
-    aborted: AtomicBool,
+    /// `ABORTED`, set once by `JoinHandle::abort` and never cleared (a set flag means: drop, do
+    /// not poll); `EXTRAS` and `NAMED`, set by the spawner before the task is queued (see
+    /// [`has_extras`](Self::has_extras)). In the padding beside the group's pointer: free.
+    flags: AtomicU32,
     /// Where the task's waker sits in its owner's registry, or `UNREGISTERED`. Written by the
     /// task's first poll that returns `Pending`, and reset to `UNREGISTERED` when its future is
     /// dropped, so a later `abort` cannot reach a slot reused by another task. While the future
     /// lives, a slot also says the task has waited before ([`has_waited`](Self::has_waited)).
     slot: AtomicUsize,
-    /// The name given with `task::Builder::name` (`Box::into_raw`), null for an unnamed task.
-    /// It belongs to the task's future: read only by whoever holds the future (the spawner
-    /// before the task is queued, the worker polling it, the thread dropping it), and freed when
-    /// the future is dropped ([`take_name`](Self::take_name)). A plain pointer, so the metadata
-    /// has no destructor beyond its group's `Arc`: an unnamed task pays one null store at its
-    /// spawn and one test at its end. Atomic only so that the metadata stays `Sync`; every access
-    /// is by the future's holder, in its order.
-    name: std::sync::atomic::AtomicPtr<TaskName>,
 }
 
-/// A task's name, behind one thin pointer in its metadata.
+/// `TaskMeta::flags`: the task was aborted.
+const ABORTED: u32 = 1;
+/// `TaskMeta::flags`: the task's polls and end take the path that runs hooks and forgets names.
+const EXTRAS: u32 = 2;
+/// `TaskMeta::flags`: the task has an entry in the table of names.
+const NAMED: u32 = 4;
+
+/// A task's name, as `task::Builder` hands it to the spawn path.
 pub(crate) struct TaskName(pub(crate) String);
-
-/// The name pointer of an unnamed task spawned while a runtime with hooks exists (see
-/// `TaskMeta::has_extras`): not null, never freed, read as no name.
-static HOOKED: TaskName = TaskName(String::new());
-
-fn hooked() -> *mut TaskName {
-    std::ptr::addr_of!(HOOKED).cast_mut()
-}
 
 /// A task as a panic report names it: its id, and its name while its future lives.
 pub(crate) type TaskRef<'a> = (Id, Option<&'a str>);
@@ -116,20 +110,9 @@ impl TaskMeta {
     pub(crate) fn new(group: Arc<OwnerOf>) -> Self {
         TaskMeta {
             group,
-            aborted: AtomicBool::new(false),
+            flags: AtomicU32::new(0),
             slot: AtomicUsize::new(UNREGISTERED),
-            name: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
         }
-    }
-
-    /// The metadata of a task called `name` (`None`: unnamed).
-    pub(crate) fn named(group: Arc<OwnerOf>, name: Option<Box<TaskName>>) -> Self {
-        let meta = Self::new(group);
-        if let Some(name) = name {
-            meta.name
-                .store(Box::into_raw(name), std::sync::atomic::Ordering::Relaxed);
-        }
-        meta
     }
 
     /// The task's id: the address of this metadata (see `hooks`).
@@ -138,82 +121,60 @@ impl TaskMeta {
         Id::from_addr(task_id(self))
     }
 
-    /// The task's name, if it was given one.
-    ///
-    /// # Safety
-    /// The caller holds the task's future (see the field), which is not dropped while the
-    /// returned borrow lives.
-    #[inline]
-    pub(crate) unsafe fn name(&self) -> Option<&str> {
-        let p = self.name.load(std::sync::atomic::Ordering::Relaxed);
-        if p == hooked() {
-            return None;
-        }
-        // SAFETY: `p` is null or came from `Box::into_raw` in `named`; it is freed only by
-        // `end_extras` when the future is dropped, which the caller's hold on the future precedes
-        // (this function's contract).
-        unsafe { p.as_ref() }.map(|n| n.0.as_str())
+    /// Names the task (its spawner, after creating it and before queueing it).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn set_name(&self, name: TaskName) {
+        names::insert(task_id(self), name.0);
+        self.flags.fetch_or(EXTRAS | NAMED, Ordering::Relaxed);
     }
 
-    /// The task as a panic report names it; see [`name`](Self::name) for the contract.
-    #[inline]
-    pub(crate) unsafe fn as_ref_named(&self) -> TaskRef<'_> {
-        // SAFETY: the caller's contract is `name`'s.
-        (self.id(), unsafe { self.name() })
+    /// A copy of the task's name, if it was given one and its future lives.
+    pub(crate) fn name(&self) -> Option<String> {
+        if self.flags.load(Ordering::Relaxed) & NAMED == 0 {
+            return None;
+        }
+        names::get(task_id(self))
     }
 
     /// True if the task has a name, or was spawned while a runtime of the process has task
-    /// hooks: its polls and its end then take the path that runs hooks and frees names. One
-    /// load and test, of a word its holder reads anyway.
+    /// hooks: its polls and its end then take the path that runs hooks and forgets names. One
+    /// load and test of a word in the metadata's first line.
     #[inline(always)]
     pub(crate) fn has_extras(&self) -> bool {
-        !self
-            .name
-            .load(std::sync::atomic::Ordering::Relaxed)
-            .is_null()
+        self.flags.load(Ordering::Relaxed) & EXTRAS != 0
     }
 
     /// At the spawn, while a runtime of the process has hooks: marks the task so that its polls
-    /// and its end look for them, and runs the spawn hook. The spawner holds the future.
+    /// and its end look for them, and runs the spawn hook. The spawner holds the task.
     #[cold]
     #[inline(never)]
     pub(crate) fn spawned_with_hooks(&self) {
-        let name = &self.name;
-        let ordering = std::sync::atomic::Ordering::Relaxed;
-        if name.load(ordering).is_null() {
-            name.store(hooked(), ordering);
-        }
+        self.flags.fetch_or(EXTRAS, Ordering::Relaxed);
         self.run_hook(|h| h.on_spawn.as_ref());
     }
 
     /// As the task's future is dropped (by its holder), for a task with
-    /// [`has_extras`](Self::has_extras): runs the end hook, then frees the name, so the metadata
-    /// frees nothing later.
+    /// [`has_extras`](Self::has_extras): runs the end hook, then forgets the name.
     #[cold]
     #[inline(never)]
     pub(crate) fn end_extras(&self) {
         self.run_hook(|h| h.on_terminate.as_ref());
-        let p = self
-            .name
-            .swap(std::ptr::null_mut(), std::sync::atomic::Ordering::Relaxed);
-        if !p.is_null() && p != hooked() {
-            // SAFETY: `p` came from `Box::into_raw` in `named` and was just replaced by null, so
-            // it is freed once; only the future's holder reads it, and it is dropping the future.
-            drop(unsafe { Box::from_raw(p) });
+        if self.flags.load(Ordering::Relaxed) & NAMED != 0 {
+            names::remove(task_id(self));
         }
     }
 
     /// Runs the hook `pick` chooses from the task's runtime's hooks, with this task's view, if
     /// that runtime has it. Out of line and cold: callers first test [`hooks::maybe`] or
-    /// [`has_extras`](Self::has_extras). The caller
-    /// holds the task's future (the spawner before queueing it, the worker before its poll, the
-    /// thread dropping it, before the name goes), so the name can be read.
+    /// [`has_extras`](Self::has_extras).
     #[cold]
     #[inline(never)]
     pub(crate) fn run_hook(&self, pick: fn(&TaskHooks) -> Option<&hooks::TaskCallback>) {
-        // SAFETY: see above.
-        let name = unsafe { self.name() };
-        self.run_hook_named(pick, name);
+        if self.group.task_hooks().and_then(pick).is_some() {
+            let name = self.name();
+            self.run_hook_named(pick, name.as_deref());
+        }
     }
 
     /// `run_hook` with the name given: the after-poll hook's, taken before the poll, since the
@@ -235,7 +196,7 @@ impl TaskMeta {
     /// True when the task must be dropped instead of polled.
     #[inline]
     pub(crate) fn is_cancelled(&self) -> bool {
-        self.aborted.load(Ordering::SeqCst) || self.group.is_cancelled()
+        self.flags.load(Ordering::SeqCst) & ABORTED != 0 || self.group.is_cancelled()
     }
 
     /// Where the task's waker sits in its owner's registry, if it has an entry there (its owner's
@@ -285,7 +246,7 @@ impl TaskMeta {
     /// Store, then read the slot: either this sees the task's entry, or the task, registering,
     /// sees the flag and wakes itself (the registry's half of the pair).
     pub(crate) fn abort(&self) {
-        self.aborted.store(true, Ordering::SeqCst);
+        self.flags.fetch_or(ABORTED, Ordering::SeqCst);
         self.group.wake_idle(self);
     }
 }

@@ -37,6 +37,7 @@ mod join;
 mod join_set;
 mod local;
 pub(crate) mod meta;
+mod names;
 mod yield_now;
 
 use std::future::Future;
@@ -59,7 +60,8 @@ pub use yield_now::yield_now;
 /// worker's stack).
 pub(crate) const BOX_FUTURES_ABOVE: usize = 16 * 1024;
 
-/// Allocates a task for `future` with `meta`; `schedule` is called on each wake.
+/// Allocates a task for `future` with `meta`; `schedule` is called on each wake. The caller runs
+/// the spawn hook ([`spawned`]) before it queues the task.
 pub(crate) fn create<F, S>(
     meta: TaskMeta,
     future: F,
@@ -80,8 +82,14 @@ where
             .metadata(meta)
             .spawn_unchecked(make, WithInfo(schedule))
     };
-    if hooks::maybe() {
-        runnable.metadata().spawned_with_hooks();
-    }
     (runnable, JoinHandle::new(task))
+}
+
+/// Runs the spawn hook of the runtime of the task `r` just created, if any runtime of the process
+/// has hooks: one load of a static and a test otherwise.
+#[inline(always)]
+pub(crate) fn spawned(r: &Runnable) {
+    if hooks::maybe() {
+        r.metadata().spawned_with_hooks();
+    }
 }

@@ -38,8 +38,7 @@ pub(crate) struct Config {
     pub(crate) stall_threshold: Duration,
     /// Most rescued threads (stuck in a poll, their core taken over) at once.
     pub(crate) max_rescue_threads: usize,
-    /// The task hooks; `None` when none is set, so a spawn, a poll and a task's end test one
-    /// pointer.
+    /// The task hooks; `None` when none is set (see `task::hooks` for what a task pays).
     pub(crate) task_hooks: Option<Box<TaskHooks>>,
     /// The runtime's id, unique in the process.
     pub(crate) runtime_id: u64,

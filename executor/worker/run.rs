@@ -133,9 +133,8 @@ fn run_hooked(r: Runnable) {
     // SAFETY: `r` holds the task until `run`, and `keep` from then on: async-task drops the
     // metadata only with the allocation, once no runnable, handle or waker refers to it.
     let meta = unsafe { &*meta };
-    // The poll may end the future, and the name with it: the after-poll hook gets a copy.
-    // SAFETY: this thread holds the task (`r`) and its future until `run`.
-    let name = unsafe { meta.name() }.map(String::from);
+    // The poll may end the future, and the name with it: the after-poll hook uses this copy.
+    let name = meta.name();
     meta.run_hook_named(|h| h.before_poll.as_ref(), name.as_deref());
     r.run();
     meta.run_hook_named(|h| h.after_poll.as_ref(), name.as_deref());
