@@ -40,3 +40,40 @@ pub(crate) fn remove(task: usize) {
     // Freed outside the lock.
     drop(name);
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn entries() -> usize {
+        TABLE.iter().map(|s| s.lock().unwrap().len()).sum()
+    }
+
+    /// Every way a named task ends (completed, panicked, aborted while idle, refused by a
+    /// cancelled group, a blocking closure) removes its name; a panicked task's error keeps a copy.
+    #[test]
+    fn a_named_task_s_end_removes_its_name() {
+        let rt = crate::Runtime::builder().worker_threads(2).build().unwrap();
+        let g = rt.group().build().unwrap();
+        let before = entries();
+        let named = || crate::task::Builder::new().name("n");
+        let done = named().spawn_on(async { 1 }, rt.handle()).unwrap();
+        let panicked = named()
+            .spawn_on(async { panic!("p") }, rt.handle())
+            .unwrap();
+        let idle = named()
+            .spawn_on(std::future::pending::<()>(), rt.handle())
+            .unwrap();
+        let blocking = named().spawn_blocking_on(|| 2, rt.handle()).unwrap();
+        assert_eq!(rt.block_on(done).unwrap(), 1);
+        assert_eq!(rt.block_on(blocking).unwrap(), 2);
+        let err = rt.block_on(panicked).unwrap_err();
+        assert_eq!(err.task_name(), Some("n"));
+        idle.abort();
+        assert!(rt.block_on(idle).unwrap_err().is_cancelled());
+        g.cancel();
+        let refused = named().group(&g).spawn(async {}).unwrap();
+        assert!(rt.block_on(refused).unwrap_err().is_cancelled());
+        assert_eq!(entries(), before, "every ended task's name is gone");
+    }
+}
