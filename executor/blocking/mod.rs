@@ -19,7 +19,8 @@ pub(crate) mod pool;
 
 use std::sync::Arc;
 
-use crate::group::{GroupInner, spawn_with};
+use crate::group::{GroupInner, spawn_meta};
+use crate::task::meta::TaskName;
 use crate::task::{BOX_FUTURES_ABOVE, JoinHandle, Runnable};
 
 pub(crate) use pool::Pool;
@@ -31,13 +32,32 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    if std::mem::size_of::<F>() > BOX_FUTURES_ABOVE {
-        return spawn_sized(pool, group, Box::new(f));
-    }
-    spawn_sized(pool, group, f)
+    spawn_named_blocking(pool, group, None, f)
 }
 
-fn spawn_sized<F, R>(pool: &Arc<Pool>, group: &Arc<GroupInner>, f: F) -> JoinHandle<R>
+/// [`spawn_blocking`] for a task called `name` (`task::Builder`).
+pub(crate) fn spawn_named_blocking<F, R>(
+    pool: &Arc<Pool>,
+    group: &Arc<GroupInner>,
+    name: Option<TaskName>,
+    f: F,
+) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    if std::mem::size_of::<F>() > BOX_FUTURES_ABOVE {
+        return spawn_sized(pool, group, name, Box::new(f));
+    }
+    spawn_sized(pool, group, name, f)
+}
+
+fn spawn_sized<F, R>(
+    pool: &Arc<Pool>,
+    group: &Arc<GroupInner>,
+    name: Option<TaskName>,
+    f: F,
+) -> JoinHandle<R>
 where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
@@ -48,5 +68,11 @@ where
         pool::closure_returned();
         v
     };
-    spawn_with(group, run, move |r, _| p.schedule(r), Runnable::schedule)
+    spawn_meta(
+        group,
+        name,
+        run,
+        move |r, _| p.schedule(r),
+        Runnable::schedule,
+    )
 }

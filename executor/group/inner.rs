@@ -23,6 +23,7 @@ use async_task::ScheduleInfo;
 use event_listener::Event;
 
 use crate::shim::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::task::hooks::TaskHooks;
 use crate::task::{Runnable, TaskPanic};
 
 use super::limiter::Limiter;
@@ -48,6 +49,8 @@ pub(crate) trait Host: Send + Sync + Sized + 'static {
     fn groups(&self) -> &GroupList<GroupInner>;
     /// The runtime's `on_task_panic` hook.
     fn panic_hook(&self) -> Option<&PanicHook>;
+    /// The runtime's task hooks (`on_task_spawn` and the others), `None` if it has none.
+    fn task_hooks(&self) -> Option<&TaskHooks>;
     /// Tasks of `g` waiting in workers' local queues (a snapshot, for metrics).
     fn locally_queued(&self, g: &GroupInner) -> usize;
     /// Links `child`, just built, under `parent` in the scheduler's tree of groups.

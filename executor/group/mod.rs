@@ -43,7 +43,7 @@ pub(crate) use current::{GroupScope, with_current};
 pub(crate) use inner::{GroupInner, Host, HostBinding, HostOf, Hosts, PanicHook};
 use limiter::Limiter;
 pub use scope::Scoped;
-pub(crate) use spawn::{spawn_in, spawn_with};
+pub(crate) use spawn::{spawn_in, spawn_meta, spawn_named_in};
 
 /// The group of the task being polled on this thread (or of the
 /// [`spawn_blocking`](crate::spawn_blocking) closure it runs), or `None` outside a task. A task
@@ -853,6 +853,7 @@ impl Group {
                     .node()
                     .map_or(0, |n| n.throttled_ns(crate::clock::stamp())),
             ),
+            id: inner.id(),
         }
     }
 }
@@ -931,4 +932,58 @@ pub struct GroupMetrics {
     /// Time the group's CPU cap ([`GroupBuilder::cpu_limit`]) held it back: from the moment it
     /// used its quota to the start of the period that gave it room again.
     pub throttled: Duration,
+    /// The group's id ([`Group::id`]): unique among its runtime's groups, so that groups of equal
+    /// names stay apart.
+    pub id: u64,
+}
+
+/// The group's id, for telling groups of equal names apart (listings, exported metrics).
+impl Group {
+    /// The group's id: unique among its runtime's groups while it lives, never changes.
+    /// Unnamed groups are called `group-{id}`.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let a = rt.group().name("same").build().unwrap();
+    /// let b = rt.group().name("same").build().unwrap();
+    /// assert_ne!(a.id(), b.id());
+    /// let c = rt.group().build().unwrap();
+    /// assert_eq!(c.name(), format!("group-{}", c.id()));
+    /// ```
+    pub fn id(&self) -> u64 {
+        self.inner.id()
+    }
+}
+
+/// One line: `group 'name' (id N, weight W): tasks S spawned, C completed, X cancelled, P
+/// panicked, U unfinished; polls N, busy T, runnable R, wait T`.
+///
+/// ```
+/// let rt = rondo::Runtime::new().unwrap();
+/// let g = rt.group().name("api").weight(3).build().unwrap();
+/// rt.block_on(g.spawn(async {})).unwrap();
+/// rt.block_on(g.wait_idle());
+/// let line = g.metrics().to_string();
+/// assert!(line.starts_with(&format!("group 'api' (id {}, weight 3): tasks 1 spawned, 1 completed", g.id())));
+/// ```
+impl fmt::Display for GroupMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "group '{}' (id {}, weight {}): tasks {} spawned, {} completed, {} cancelled, {} \
+             panicked, {} unfinished; polls {}, busy {:.1?}, runnable {}, wait {:.1?}",
+            self.name,
+            self.id,
+            self.weight,
+            self.spawned,
+            self.completed,
+            self.cancelled,
+            self.panicked,
+            self.unfinished,
+            self.polls,
+            self.busy,
+            self.runnable,
+            self.wait
+        )
+    }
 }

@@ -7,7 +7,8 @@ use std::any::Any;
 use std::sync::Arc;
 
 use crate::shim::Ordering;
-use crate::task::meta::{Binding, Outcome, Owner, Tasks};
+use crate::task::hooks::TaskHooks;
+use crate::task::meta::{Binding, Outcome, Owner, TaskRef, Tasks};
 use crate::task::{TaskMeta, TaskPanic};
 
 use super::current::GroupScope;
@@ -60,11 +61,12 @@ impl Owner for GroupInner {
         self.host.panic_hook().is_some()
     }
 
-    fn report_panic(&self, payload: &(dyn Any + Send)) {
+    fn report_panic(&self, payload: &(dyn Any + Send), task: Option<TaskRef<'_>>) {
         if let Some(hook) = self.host.panic_hook() {
             let p = TaskPanic {
                 payload,
                 group: self.name(),
+                task,
             };
             // A panicking hook must not take down the thread that reports.
             if let Err(again) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&p)))
@@ -72,5 +74,18 @@ impl Owner for GroupInner {
                 crate::task::future::drop_payload(again);
             }
         }
+    }
+
+    fn owner_name(&self) -> &str {
+        self.name()
+    }
+
+    fn owner_id(&self) -> u64 {
+        self.id()
+    }
+
+    #[inline]
+    fn task_hooks(&self) -> Option<&TaskHooks> {
+        self.host.task_hooks()
     }
 }

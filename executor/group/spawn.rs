@@ -4,6 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::shim::Ordering;
+use crate::task::meta::TaskName;
 use crate::task::{self, BOX_FUTURES_ABOVE, JoinHandle, TaskMeta};
 
 use super::inner::{GroupInner, Host, HostOf};
@@ -52,8 +53,46 @@ where
     F::Output: Send + 'static,
     S: Fn(crate::task::Runnable, async_task::ScheduleInfo) + Send + Sync + 'static,
 {
-    let meta = TaskMeta::new(group.clone());
-    let (runnable, handle) = task::create(meta, future, schedule);
+    spawn_meta(group, None, future, schedule, first)
+}
+
+/// [`spawn_in`] for a task called `name` (`task::Builder`).
+pub(crate) fn spawn_named_in<F>(
+    group: &Arc<GroupInner>,
+    name: Option<TaskName>,
+    future: F,
+) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let (schedule, first) = (<HostOf as Host>::schedule, <HostOf as Host>::schedule_new);
+    if std::mem::size_of::<F>() > BOX_FUTURES_ABOVE {
+        spawn_meta(group, name, Box::pin(future), schedule, first)
+    } else {
+        spawn_meta(group, name, future, schedule, first)
+    }
+}
+
+/// [`spawn_with`] for a task called `name` (`None`: unnamed).
+#[inline(always)]
+pub(crate) fn spawn_meta<F, S>(
+    group: &Arc<GroupInner>,
+    name: Option<TaskName>,
+    future: F,
+    schedule: S,
+    first: impl FnOnce(crate::task::Runnable),
+) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Fn(crate::task::Runnable, async_task::ScheduleInfo) + Send + Sync + 'static,
+{
+    let (runnable, handle) = task::create(TaskMeta::new(group.clone()), future, schedule);
+    if let Some(name) = name {
+        runnable.metadata().set_name(name);
+    }
+    task::spawned(&runnable);
     // Counted even when refused: its drop below counts it as cancelled.
     group.registry.spawned();
     trace_event!(

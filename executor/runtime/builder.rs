@@ -2,11 +2,13 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::blocking::Pool;
 use crate::group::PanicHook;
 use crate::task::TaskPanic;
+use crate::task::hooks::{self, TaskCallback, TaskHooks, TaskMeta};
 use crate::worker::{Config, ThreadHook};
 
 use super::Runtime;
@@ -60,6 +62,10 @@ pub struct Builder {
     stall_threshold: Duration,
     max_rescue_threads: usize,
     start_paused: bool,
+    /// `None`: derived from `name` (`{name}-worker`), else `rondo-worker`.
+    thread_name_set: Option<String>,
+    name: Option<String>,
+    task_hooks: TaskHooks,
 }
 
 /// The smallest stack [`Builder::thread_stack_size`] accepts: less cannot run the worker loop and
@@ -91,6 +97,14 @@ impl fmt::Debug for Builder {
             .field("blocking_keep_alive", &self.blocking_keep_alive)
             .field("stall_threshold", &self.stall_threshold)
             .field("max_rescue_threads", &self.max_rescue_threads)
+            .field("name", &self.name)
+            .field("on_task_spawn", &self.task_hooks.on_spawn.is_some())
+            .field("on_task_terminate", &self.task_hooks.on_terminate.is_some())
+            .field(
+                "on_before_task_poll",
+                &self.task_hooks.before_poll.is_some(),
+            )
+            .field("on_after_task_poll", &self.task_hooks.after_poll.is_some())
             .finish()
     }
 }
@@ -119,6 +133,9 @@ impl Builder {
             stall_threshold: DEFAULT_STALL_THRESHOLD,
             max_rescue_threads: DEFAULT_MAX_RESCUE_THREADS,
             start_paused: false,
+            thread_name_set: None,
+            name: None,
+            task_hooks: TaskHooks::default(),
         }
     }
 
@@ -148,7 +165,7 @@ impl Builder {
     /// assert_eq!(name, "db-0");
     /// ```
     pub fn thread_name(mut self, name: impl Into<String>) -> Self {
-        self.thread_name = name.into();
+        self.thread_name_set = Some(name.into());
         self
     }
 
@@ -366,7 +383,10 @@ impl Builder {
     /// let err = rondo::Builder::new().thread_name("").build().unwrap_err();
     /// assert!(err.to_string().contains("thread_name"));
     /// ```
-    pub fn build(self) -> Result<Runtime, BuildError> {
+    pub fn build(mut self) -> Result<Runtime, BuildError> {
+        if let Some(err) = self.resolve_names() {
+            return Err(err);
+        }
         let start_paused = self.start_paused;
         let workers = match self.worker_threads {
             Some(0) => {
@@ -445,6 +465,12 @@ impl Builder {
                 thread_stack_size: self.thread_stack_size,
                 stall_threshold: self.stall_threshold,
                 max_rescue_threads: self.max_rescue_threads,
+                task_hooks: (!self.task_hooks.is_empty()).then(|| {
+                    hooks::announce();
+                    Box::new(self.task_hooks)
+                }),
+                runtime_id: next_runtime_id(),
+                runtime_name: self.name,
             },
             pool,
         )?;
@@ -498,3 +524,154 @@ impl fmt::Display for BuildError {
 }
 
 impl std::error::Error for BuildError {}
+
+/// Runtime names and task hooks (tokio's names: `name`, `on_task_spawn`, `on_task_terminate`,
+/// `on_before_task_poll`, `on_after_task_poll`).
+impl Builder {
+    /// The runtime's name, returned by [`Handle::name`](crate::Handle::name). Unless
+    /// [`thread_name`](Self::thread_name) is set, the worker threads are named after it:
+    /// `{name}-worker-{index}`. Must be non-empty and contain no NUL byte. Default: none (threads
+    /// named `rondo-worker-{index}`).
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().name("api").worker_threads(1).build().unwrap();
+    /// assert_eq!(rt.handle().name(), Some("api"));
+    /// let thread = rt.block_on(rt.spawn(async {
+    ///     std::thread::current().name().unwrap().to_string()
+    /// }));
+    /// assert_eq!(thread.unwrap(), "api-worker-0");
+    /// let err = rondo::Runtime::builder().name("").build().unwrap_err();
+    /// assert!(err.to_string().contains("name"));
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// A hook run for every task spawned onto the runtime, on the spawning thread, after the task
+    /// exists and before it is queued (so before its first poll). Blocking closures
+    /// ([`spawn_blocking`](crate::spawn_blocking)) are tasks too. A panic inside the hook is
+    /// caught and ignored. While no runtime of the process has task hooks, a spawn pays one test.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let spawned = Arc::new(AtomicUsize::new(0));
+    /// let s = spawned.clone();
+    /// let rt = rondo::Runtime::builder()
+    ///     .on_task_spawn(move |_| { s.fetch_add(1, Ordering::SeqCst); })
+    ///     .build()
+    ///     .unwrap();
+    /// rt.block_on(rt.spawn(async {})).unwrap();
+    /// assert_eq!(spawned.load(Ordering::SeqCst), 1);
+    /// ```
+    pub fn on_task_spawn(mut self, hook: impl Fn(&TaskMeta<'_>) + Send + Sync + 'static) -> Self {
+        self.task_hooks.on_spawn = Some(callback(hook));
+        self
+    }
+
+    /// A hook run once for every task when it ends (completed, panicked or cancelled), on the
+    /// thread that drops its future, after the future's destructor ran and before the task's
+    /// [`JoinHandle`](crate::JoinHandle) resolves. A panic inside the hook is caught and ignored.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let ended = Arc::new(AtomicUsize::new(0));
+    /// let e = ended.clone();
+    /// let rt = rondo::Runtime::builder()
+    ///     .on_task_terminate(move |_| { e.fetch_add(1, Ordering::SeqCst); })
+    ///     .build()
+    ///     .unwrap();
+    /// rt.block_on(rt.spawn(async {})).unwrap();
+    /// assert_eq!(ended.load(Ordering::SeqCst), 1);
+    /// ```
+    pub fn on_task_terminate(
+        mut self,
+        hook: impl Fn(&TaskMeta<'_>) + Send + Sync + 'static,
+    ) -> Self {
+        self.task_hooks.on_terminate = Some(callback(hook));
+        self
+    }
+
+    /// A hook run on the worker just before each poll of a task, with the task's group current.
+    /// Not run for a cancelled task, whose future is dropped without a poll. A panic inside the
+    /// hook is caught and ignored. A task spawned while no runtime of the process has task hooks
+    /// pays one test per poll. Not run for blocking closures
+    /// ([`spawn_blocking`](crate::spawn_blocking)), which a pool thread runs, not a worker.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let polls = Arc::new(AtomicUsize::new(0));
+    /// let p = polls.clone();
+    /// let rt = rondo::Runtime::builder()
+    ///     .on_before_task_poll(move |_| { p.fetch_add(1, Ordering::SeqCst); })
+    ///     .build()
+    ///     .unwrap();
+    /// rt.block_on(rt.spawn(async { rondo::yield_now().await })).unwrap();
+    /// assert_eq!(polls.load(Ordering::SeqCst), 2);
+    /// ```
+    pub fn on_before_task_poll(
+        mut self,
+        hook: impl Fn(&TaskMeta<'_>) + Send + Sync + 'static,
+    ) -> Self {
+        self.task_hooks.before_poll = Some(callback(hook));
+        self
+    }
+
+    /// A hook run on the worker just after each poll of a task (also after the poll that
+    /// completed it, which runs the task's [`on_task_terminate`](Self::on_task_terminate) hook
+    /// first, so the task's handle may resolve before this hook runs). With several workers, a
+    /// task woken during its poll may begin its next poll on another worker before this hook
+    /// returns. A panic inside the hook is caught and ignored.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let polls = Arc::new(AtomicUsize::new(0));
+    /// let p = polls.clone();
+    /// let rt = rondo::Runtime::builder()
+    ///     .on_after_task_poll(move |_| { p.fetch_add(1, Ordering::SeqCst); })
+    ///     .build()
+    ///     .unwrap();
+    /// rt.block_on(rt.spawn(async { rondo::yield_now().await })).unwrap();
+    /// drop(rt); // joins the workers: the last poll's hook has run
+    /// assert_eq!(polls.load(Ordering::SeqCst), 2);
+    /// ```
+    pub fn on_after_task_poll(
+        mut self,
+        hook: impl Fn(&TaskMeta<'_>) + Send + Sync + 'static,
+    ) -> Self {
+        self.task_hooks.after_poll = Some(callback(hook));
+        self
+    }
+
+    /// Checks the runtime name and settles the threads' name prefix: the one given to
+    /// `thread_name`, else `{name}-worker`, else `rondo-worker`.
+    fn resolve_names(&mut self) -> Option<BuildError> {
+        if let Some(name) = &self.name {
+            if name.is_empty() || name.contains('\0') {
+                return Some(BuildError::new(format!(
+                    "name must be non-empty and contain no NUL byte (got {name:?})"
+                )));
+            }
+        }
+        self.thread_name = match (self.thread_name_set.take(), &self.name) {
+            (Some(t), _) => t,
+            (None, Some(name)) => format!("{name}-worker"),
+            (None, None) => std::mem::take(&mut self.thread_name),
+        };
+        None
+    }
+}
+
+fn callback(hook: impl Fn(&TaskMeta<'_>) + Send + Sync + 'static) -> TaskCallback {
+    Arc::new(hook)
+}
+
+/// The next runtime's id: 1, 2, 3, ... in the process.
+fn next_runtime_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}

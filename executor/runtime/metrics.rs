@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::group::Host;
+use crate::group::{Group, GroupMetrics, Host};
 use crate::worker::Shared;
 
 /// A snapshot of a runtime's counters, from [`Runtime::metrics`](crate::Runtime::metrics) or
@@ -56,6 +56,9 @@ pub struct RuntimeMetrics {
     pub hand_offs: u64,
     /// Times the stall monitor woke up; it does not while every worker is parked.
     pub monitor_wakeups: u64,
+    /// Every group alive at the snapshot, the default group included, by id (see
+    /// [`Group::metrics`](crate::Group::metrics)).
+    pub groups: Vec<GroupMetrics>,
 }
 
 /// One worker's counters since the runtime started (see [`RuntimeMetrics`]).
@@ -117,6 +120,11 @@ impl RuntimeMetrics {
             .collect();
         let groups = shared.groups().snapshot();
         let (threads, spare_threads, rescues) = shared.threads().counts();
+        let mut group_metrics: Vec<GroupMetrics> = groups
+            .iter()
+            .map(|g| Group { inner: g.clone() }.metrics())
+            .collect();
+        group_metrics.sort_unstable_by_key(|m| m.id);
         RuntimeMetrics {
             workers,
             global_queue_depth: groups.iter().map(|g| g.queued()).sum::<usize>()
@@ -135,11 +143,14 @@ impl RuntimeMetrics {
             rescues,
             hand_offs: shared.hand_offs(),
             monitor_wakeups: shared.monitor().wakeups(),
+            groups: group_metrics,
         }
     }
 
     /// The snapshot in the Prometheus text exposition format (version 0.0.4), every metric named
-    /// `rondo_*`, per-worker series labelled `worker="N"`. Serve it from any HTTP endpoint, or
+    /// `rondo_*`, per-worker series labelled `worker="N"`, per-group series (`rondo_group_*`)
+    /// labelled `group="name",group_id="N"` (the id keeps groups of equal names apart; a name's
+    /// backslashes, double quotes and line feeds are escaped). Serve it from any HTTP endpoint, or
     /// write it to a file for a node exporter's textfile collector.
     ///
     /// ```
@@ -278,7 +289,108 @@ impl RuntimeMetrics {
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
             );
         }
+        self.write_groups(&mut out);
         out
+    }
+
+    /// The per-group series of [`to_prometheus`](Self::to_prometheus).
+    fn write_groups(&self, out: &mut String) {
+        use fmt::Write;
+        type Series = (
+            &'static str,
+            &'static str,
+            &'static str,
+            fn(&GroupMetrics) -> String,
+        );
+        let per_group: [Series; 10] = [
+            ("rondo_group_weight", "gauge", "The group's weight.", |g| {
+                g.weight.to_string()
+            }),
+            (
+                "rondo_group_spawned_total",
+                "counter",
+                "Tasks spawned into the group.",
+                |g| g.spawned.to_string(),
+            ),
+            (
+                "rondo_group_completed_total",
+                "counter",
+                "Tasks that ran to completion.",
+                |g| g.completed.to_string(),
+            ),
+            (
+                "rondo_group_cancelled_total",
+                "counter",
+                "Tasks dropped before completing.",
+                |g| g.cancelled.to_string(),
+            ),
+            (
+                "rondo_group_panicked_total",
+                "counter",
+                "Tasks that panicked.",
+                |g| g.panicked.to_string(),
+            ),
+            (
+                "rondo_group_unfinished_tasks",
+                "gauge",
+                "Tasks spawned and not yet finished.",
+                |g| g.unfinished.to_string(),
+            ),
+            (
+                "rondo_group_polls_total",
+                "counter",
+                "Polls of the group's tasks.",
+                |g| g.polls.to_string(),
+            ),
+            (
+                "rondo_group_busy_seconds_total",
+                "counter",
+                "Worker time spent serving the group.",
+                |g| format!("{:.9}", g.busy.as_secs_f64()),
+            ),
+            (
+                "rondo_group_runnable_tasks",
+                "gauge",
+                "Tasks runnable and not running.",
+                |g| g.runnable.to_string(),
+            ),
+            (
+                "rondo_group_wait_seconds_total",
+                "counter",
+                "Time the group had queued work no worker had picked up.",
+                |g| format!("{:.9}", g.wait.as_secs_f64()),
+            ),
+        ];
+        for (name, kind, help, value) in per_group {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for g in &self.groups {
+                let _ = writeln!(
+                    out,
+                    "{name}{{group=\"{}\",group_id=\"{}\"}} {}",
+                    LabelValue(&g.name),
+                    g.id,
+                    value(g)
+                );
+            }
+        }
+    }
+}
+
+/// A label value in the exposition format: backslash, double quote and line feed escaped.
+struct LabelValue<'a>(&'a str);
+
+impl fmt::Display for LabelValue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use fmt::Write;
+        for c in self.0.chars() {
+            match c {
+                '\\' => f.write_str("\\\\")?,
+                '"' => f.write_str("\\\"")?,
+                '\n' => f.write_str("\\n")?,
+                c => f.write_char(c)?,
+            }
+        }
+        Ok(())
     }
 }
 

@@ -49,6 +49,8 @@ mod builder;
 pub(crate) mod context;
 mod join_set;
 mod metrics;
+mod observe;
+mod task_builder;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
@@ -69,6 +71,7 @@ impl BlockingBinding for Blocking {
     type Pool = Pool;
 }
 
+pub use crate::task::hooks::TaskMeta;
 pub use builder::{
     BuildError, Builder, DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_MAX_BLOCKING_THREADS,
     DEFAULT_MAX_RESCUE_THREADS, DEFAULT_QUANTUM, DEFAULT_STALL_THRESHOLD, MAX_QUANTUM,
@@ -76,6 +79,7 @@ pub use builder::{
 };
 pub use context::EnterGuard;
 pub use metrics::{RuntimeMetrics, WorkerMetrics};
+pub use observe::Id;
 
 /// A handle to a runtime: spawn onto it, enter it, make groups. Cheap to clone; `Send + Sync`.
 ///

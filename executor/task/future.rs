@@ -25,7 +25,7 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
-use super::meta::{Outcome, Owner, OwnerOf, Payload, TaskMeta};
+use super::meta::{Outcome, Owner, OwnerOf, Payload, TaskMeta, TaskRef};
 
 pin_project! {
     /// The future async-task polls (see the module docs).
@@ -45,6 +45,9 @@ pin_project! {
             if this.future.as_ref().get_ref().is_some() {
                 let meta = *this.meta;
                 OwnerOf::as_current(&meta.group, || drop_future(this.future, meta));
+            }
+            if this.meta.has_extras() {
+                this.meta.end_extras();
             }
             this.meta.group.finished(this.meta, *this.outcome);
         }
@@ -87,7 +90,7 @@ impl<F: Future> Future for TaskFuture<'_, F> {
             Err(payload) => {
                 *this.outcome = Outcome::Panicked;
                 // The hook sees the panic before the future's destructor runs.
-                this.meta.group.report_panic(&*payload);
+                let payload = report_poll_panic(this.meta, payload);
                 drop_future(this.future, this.meta);
                 Poll::Ready(TaskOutput::new(Err(payload)))
             }
@@ -100,8 +103,39 @@ impl<F: Future> Future for TaskFuture<'_, F> {
 fn drop_future<F>(future: Pin<&mut Option<F>>, meta: &TaskMeta) {
     let mut future = future;
     if let Err(payload) = catch_unwind(AssertUnwindSafe(|| future.set(None))) {
-        report_and_drop(&*meta.group, payload);
+        report_destructor_panic(meta, payload);
     }
+}
+
+/// Reports a panic of the task's future's destructor, naming the task.
+#[cold]
+#[inline(never)]
+fn report_destructor_panic(meta: &TaskMeta, payload: Payload) {
+    let name = meta.name();
+    report_and_drop(&*meta.group, payload, Some((meta.id(), name.as_deref())));
+}
+
+/// Reports a panic of the task's poll, naming the task, and returns the payload for its
+/// `JoinError`: a named task's wrapped with its name, which goes with the future.
+#[cold]
+#[inline(never)]
+fn report_poll_panic(meta: &TaskMeta, payload: Payload) -> Payload {
+    let name = meta.name();
+    meta.group
+        .report_panic(&*payload, Some((meta.id(), name.as_deref())));
+    match name {
+        Some(name) => Box::new(NamedPanic {
+            payload,
+            name: name.into(),
+        }),
+        None => payload,
+    }
+}
+
+/// A named task's panic payload on its way to the task's `JoinError`, which unwraps it.
+pub(crate) struct NamedPanic {
+    pub(crate) payload: Payload,
+    pub(crate) name: Box<str>,
 }
 
 /// Drops a panic payload whose own destructor may panic; a second panic is leaked, not raised.
@@ -173,20 +207,20 @@ pub(crate) fn take_deferred_panic() -> Option<Payload> {
 }
 
 /// Drops `value` (a task's output) and reports a panic of its destructor to `owner`.
-pub(crate) fn drop_reporting<T, O: Owner>(value: T, owner: &O) {
+pub(crate) fn drop_reporting<T, O: Owner>(value: T, owner: &O, task: Option<TaskRef<'_>>) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
-        report_and_drop(owner, payload);
+        report_and_drop(owner, payload, task);
     }
 }
 
 /// Reports to `owner` a panic that a `TaskOutput` destructor deferred on this thread, if any.
 pub(crate) fn report_deferred<O: Owner>(owner: &O) {
     if let Some(payload) = take_deferred_panic() {
-        report_and_drop(owner, payload);
+        report_and_drop(owner, payload, None);
     }
 }
 
-fn report_and_drop<O: Owner>(owner: &O, payload: Payload) {
-    owner.report_panic(&*payload);
+fn report_and_drop<O: Owner>(owner: &O, payload: Payload, task: Option<TaskRef<'_>>) {
+    owner.report_panic(&*payload, task);
     drop_payload(payload);
 }

@@ -118,6 +118,19 @@ impl<T> JoinHandle<T> {
         self.polled == Polled::Ready || self.task.as_ref().is_none_or(|t| t.is_finished())
     }
 
+    /// The task's id (tokio's `JoinHandle::id`): unique among the tasks alive at one time.
+    ///
+    /// ```
+    /// rondo::block_on(async {
+    ///     let h = rondo::spawn(async { panic!("boom") });
+    ///     let id = h.id();
+    ///     assert_eq!(h.await.unwrap_err().id(), id);
+    /// });
+    /// ```
+    pub fn id(&self) -> super::Id {
+        self.meta().id()
+    }
+
     /// The identity of the task, for the nested `block_on`'s inline check.
     pub(crate) fn task_id(&self) -> usize {
         task_id(self.meta())
@@ -150,8 +163,8 @@ impl<T> Future for JoinHandle<T> {
                 self.polled = Polled::Ready;
                 Poll::Ready(match out.map(TaskOutput::into_inner) {
                     Some(Ok(v)) => Ok(v),
-                    Some(Err(p)) => Err(JoinError::panic(p)),
-                    None => Err(JoinError::cancelled()),
+                    Some(Err(p)) => Err(JoinError::of_task(Some(p), self.meta())),
+                    None => Err(JoinError::of_task(None, self.meta())),
                 })
             }
         }
@@ -234,7 +247,8 @@ fn drop_output<T>(task: &mut FallibleTask<TaskOutput<T>, TaskMeta>, meta: &TaskM
     let mut cx = Context::from_waker(Waker::noop());
     match Pin::new(task).poll(&mut cx) {
         Poll::Ready(Some(out)) => {
-            drop_reporting(out.into_inner(), &*meta.group);
+            // The task's future, and its name, are gone: the report names its id.
+            drop_reporting(out.into_inner(), &*meta.group, Some((meta.id(), None)));
             true
         }
         Poll::Ready(None) => true,

@@ -15,7 +15,10 @@ use std::any::Any;
 use std::sync::Arc;
 use std::task::Waker;
 
-use crate::shim::{AtomicBool, AtomicUsize, Ordering};
+use crate::shim::{AtomicU32, AtomicUsize, Ordering};
+
+use super::hooks::{self, Id, TaskHooks};
+use super::names;
 
 /// A panic payload, as `catch_unwind` returns it.
 pub(crate) type Payload = Box<dyn Any + Send + 'static>;
@@ -44,8 +47,9 @@ pub(crate) trait Owner: Send + Sync + Sized + 'static {
     fn wake_idle(&self, meta: &TaskMeta);
     /// True once the whole set was cancelled.
     fn is_cancelled(&self) -> bool;
-    /// Reports a panic caught in the task's future, its destructor or its output's destructor.
-    fn report_panic(&self, payload: &(dyn Any + Send));
+    /// Reports a panic caught in the task's future, its destructor or its output's destructor;
+    /// `task` is the task, where the reporting code knows it (for its id and name).
+    fn report_panic(&self, payload: &(dyn Any + Send), task: Option<TaskRef<'_>>);
     /// Whether `report_panic` goes anywhere (a hook is installed).
     fn reports_panics(&self) -> bool;
     /// Runs `f` (the destructor of a task's unfinished future) with `this` as the current set, as
@@ -53,6 +57,13 @@ pub(crate) trait Owner: Send + Sync + Sized + 'static {
     /// the thread shutting the runtime down, a thread whose push found the queues closed), so what
     /// it spawns joins its set instead of whatever runtime that thread has current.
     fn as_current<R>(this: &Arc<Self>, f: impl FnOnce() -> R) -> R;
+    /// The set's name, as hooks and panic reports show it.
+    fn owner_name(&self) -> &str;
+    /// The set's id, unique among its runtime's sets.
+    fn owner_id(&self) -> u64;
+    /// The runtime's task hooks, or `None` when it has none (looked up only for tasks marked at
+    /// their spawn, see `hooks`).
+    fn task_hooks(&self) -> Option<&TaskHooks>;
 }
 
 /// Names the type that owns tasks. Implemented once, by the group layer, for [`Tasks`].
@@ -70,8 +81,10 @@ pub(crate) type OwnerOf = <Tasks as Binding>::Owner;
 pub(crate) struct TaskMeta {
     /// The set the task belongs to, for routing, accounting and cancellation.
     pub(crate) group: Arc<OwnerOf>,
-    /// Set once by `JoinHandle::abort`; never cleared. A set flag means: drop, do not poll.
-    aborted: AtomicBool,
+    /// `ABORTED`, set once by `JoinHandle::abort` and never cleared (a set flag means: drop, do
+    /// not poll); `EXTRAS` and `NAMED`, set by the spawner before the task is queued (see
+    /// [`has_extras`](Self::has_extras)). In the padding beside the group's pointer: free.
+    flags: AtomicU32,
     /// Where the task's waker sits in its owner's registry, or `UNREGISTERED`. Written by the
     /// task's first poll that returns `Pending`, and reset to `UNREGISTERED` when its future is
     /// dropped, so a later `abort` cannot reach a slot reused by another task. While the future
@@ -79,19 +92,111 @@ pub(crate) struct TaskMeta {
     slot: AtomicUsize,
 }
 
+/// `TaskMeta::flags`: the task was aborted.
+const ABORTED: u32 = 1;
+/// `TaskMeta::flags`: the task's polls and end take the path that runs hooks and forgets names.
+const EXTRAS: u32 = 2;
+/// `TaskMeta::flags`: the task has an entry in the table of names.
+const NAMED: u32 = 4;
+
+/// A task's name, as `task::Builder` hands it to the spawn path.
+pub(crate) struct TaskName(pub(crate) String);
+
+/// A task as a panic report names it: its id, and its name while its future lives.
+pub(crate) type TaskRef<'a> = (Id, Option<&'a str>);
+
 impl TaskMeta {
+    #[inline(always)]
     pub(crate) fn new(group: Arc<OwnerOf>) -> Self {
         TaskMeta {
             group,
-            aborted: AtomicBool::new(false),
+            flags: AtomicU32::new(0),
             slot: AtomicUsize::new(UNREGISTERED),
+        }
+    }
+
+    /// The task's id: the address of this metadata (see `hooks`).
+    #[inline]
+    pub(crate) fn id(&self) -> Id {
+        Id::from_addr(task_id(self))
+    }
+
+    /// Names the task (its spawner, after creating it and before queueing it).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn set_name(&self, name: TaskName) {
+        names::insert(task_id(self), name.0);
+        self.flags.fetch_or(EXTRAS | NAMED, Ordering::Relaxed);
+    }
+
+    /// A copy of the task's name, if it was given one and its future lives.
+    pub(crate) fn name(&self) -> Option<String> {
+        if self.flags.load(Ordering::Relaxed) & NAMED == 0 {
+            return None;
+        }
+        names::get(task_id(self))
+    }
+
+    /// True if the task has a name, or was spawned while a runtime of the process has task
+    /// hooks: its polls and its end then take the path that runs hooks and forgets names. One
+    /// load and test of a word in the metadata's first line.
+    #[inline(always)]
+    pub(crate) fn has_extras(&self) -> bool {
+        self.flags.load(Ordering::Relaxed) & EXTRAS != 0
+    }
+
+    /// At the spawn, while a runtime of the process has hooks: marks the task so that its polls
+    /// and its end look for them, and runs the spawn hook. The spawner holds the task.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn spawned_with_hooks(&self) {
+        self.flags.fetch_or(EXTRAS, Ordering::Relaxed);
+        self.run_hook(|h| h.on_spawn.as_ref());
+    }
+
+    /// As the task's future is dropped (by its holder), for a task with
+    /// [`has_extras`](Self::has_extras): runs the end hook, then forgets the name.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn end_extras(&self) {
+        self.run_hook(|h| h.on_terminate.as_ref());
+        if self.flags.load(Ordering::Relaxed) & NAMED != 0 {
+            names::remove(task_id(self));
+        }
+    }
+
+    /// Runs the hook `pick` chooses from the task's runtime's hooks, with this task's view, if
+    /// that runtime has it. Out of line and cold: callers first test [`hooks::maybe`] or
+    /// [`has_extras`](Self::has_extras).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn run_hook(&self, pick: fn(&TaskHooks) -> Option<&hooks::TaskCallback>) {
+        if self.group.task_hooks().and_then(pick).is_some() {
+            let name = self.name();
+            self.run_hook_named(pick, name.as_deref());
+        }
+    }
+
+    /// `run_hook` with the name given: the after-poll hook's, taken before the poll, since the
+    /// poll may end the future and its name.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn run_hook_named(
+        &self,
+        pick: fn(&TaskHooks) -> Option<&hooks::TaskCallback>,
+        name: Option<&str>,
+    ) {
+        if let Some(hook) = self.group.task_hooks().and_then(pick) {
+            let group = &*self.group;
+            let view = hooks::TaskMeta::new(self.id(), name, group.owner_name(), group.owner_id());
+            hooks::call(hook, &view);
         }
     }
 
     /// True when the task must be dropped instead of polled.
     #[inline]
     pub(crate) fn is_cancelled(&self) -> bool {
-        self.aborted.load(Ordering::SeqCst) || self.group.is_cancelled()
+        self.flags.load(Ordering::SeqCst) & ABORTED != 0 || self.group.is_cancelled()
     }
 
     /// Where the task's waker sits in its owner's registry, if it has an entry there (its owner's
@@ -141,7 +246,7 @@ impl TaskMeta {
     /// Store, then read the slot: either this sees the task's entry, or the task, registering,
     /// sees the flag and wakes itself (the registry's half of the pair).
     pub(crate) fn abort(&self) {
-        self.aborted.store(true, Ordering::SeqCst);
+        self.flags.fetch_or(ABORTED, Ordering::SeqCst);
         self.group.wake_idle(self);
     }
 }

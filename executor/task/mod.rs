@@ -6,6 +6,8 @@
 //! [`consume_budget`] give the worker back; [`BUDGET`] is what one poll may spend on ready rondo
 //! futures.
 //!
+//! A [`Builder`] spawns a task with a name, into a chosen group; every task has an [`Id`].
+//!
 //! A [`JoinSet`] spawns tasks and yields their results as they complete; dropping it aborts
 //! the tasks still in it. [`task_local!`](crate::task_local) declares a [`LocalKey`], a value set
 //! for a future's polls by [`LocalKey::scope`] and read inside with [`LocalKey::with`].
@@ -26,21 +28,26 @@
 //! panics and does the task's bookkeeping exactly once; the output travels in a wrapper whose
 //! destructor never unwinds.
 
+mod builder;
 pub(crate) mod coop;
 mod error;
 pub(crate) mod future;
+pub(crate) mod hooks;
 mod join;
 mod join_set;
 mod local;
 pub(crate) mod meta;
+mod names;
 mod yield_now;
 
 use std::future::Future;
 
 use async_task::{Builder as TaskBuilder, ScheduleInfo, WithInfo};
 
+pub use builder::Builder;
 pub use coop::{BUDGET, consume_budget};
 pub use error::{JoinError, TaskPanic};
+pub use hooks::Id;
 pub use join::JoinHandle;
 pub(crate) use join::{end_probe, start_probe};
 pub use join_set::JoinSet;
@@ -53,7 +60,8 @@ pub use yield_now::yield_now;
 /// worker's stack).
 pub(crate) const BOX_FUTURES_ABOVE: usize = 16 * 1024;
 
-/// Allocates a task for `future` with `meta`; `schedule` is called on each wake.
+/// Allocates a task for `future` with `meta`; `schedule` is called on each wake. The caller runs
+/// the spawn hook ([`spawned`]) before it queues the task.
 pub(crate) fn create<F, S>(
     meta: TaskMeta,
     future: F,
@@ -75,4 +83,13 @@ where
             .spawn_unchecked(make, WithInfo(schedule))
     };
     (runnable, JoinHandle::new(task))
+}
+
+/// Runs the spawn hook of the runtime of the task `r` just created, if any runtime of the process
+/// has hooks: one load of a static and a test otherwise.
+#[inline(always)]
+pub(crate) fn spawned(r: &Runnable) {
+    if hooks::maybe() {
+        r.metadata().spawned_with_hooks();
+    }
 }

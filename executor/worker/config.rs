@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::group::PanicHook;
+use crate::task::hooks::TaskHooks;
 
 /// Names the blocking pool's type, so that `Shared` owns the pool without this layer importing
 /// it: workers never use the pool, only the runtime layer does, which implements this once, for
@@ -37,6 +38,12 @@ pub(crate) struct Config {
     pub(crate) stall_threshold: Duration,
     /// Most rescued threads (stuck in a poll, their core taken over) at once.
     pub(crate) max_rescue_threads: usize,
+    /// The task hooks; `None` when none is set (see `task::hooks` for what a task pays).
+    pub(crate) task_hooks: Option<Box<TaskHooks>>,
+    /// The runtime's id, unique in the process.
+    pub(crate) runtime_id: u64,
+    /// The name given to `Builder::name`.
+    pub(crate) runtime_name: Option<String>,
 }
 
 /// A hook runtime threads run when they start or stop.

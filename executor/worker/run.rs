@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::group::{GroupInner, GroupScope};
 use crate::task::Runnable;
+use crate::task::TaskMeta;
 use crate::task::coop::PollBudget;
 use crate::task::future::{drop_payload, take_deferred_panic};
 use crate::task::meta::Owner;
@@ -46,6 +47,8 @@ impl Core {
         // would name it went with the core).
         let mut rescued_from: Option<Arc<GroupInner>> = None;
         let cancelled = meta.is_cancelled();
+        // The poll hooks' one test (see `task::hooks`).
+        let hooked = meta.has_extras();
         let core = {
             // Restored when they drop, even if the poll unwinds.
             let _group = GroupScope::enter(group);
@@ -57,6 +60,8 @@ impl Core {
                 // do what a poll does (`block_on`, `block_in_place`, spawn into its group, block
                 // until rescued), so it runs with the core lent and the group current, as a poll.
                 drop(r);
+            } else if hooked {
+                run_hooked(r);
             } else {
                 r.run();
             }
@@ -87,7 +92,7 @@ impl Core {
             // output). The segment's group is the task's.
             let segment = core.as_ref().and_then(|c| c.service.group());
             if let Some(g) = segment.or(rescued_from.as_ref()) {
-                g.report_panic(&*p);
+                g.report_panic(&*p, None);
             }
             drop_payload(p);
         }
@@ -113,4 +118,29 @@ impl Core {
         }
         Some(core)
     }
+}
+
+/// Polls `r` between the runtime's `on_before_task_poll` and `on_after_task_poll` hooks. Out of line
+/// and cold: only a runtime with task hooks comes here.
+#[cold]
+#[inline(never)]
+fn run_hooked(r: Runnable) {
+    if r.metadata().group.task_hooks().is_none() {
+        // A named task, or another runtime of the process has hooks; this one has none.
+        r.run();
+        return;
+    }
+    let meta: *const TaskMeta = r.metadata();
+    // A reference to the task, so its allocation, and the metadata in it, outlive the poll even
+    // if the task completes and its handle is dropped during it.
+    let keep = r.waker();
+    // SAFETY: `r` holds the task until `run`, and `keep` from then on: async-task drops the
+    // metadata only with the allocation, once no runnable, handle or waker refers to it.
+    let meta = unsafe { &*meta };
+    // The poll may end the future, and the name with it: the after-poll hook uses this copy.
+    let name = meta.name();
+    meta.run_hook_named(|h| h.before_poll.as_ref(), name.as_deref());
+    r.run();
+    meta.run_hook_named(|h| h.after_poll.as_ref(), name.as_deref());
+    drop(keep);
 }

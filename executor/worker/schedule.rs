@@ -27,6 +27,7 @@ use crate::group::limiter::Admit;
 use crate::group::list::GroupList;
 use crate::group::{GroupInner, Host, PanicHook};
 use crate::task::Runnable;
+use crate::task::hooks::TaskHooks;
 
 use super::lease;
 use super::publish::{push_from_outside, push_global};
@@ -55,6 +56,11 @@ impl Host for Shared {
 
     fn panic_hook(&self) -> Option<&PanicHook> {
         self.config().on_task_panic.as_ref()
+    }
+
+    #[inline]
+    fn task_hooks(&self) -> Option<&TaskHooks> {
+        self.config().task_hooks.as_deref()
     }
 
     fn locally_queued(&self, g: &GroupInner) -> usize {
