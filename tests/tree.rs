@@ -575,3 +575,24 @@ fn subtree_metrics_add_up_the_tree() {
         assert_eq!(m.name, tenant.name());
     });
 }
+
+#[test]
+fn the_prometheus_output_carries_the_tree() {
+    let rt = common::rt(1);
+    let tenant = rt.group().name("tenant").cpu_limit(1.0).build().unwrap();
+    let conn = tenant.child().name("conn").build().unwrap();
+    let text = rt.metrics().to_prometheus();
+    let conn_line = format!(
+        "rondo_group_weight{{group=\"conn\",group_id=\"{}\",parent_id=\"{}\"}} 1",
+        conn.id(),
+        tenant.id()
+    );
+    assert!(text.contains(&conn_line), "{text}");
+    let tenant_line = format!(
+        "rondo_group_throttled_seconds_total{{group=\"tenant\",group_id=\"{}\"}} ",
+        tenant.id()
+    );
+    assert!(text.contains(&tenant_line), "{text}");
+    let m = conn.metrics();
+    assert_eq!(m.parent, Some(tenant.id()));
+}

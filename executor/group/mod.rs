@@ -854,6 +854,7 @@ impl Group {
                     .map_or(0, |n| n.throttled_ns(crate::clock::stamp())),
             ),
             id: inner.id(),
+            parent: inner.parent().map(|p| p.id()),
         }
     }
 }
@@ -935,6 +936,9 @@ pub struct GroupMetrics {
     /// The group's id ([`Group::id`]): unique among its runtime's groups, so that groups of equal
     /// names stay apart.
     pub id: u64,
+    /// The id of the group this one is nested under ([`Group::parent`]); `None` for a top-level
+    /// group.
+    pub parent: Option<u64>,
 }
 
 /// The group's id, for telling groups of equal names apart (listings, exported metrics).

@@ -89,18 +89,19 @@ where
     S: Fn(crate::task::Runnable, async_task::ScheduleInfo) + Send + Sync + 'static,
 {
     let (runnable, handle) = task::create(TaskMeta::new(group.clone()), future, schedule);
+    trace_event!(
+        TRACE,
+        task = name.as_ref().map(|n| n.0.as_str()),
+        group = group.name(),
+        group_id = group.id(),
+        "task spawned"
+    );
     if let Some(name) = name {
         runnable.metadata().set_name(name);
     }
     task::spawned(&runnable);
     // Counted even when refused: its drop below counts it as cancelled.
     group.registry.spawned();
-    trace_event!(
-        TRACE,
-        group = group.name(),
-        group_id = group.id(),
-        "task spawned"
-    );
     if !group.cancelled.load(Ordering::Acquire) && !group.host.is_shutdown() {
         first(runnable);
     } else {

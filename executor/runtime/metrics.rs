@@ -150,8 +150,9 @@ impl RuntimeMetrics {
     /// The snapshot in the Prometheus text exposition format (version 0.0.4), every metric named
     /// `rondo_*`, per-worker series labelled `worker="N"`, per-group series (`rondo_group_*`)
     /// labelled `group="name",group_id="N"` (the id keeps groups of equal names apart; a name's
-    /// backslashes, double quotes and line feeds are escaped). Serve it from any HTTP endpoint, or
-    /// write it to a file for a node exporter's textfile collector.
+    /// backslashes, double quotes and line feeds are escaped), and a nested group's series also
+    /// `parent_id="N"`, so the tenant tree can be rebuilt from the series. Serve it from any HTTP
+    /// endpoint, or write it to a file for a node exporter's textfile collector.
     ///
     /// ```
     /// let rt = rondo::Runtime::builder().worker_threads(1).build().unwrap();
@@ -302,7 +303,7 @@ impl RuntimeMetrics {
             &'static str,
             fn(&GroupMetrics) -> String,
         );
-        let per_group: [Series; 10] = [
+        let per_group: [Series; 11] = [
             ("rondo_group_weight", "gauge", "The group's weight.", |g| {
                 g.weight.to_string()
             }),
@@ -360,13 +361,24 @@ impl RuntimeMetrics {
                 "Time the group had queued work no worker had picked up.",
                 |g| format!("{:.9}", g.wait.as_secs_f64()),
             ),
+            (
+                "rondo_group_throttled_seconds_total",
+                "counter",
+                "Time the group's CPU cap held it back.",
+                |g| format!("{:.9}", g.throttled.as_secs_f64()),
+            ),
         ];
         for (name, kind, help, value) in per_group {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
             for g in &self.groups {
+                // The tree: a nested group names its parent.
+                let parent = match g.parent {
+                    Some(p) => format!(",parent_id=\"{p}\""),
+                    None => String::new(),
+                };
                 let _ = writeln!(
                     out,
-                    "{name}{{group=\"{}\",group_id=\"{}\"}} {}",
+                    "{name}{{group=\"{}\",group_id=\"{}\"{parent}}} {}",
                     LabelValue(&g.name),
                     g.id,
                     value(g)
