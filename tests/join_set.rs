@@ -390,3 +390,25 @@ fn blocking_closures_join_the_set() {
         assert_eq!(sum, 7);
     });
 }
+
+#[test]
+fn join_all_returns_every_output_and_resumes_a_panic() {
+    let rt = rondo::Runtime::builder().worker_threads(2).build().unwrap();
+    let mut all = rt.block_on(async {
+        let mut set = rondo::task::JoinSet::new();
+        for i in 0..20u32 {
+            set.spawn(async move { i });
+        }
+        set.join_all().await
+    });
+    all.sort();
+    assert_eq!(all, (0..20).collect::<Vec<_>>());
+    let panicked = rt.block_on(rt.spawn(async {
+        let mut set = rondo::task::JoinSet::new();
+        set.spawn(async { panic!("boom in a set") });
+        set.spawn(std::future::pending::<()>());
+        set.join_all().await
+    }));
+    let err = panicked.unwrap_err();
+    assert!(err.is_panic(), "{err}");
+}

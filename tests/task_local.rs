@@ -166,3 +166,19 @@ fn a_scope_on_another_task_does_not_leak_into_this_one() {
         });
     });
 }
+
+#[test]
+fn try_get_and_take_value() {
+    rondo::task_local! { static N: u64; }
+    assert!(N.try_get().is_err());
+    rondo::block_on(async {
+        let mut scoped = std::pin::pin!(N.scope(5, async { N.try_get() }));
+        assert_eq!(scoped.as_mut().take_value(), Some(5));
+        assert_eq!(scoped.as_mut().take_value(), None);
+        assert!(
+            scoped.await.is_err(),
+            "the value was taken out of the scope"
+        );
+        assert_eq!(N.scope(6, async { N.try_get() }).await, Ok(6));
+    });
+}

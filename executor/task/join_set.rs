@@ -303,6 +303,33 @@ impl<T> JoinSet<T> {
         while self.join_next().await.is_some() {}
     }
 
+    /// Waits for every task and returns their outputs in the order they finished. If a task
+    /// panicked, the panic resumes here (the set drops, aborting the rest); a task cancelled from
+    /// outside the set panics here too, as tokio's does.
+    ///
+    /// ```
+    /// rondo::block_on(async {
+    ///     let mut set = rondo::task::JoinSet::new();
+    ///     for i in 0..3 {
+    ///         set.spawn(async move { i * 10 });
+    ///     }
+    ///     let mut all = set.join_all().await;
+    ///     all.sort();
+    ///     assert_eq!(all, [0, 10, 20]);
+    /// });
+    /// ```
+    pub async fn join_all(mut self) -> Vec<T> {
+        let mut outputs = Vec::with_capacity(self.len());
+        while let Some(next) = self.join_next().await {
+            match next {
+                Ok(v) => outputs.push(v),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        outputs
+    }
+
     /// Waits for any task of the set to end and returns its result, or `None` if the set is
     /// empty. A task that panicked yields a [`JoinError`] with
     /// [`is_panic`](JoinError::is_panic), an aborted one [`is_cancelled`](JoinError::is_cancelled).

@@ -198,6 +198,17 @@ impl<T: Copy + 'static> LocalKey<T> {
     pub fn get(&'static self) -> T {
         self.with(|v| *v)
     }
+
+    /// A copy of the value, or an [`AccessError`] outside a scope of this key.
+    ///
+    /// ```
+    /// rondo::task_local! { static ID: u32; }
+    /// assert!(ID.try_get().is_err());
+    /// assert_eq!(ID.sync_scope(4, || ID.try_get()), Ok(4));
+    /// ```
+    pub fn try_get(&'static self) -> Result<T, AccessError> {
+        self.try_with(|v| *v)
+    }
 }
 
 impl<T: 'static> fmt::Debug for LocalKey<T> {
@@ -280,6 +291,23 @@ pin_project_lite::pin_project! {
                 this.future.set(None);
             }
         }
+    }
+}
+
+impl<T: 'static, F> TaskLocalFuture<T, F> {
+    /// Takes the value out of the scope: `None` if it was taken already. The future may be
+    /// unfinished; from then on it runs without the value (`with` inside it panics, `try_with`
+    /// fails).
+    ///
+    /// ```
+    /// rondo::task_local! { static ID: u32; }
+    /// let mut scoped = std::pin::pin!(ID.scope(7, async { ID.try_get().is_ok() }));
+    /// assert_eq!(scoped.as_mut().take_value(), Some(7));
+    /// assert_eq!(scoped.as_mut().take_value(), None);
+    /// assert!(!rondo::block_on(scoped));
+    /// ```
+    pub fn take_value(self: Pin<&mut Self>) -> Option<T> {
+        self.project().value.take()
     }
 }
 
