@@ -16,6 +16,7 @@
 //! names, as `group` names its host).
 
 pub(crate) mod pool;
+pub(crate) mod share;
 
 use std::sync::Arc;
 

@@ -71,10 +71,12 @@ use std::time::{Duration, Instant};
 
 use concurrent_queue::ConcurrentQueue;
 
-use crate::group::GroupScope;
+use crate::group::{GroupInner, GroupScope};
 use crate::shim::{AtomicBool, AtomicUsize, Mutex, Ordering, fence, lock};
 use crate::task::Runnable;
 use crate::task::future::report_deferred;
+
+use super::share::{SCAN_EVERY, Share};
 
 #[cfg(loom)]
 use loom::thread::{self, Thread};
@@ -90,6 +92,11 @@ pub(crate) trait Job: Send + 'static {
     /// Runs the job on a pool thread. A job that unwinds ends its thread (see the module docs,
     /// *Unwinding*); the pool goes on with its other threads.
     fn run(self);
+
+    /// The group the job is charged to and admitted by (see `share`); a job of none always runs.
+    fn group(&self) -> Option<&Arc<GroupInner>> {
+        None
+    }
 }
 
 impl Job for Runnable {
@@ -104,10 +111,21 @@ impl Job for Runnable {
         let group = self.metadata().group.clone();
         let _scope = GroupScope::enter(&group);
         Runnable::run(self);
+        // A closure that unwound never reached `closure_returned`: its CPU time is charged here.
+        if SEARCH
+            .try_with(|c| matches!(c.get(), Search::Armed(_)))
+            .unwrap_or(false)
+        {
+            charge_cpu(&group);
+        }
         // A detached task drops its own output as it completes; a panic of the output's destructor
         // was caught and left on this thread for whoever knows the task's group, as a worker does
         // after a poll.
         report_deferred(&*group);
+    }
+
+    fn group(&self) -> Option<&Arc<GroupInner>> {
+        Some(&self.metadata().group)
     }
 }
 
@@ -150,6 +168,10 @@ pub(crate) struct Pool<J: Job = Runnable> {
     /// Every thread started and not yet joined (finished ones are joined when a thread starts).
     handles: Mutex<Vec<thread::JoinHandle<()>>>,
     enter: Mutex<Option<Enter>>,
+    /// What closures cost their groups, and which groups' jobs may run (see `share`).
+    share: Share,
+    /// Jobs popped from `jobs` whose groups were not admitted, in the order they were held.
+    held: Mutex<Vec<J>>,
 }
 
 impl<J: Job> Pool<J> {
@@ -167,6 +189,8 @@ impl<J: Job> Pool<J> {
             shutdown: AtomicBool::new(false),
             handles: Mutex::new(Vec::new()),
             enter: Mutex::new(None),
+            share: Share::new(),
+            held: Mutex::new(Vec::new()),
         }
     }
 
@@ -179,6 +203,79 @@ impl<J: Job> Pool<J> {
     /// Sets what every pool thread runs its body inside (the runtime's context).
     pub(crate) fn set_enter(&self, enter: Enter) {
         *lock(&self.enter) = Some(enter);
+    }
+
+    /// The charging and admission state (see `share`).
+    pub(crate) fn share(&self) -> &Share {
+        &self.share
+    }
+
+    /// Decides whether a job just popped runs now: a job whose group is not admitted is held,
+    /// and `None` returned (see `share`). Scans first if a scan is due.
+    fn admit(self: &Arc<Self>, job: J) -> Option<J> {
+        let Some(group) = job.group() else {
+            return Some(job);
+        };
+        let now = crate::clock::stamp();
+        if self.share.scan_due(now) {
+            self.rescan(now, Some(group.clone()));
+        }
+        if self.share.admits(group) {
+            return Some(job);
+        }
+        let mut held = lock(&self.held);
+        held.push(job);
+        self.share.set_holding(true);
+        None
+    }
+
+    /// Scans (see `share`), then moves the held jobs whose groups are admitted back to `jobs` and
+    /// makes sure a thread searches for them. `any` is a group of the runtime, else the first
+    /// held job's is used.
+    fn rescan(self: &Arc<Self>, now: u64, any: Option<Arc<GroupInner>>) {
+        let (ids, any) = {
+            let held = lock(&self.held);
+            let ids: Vec<u64> = held
+                .iter()
+                .filter_map(|j| j.group())
+                .map(|g| g.id())
+                .collect();
+            let any = any.or_else(|| held.iter().find_map(|j| j.group().cloned()));
+            (ids, any)
+        };
+        let Some(any) = any else {
+            return;
+        };
+        self.share.scan(now, &any, &ids);
+        if ids.is_empty() {
+            return;
+        }
+        let mut released = false;
+        {
+            let mut held = lock(&self.held);
+            let mut i = 0;
+            while i < held.len() {
+                if held[i].group().is_none_or(|g| self.share.admits(g)) {
+                    let job = held.remove(i);
+                    if let Err(e) = self.jobs.push(job) {
+                        // Closed: shutdown drops it (outside this lock: a destructor may run).
+                        drop(held);
+                        drop(e.into_inner());
+                        return;
+                    }
+                    released = true;
+                } else {
+                    i += 1;
+                }
+            }
+            self.share.set_holding(!held.is_empty());
+        }
+        if released {
+            fence(Ordering::SeqCst);
+            if let Err(e) = self.wake_if_unsearched() {
+                self.no_thread_started(e);
+            }
+        }
     }
 
     /// The schedule function of a blocking task: queue it and make sure a thread will run it.
@@ -341,8 +438,13 @@ impl<J: Job> Pool<J> {
             placed: true,
             searching: true,
         };
+        let _meter = Meter::start(&self.share);
         loop {
             if let Ok(job) = self.jobs.pop() {
+                // Held (its group is ahead): this thread still searches, for the next job.
+                let Some(job) = self.admit(job) else {
+                    continue;
+                };
                 reg.searching = false;
                 if self.searching.fetch_sub(1, Ordering::SeqCst) == 1 {
                     // The last searcher took a job: if more wait, one more thread must search. A
@@ -422,10 +524,32 @@ impl<J: Job> Pool<J> {
                 return Woken::Claimed;
             }
             let Some(deadline) = deadline else {
+                if self.share.holding() {
+                    let stamp = crate::clock::stamp();
+                    if self.share.scan_due(stamp) {
+                        self.rescan(stamp, None);
+                    }
+                    if me.state.load(Ordering::Acquire) != NOTIFIED {
+                        park_for(SCAN_EVERY);
+                    }
+                    continue;
+                }
                 thread::park();
                 continue;
             };
             let now = Instant::now();
+            if self.share.holding() {
+                // Jobs are held: this thread is one that rescans while it waits.
+                let stamp = crate::clock::stamp();
+                if self.share.scan_due(stamp) {
+                    self.rescan(stamp, None);
+                }
+                if me.state.load(Ordering::Acquire) == NOTIFIED {
+                    continue;
+                }
+                park_for(deadline.saturating_duration_since(now).min(SCAN_EVERY));
+                continue;
+            }
             if now >= deadline
                 && me
                     .state
@@ -447,6 +571,9 @@ impl<J: Job> Pool<J> {
         while let Ok(r) = self.jobs.pop() {
             drop(r);
         }
+        let held = std::mem::take(&mut *lock(&self.held));
+        self.share.set_holding(false);
+        drop(held);
         self.claim_all();
         // The context holds the runtime's handle: dropping it breaks the cycle pool → handle.
         let enter = lock(&self.enter).take();
@@ -592,6 +719,11 @@ loom::thread_local! {
 /// next closure instead of waking or starting another one (the awaiting task is woken by the
 /// completion, typically before this thread is back in its loop).
 pub(crate) fn closure_returned() {
+    crate::group::with_current(|g| {
+        if let Some(g) = g {
+            charge_cpu(g);
+        }
+    });
     let _ = SEARCH.try_with(|c| {
         if let Search::Armed(searching) = c.get() {
             // SAFETY: `Armed` holds the counter of the pool whose `serve` is running on this
@@ -601,6 +733,63 @@ pub(crate) fn closure_returned() {
             c.set(Search::Counted);
         }
     });
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// The pool of the thread (its `Share`) and the thread's CPU time at its last reading: set
+    /// while a pool thread serves (see `share`, *Charging*).
+    static METER: Cell<(*const Share, Option<u64>)> = const { Cell::new((std::ptr::null(), None)) };
+}
+
+/// Marks this thread as serving a pool while it lives: closures' CPU time is charged from here.
+struct Meter;
+
+impl Meter {
+    fn start(share: &Share) -> Meter {
+        #[cfg(not(loom))]
+        {
+            let cpu = crate::fair::segment::thread_cpu_ns();
+            let _ = METER.try_with(|m| m.set((share as *const Share, cpu)));
+            crate::fair::segment::set_metered(true);
+        }
+        #[cfg(loom)]
+        let _ = share;
+        Meter
+    }
+}
+
+impl Drop for Meter {
+    fn drop(&mut self) {
+        #[cfg(not(loom))]
+        {
+            let _ = METER.try_with(|m| m.set((std::ptr::null(), None)));
+            crate::fair::segment::set_metered(false);
+        }
+    }
+}
+
+/// Charges the CPU time this pool thread burned since its last reading to `group` (see `share`,
+/// *Charging*). Nothing on a thread that serves no pool, or without a thread CPU clock.
+fn charge_cpu(group: &Arc<GroupInner>) {
+    #[cfg(not(loom))]
+    let _ = METER.try_with(|m| {
+        let (share, last) = m.get();
+        if share.is_null() {
+            return;
+        }
+        let Some(now) = crate::fair::segment::thread_cpu_ns() else {
+            return;
+        };
+        m.set((share, Some(now)));
+        if let Some(last) = last {
+            // SAFETY: `share` is the `Share` of the pool whose `serve` runs on this thread (it holds
+            // an `Arc` of the pool); its `Meter` resets the cell before `serve` returns or unwinds.
+            unsafe { &*share }.charge(group, now.saturating_sub(last));
+        }
+    });
+    #[cfg(loom)]
+    let _ = group;
 }
 
 #[cfg(all(test, not(loom)))]

@@ -59,6 +59,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::blocking::{self, Pool};
+use crate::fair::scheduler::Charge;
 use crate::group::{GroupBuilder, GroupInner, GroupScope, Host, HostOf, spawn_in, with_current};
 use crate::task::JoinHandle;
 use crate::worker::run_hook;
@@ -366,6 +367,15 @@ impl Runtime {
         };
         // Pool threads run with the runtime entered, and are runtime threads for the thread hooks
         // (as tokio's blocking threads are). The pool holds this handle until shutdown closes it.
+        // Blocking closures' CPU time is charged to their groups' virtual runtimes.
+        shared.blocking().share().set_charger(|g, ns| {
+            let charge = Charge {
+                group: g.clone(),
+                ns,
+                polls: 0,
+            };
+            g.host().scheduler().charge(&charge);
+        });
         let handle = rt.handle.clone();
         shared.blocking().set_enter(Arc::new(move |body| {
             let _enter = handle.enter();
