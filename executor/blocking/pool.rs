@@ -60,7 +60,16 @@
 //!   panics with the system's reason (`no_thread_started`), so the failure surfaces where the
 //!   spawn is made instead of as a handle that never resolves.
 //!
-//! The only lock is the list of thread handles, taken when a thread starts and at shutdown.
+//! - **Admission** (see `share`): a thread that pops a job whose group is not admitted *holds* it
+//!   (in `held`, under its lock) and, still searching, goes on with the next job; the job goes
+//!   back to `jobs` when a scan admits its group, and its releaser wakes a thread by the
+//!   spawner's rule. While jobs are held, waiting threads wake at least every `SCAN_EVERY` to scan,
+//!   and none leaves after its keep-alive, so a held job always has a thread that rescans; the
+//!   group furthest behind is always admitted, so no job is held for good. Shutdown drops the held
+//!   jobs with the queued ones.
+//!
+//! The only locks are the list of thread handles, taken when a thread starts and at shutdown, and
+//! the list of held jobs, taken only when a job is held or a scan releases held ones.
 //!
 //! The pool is generic over its job type so that the loom models (`loom_models/blocking.rs`) run
 //! this code with jobs of their own; the runtime's jobs are `Runnable`s.

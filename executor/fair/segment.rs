@@ -175,7 +175,7 @@ impl Service {
                     self.settle_where(|c| Arc::strong_count(&c.group) == 1);
                 }
                 if self.charges.len() >= MAX_PENDING_CHARGES {
-                    self.to_cpu_time();
+                    self.scale_to_cpu_time();
                     self.settle_where(|c| scheduler.charge(c));
                 }
                 self.charges.push(Charge {
@@ -210,14 +210,14 @@ impl Service {
     /// docs); the caller settles them after the visit.
     pub(crate) fn charges(&mut self) -> &[Charge] {
         debug_assert_eq!(self.current, NONE, "charges taken with a segment open");
-        self.to_cpu_time();
+        self.scale_to_cpu_time();
         &self.charges
     }
 
     /// Scales the pending charges from wall time to CPU time: re-reads the thread's CPU clock if
     /// enough segment time passed since the last reading, then applies the ratio (see the module
     /// docs).
-    fn to_cpu_time(&mut self) {
+    fn scale_to_cpu_time(&mut self) {
         let thread = this_thread();
         if self.measured >= CPU_READ_EVERY || self.cpu_mark.is_none_or(|(_, t)| t != thread) {
             let cpu = thread_cpu_ns().map(|ns| (ns, thread));

@@ -176,8 +176,11 @@ impl Handle {
     /// handle does not stop the closure.
     ///
     /// The closure runs with this runtime entered ([`Handle::current`] works inside) and its
-    /// group current. Its time is not worker time: it is charged to no group's share, and a
-    /// group's `max_concurrency` does not count it.
+    /// group current. The CPU time it burns (the thread's CPU time: a closure that sleeps or
+    /// waits for I/O costs nearly nothing) is charged to that group, to its share and its
+    /// metrics' `busy`; a group whose share is used up on the workers and in the pool has its
+    /// closures wait in the pool until the others catch up. A group's `max_concurrency` does not
+    /// count blocking closures.
     ///
     /// # Panics
     ///
