@@ -244,11 +244,13 @@ impl<J: Job> Pool<J> {
     fn rescan(self: &Arc<Self>, now: u64, any: Option<Arc<GroupInner>>) {
         let (ids, any) = {
             let held = lock(&self.held);
-            let ids: Vec<u64> = held
+            let mut ids: Vec<u64> = held
                 .iter()
                 .filter_map(|j| j.group())
                 .map(|g| g.id())
                 .collect();
+            ids.sort_unstable();
+            ids.dedup();
             let any = any.or_else(|| held.iter().find_map(|j| j.group().cloned()));
             (ids, any)
         };

@@ -18,9 +18,10 @@
 //! workers serve, its closures wait until those groups catch up, as its tasks would wait in the
 //! rotation.
 //!
-//! The reference is recomputed by a *scan*, at most every [`SCAN_EVERY`], by whichever pool thread
-//! finds it due (a thread taking a job, or a thread waiting while jobs are held, which waits at
-//! most that long):
+//! The reference is recomputed by a *scan*, at most every [`SCAN_EVERY`] (and [`SCAN_PER_GROUP`]
+//! more per live group, so that a runtime with a group per connection spends a few percent of a
+//! core on scans at most), by whichever pool thread finds it due (a thread taking a job, or a
+//! thread waiting while jobs are held, which waits at most `SCAN_EVERY`):
 //! 1. If no job is held and the pool's closures burned less than a tenth of `SCAN_EVERY` since
 //!    the last scan, every group is admitted (the reference is `u64::MAX`): closures that wait
 //!    rather than compute are never held, and cost no scan.
@@ -58,6 +59,9 @@ pub(crate) type Charger = fn(&Arc<GroupInner>, u64);
 pub(crate) const LEAD: Duration = Duration::from_millis(2);
 /// Least time between two scans.
 pub(crate) const SCAN_EVERY: Duration = Duration::from_millis(1);
+/// Time between two scans added per live group, so that scanning costs at most a few percent of
+/// one core however many groups live (a group costs a few tens of nanoseconds to scan).
+const SCAN_PER_GROUP: Duration = Duration::from_micros(1);
 /// Scans after which a group whose virtual runtime did not rise stops competing.
 const QUIET_SCANS: u32 = 4;
 
@@ -147,7 +151,7 @@ impl Share {
 
     /// Recomputes the reference (see the module docs, *Admission*) if no other thread is at it.
     /// `any` is a live group of the runtime (the list of groups is reached through it); `held`
-    /// the ids of the groups with held jobs.
+    /// the ids of the groups with held jobs, sorted.
     pub(crate) fn scan(&self, now: u64, any: &GroupInner, held: &[u64]) {
         let mut scans = match self.scans.try_lock() {
             Ok(s) => s,
@@ -175,7 +179,7 @@ impl Share {
                 scan,
             });
             seen.scan = scan;
-            if seen.vns != vns || held.contains(&g.id()) {
+            if seen.vns != vns || held.binary_search(&g.id()).is_ok() {
                 if seen.quiet >= QUIET_SCANS {
                     seen.lift = if previous == u64::MAX { 0 } else { previous };
                 }
@@ -190,6 +194,9 @@ impl Share {
         }
         scans.seen.retain(|_, s| s.scan == scan);
         self.reference.store(reference, Ordering::Relaxed);
+        let every = SCAN_EVERY.max(SCAN_PER_GROUP.saturating_mul(groups.len() as u32));
+        self.next_scan
+            .store(now + crate::clock::nanos(every), Ordering::Relaxed);
         drop(scans);
         // The snapshot's references are dropped outside the lock: a group may be freed here.
         drop(groups);
