@@ -63,10 +63,14 @@
 //! - **Admission** (see `share`): a thread that pops a job whose group is not admitted *holds* it
 //!   (in `held`, under its lock) and, still searching, goes on with the next job; the job goes
 //!   back to `jobs` when a scan admits its group, and its releaser wakes a thread by the
-//!   spawner's rule. While jobs are held, waiting threads wake at least every `SCAN_EVERY` to scan,
-//!   and none leaves after its keep-alive, so a held job always has a thread that rescans; the
-//!   group furthest behind is always admitted, so no job is held for good. Shutdown drops the held
-//!   jobs with the queued ones.
+//!   spawner's rule. While jobs are held, one waiting thread, the *timer* (`Share::take_timer`),
+//!   wakes every `SCAN_EVERY` to scan and does not leave after its keep-alive; the others wait as
+//!   usual. A thread that holds a job when no thread is the timer claims a waiting one, and a
+//!   timer that is claimed for a job passes the role the same way (the claimed thread finds no
+//!   job, waits again and takes the role), so while a thread waits, held jobs are rescanned; and
+//!   every thread that takes a job rescans first if a scan is due. The group furthest behind is
+//!   always admitted, so no job is held for good. Shutdown drops the held jobs with the queued
+//!   ones.
 //!
 //! The only locks are the list of thread handles, taken when a thread starts and at shutdown, and
 //! the list of held jobs, taken only when a job is held or a scan releases held ones.
@@ -119,6 +123,7 @@ impl Job for Runnable {
         }
         let group = self.metadata().group.clone();
         let _scope = GroupScope::enter(&group);
+        mark_cpu();
         Runnable::run(self);
         // A closure that unwound never reached `closure_returned`: its CPU time is charged here.
         if SEARCH
@@ -229,12 +234,15 @@ impl<J: Job> Pool<J> {
         if self.share.scan_due(now) {
             self.rescan(now, Some(group.clone()));
         }
-        if self.share.admits(group) {
+        if self.share.admit(group) {
             return Some(job);
         }
         let mut held = lock(&self.held);
         held.push(job);
         self.share.set_holding(true);
+        drop(held);
+        // This thread may go on to run a long closure: a waiting thread rescans meanwhile.
+        self.ensure_timer();
         None
     }
 
@@ -266,7 +274,7 @@ impl<J: Job> Pool<J> {
             let mut held = lock(&self.held);
             let mut i = 0;
             while i < held.len() {
-                if held[i].group().is_none_or(|g| self.share.admits(g)) {
+                if held[i].group().is_none_or(|g| self.share.is_behind(g)) {
                     let job = held.remove(i);
                     if let Err(e) = self.jobs.push(job) {
                         // Closed: shutdown drops it (outside this lock: a destructor may run).
@@ -464,7 +472,11 @@ impl<J: Job> Pool<J> {
                     let _ = self.wake_if_unsearched();
                 }
                 let _ = SEARCH.try_with(|c| c.set(Search::Armed(&self.searching)));
+                let group = job.group().cloned();
                 job.run();
+                if let Some(g) = group {
+                    self.share.finished(&g);
+                }
                 // Counted already if the closure returned (see `closure_returned`).
                 let counted_early = SEARCH
                     .try_with(|c| c.replace(Search::Off))
@@ -521,6 +533,8 @@ impl<J: Job> Pool<J> {
         }
         // `None`: a keep-alive no `Instant` can express, which never ends.
         let deadline = Instant::now().checked_add(self.keep_alive);
+        // True while this thread is the waiting thread that rescans for the held jobs.
+        let mut timer = false;
         loop {
             if me
                 .state
@@ -529,38 +543,36 @@ impl<J: Job> Pool<J> {
             {
                 // Counted by its claimer.
                 reg.searching = true;
+                if timer {
+                    self.pass_timer();
+                }
                 if self.shutdown.load(Ordering::SeqCst) && self.jobs.is_empty() {
                     return Woken::Shutdown;
                 }
                 return Woken::Claimed;
             }
-            let Some(deadline) = deadline else {
-                if self.share.holding() {
-                    let stamp = crate::clock::stamp();
-                    if self.share.scan_due(stamp) {
-                        self.rescan(stamp, None);
-                    }
-                    if me.state.load(Ordering::Acquire) != NOTIFIED {
-                        park_for(SCAN_EVERY);
-                    }
-                    continue;
-                }
-                thread::park();
-                continue;
-            };
-            let now = Instant::now();
-            if self.share.holding() {
-                // Jobs are held: this thread is one that rescans while it waits.
+            if self.share.holding() && (timer || self.share.take_timer()) {
+                // Jobs are held: this thread rescans every `SCAN_EVERY` while it waits, and does
+                // not leave after its keep-alive.
+                timer = true;
                 let stamp = crate::clock::stamp();
                 if self.share.scan_due(stamp) {
                     self.rescan(stamp, None);
                 }
-                if me.state.load(Ordering::Acquire) == NOTIFIED {
-                    continue;
+                if me.state.load(Ordering::Acquire) != NOTIFIED {
+                    park_for(SCAN_EVERY);
                 }
-                park_for(deadline.saturating_duration_since(now).min(SCAN_EVERY));
                 continue;
             }
+            if timer {
+                timer = false;
+                self.share.drop_timer();
+            }
+            let Some(deadline) = deadline else {
+                thread::park();
+                continue;
+            };
+            let now = Instant::now();
             if now >= deadline
                 && me
                     .state
@@ -570,6 +582,24 @@ impl<J: Job> Pool<J> {
                 return Woken::Left;
             }
             park_for(deadline.saturating_duration_since(now));
+        }
+    }
+
+    /// The rescanning thread was claimed: it gives the role up, and if jobs are still held,
+    /// claims a waiting thread (counted searching for it, as shutdown's claims are), which finds
+    /// no job, waits again and takes the role.
+    fn pass_timer(&self) {
+        self.share.drop_timer();
+        self.ensure_timer();
+    }
+
+    /// If jobs are held and no waiting thread rescans for them, claims one to (see `pass_timer`).
+    fn ensure_timer(&self) {
+        if self.share.holding() && !self.share.has_timer() {
+            self.searching.fetch_add(1, Ordering::SeqCst);
+            if !self.claim_waiting() {
+                self.searching.fetch_sub(1, Ordering::SeqCst);
+            }
         }
     }
 
@@ -778,6 +808,17 @@ impl Drop for Meter {
             crate::fair::segment::set_metered(false);
         }
     }
+}
+
+/// Reads this pool thread's CPU clock: the closure about to run is charged from here.
+fn mark_cpu() {
+    #[cfg(not(loom))]
+    let _ = METER.try_with(|m| {
+        let (share, _) = m.get();
+        if !share.is_null() {
+            m.set((share, crate::fair::segment::thread_cpu_ns()));
+        }
+    });
 }
 
 /// Charges the CPU time this pool thread burned since its last reading to `group` (see `share`,
