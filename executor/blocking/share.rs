@@ -225,32 +225,35 @@ impl Share {
 
     /// Marks that jobs are held (or none is any more).
     pub(crate) fn set_holding(&self, on: bool) {
-        self.holding.store(on, Ordering::Relaxed);
+        // SeqCst with the timer's flag and the pool's queue of waiting threads: a thread that
+        // goes to wait sees the holding, or the holder's claim finds that thread (see the pool's
+        // docs, *Admission*).
+        self.holding.store(on, Ordering::SeqCst);
     }
 
     /// True while jobs are held.
     pub(crate) fn holding(&self) -> bool {
-        self.holding.load(Ordering::Relaxed)
+        self.holding.load(Ordering::SeqCst)
     }
 
     /// Makes the caller the waiting thread that rescans for held jobs, if none is; true if it now
     /// is (see the pool's docs, *Admission*).
     pub(crate) fn take_timer(&self) -> bool {
-        !self.timer.load(Ordering::Relaxed)
+        !self.timer.load(Ordering::SeqCst)
             && self
                 .timer
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
     }
 
     /// The rescanning thread gives its role up.
     pub(crate) fn drop_timer(&self) {
-        self.timer.store(false, Ordering::Release);
+        self.timer.store(false, Ordering::SeqCst);
     }
 
     /// True while a waiting thread rescans for held jobs.
     pub(crate) fn has_timer(&self) -> bool {
-        self.timer.load(Ordering::Acquire)
+        self.timer.load(Ordering::SeqCst)
     }
 
     /// Recomputes the reference (see the module docs, *Admission*) if no other thread is at it.
