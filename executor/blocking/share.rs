@@ -66,7 +66,7 @@ pub(crate) type Charger = fn(&Arc<GroupInner>, u64);
 
 /// How far (in nanoseconds of its own service) a group may be ahead of the reference and still
 /// have its closures admitted.
-pub(crate) const LEAD: Duration = Duration::from_millis(2);
+pub(crate) const LEAD: Duration = Duration::from_millis(4);
 /// What a group's closure is assumed to burn until one of them returned.
 const INITIAL_ESTIMATE: u64 = 1_000_000;
 /// Least time between two scans.
@@ -74,8 +74,11 @@ pub(crate) const SCAN_EVERY: Duration = Duration::from_millis(1);
 /// Time between two scans added per live group, so that scanning costs at most a few percent of
 /// one core however many groups live (a group costs a few tens of nanoseconds to scan).
 const SCAN_PER_GROUP: Duration = Duration::from_micros(1);
-/// Scans after which a group whose virtual runtime did not rise stops competing.
-const QUIET_SCANS: u32 = 4;
+/// Scans after which a group whose virtual runtime did not rise stops competing: at least 20 ms
+/// (scans are at least `SCAN_EVERY` apart), as long as the group scheduler keeps the group a
+/// preempted worker serves active, so that a group whose workers the system preempts for a while
+/// keeps its place.
+const QUIET_SCANS: u32 = 20;
 
 /// What the last scans saw of a group.
 struct Seen {
