@@ -76,12 +76,17 @@ impl Split {
 /// Equal-weight groups for `run`: A runs `loops` loops of `spawn_blocking(spin 1 ms).await`, B
 /// runs a CPU-bound task per worker (spin 100 µs, yield).
 fn share_scenario(workers: usize, loops: usize, run: Duration) -> Split {
+    weighted_scenario(workers, loops, run, [1, 1])
+}
+
+/// `share_scenario` with the weights of A and B.
+fn weighted_scenario(workers: usize, loops: usize, run: Duration, weights: [u32; 2]) -> Split {
     let rt = rondo::Runtime::builder()
         .worker_threads(workers)
         .build()
         .unwrap();
-    let a = rt.group().name("A").build().unwrap();
-    let b = rt.group().name("B").build().unwrap();
+    let a = rt.group().name("A").weight(weights[0]).build().unwrap();
+    let b = rt.group().name("B").weight(weights[1]).build().unwrap();
     let (a_cpu, b_cpu) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let end = Instant::now() + run;
     let mut handles = Vec::new();
@@ -287,5 +292,23 @@ fn blocking_heavy_group_and_worker_group_split_the_cpu_evenly() {
                 secs(s.b_cpu)
             );
         }
+    }
+}
+
+#[test]
+fn blocking_and_worker_groups_split_the_cpu_by_weight() {
+    // 3 : 1 either way, 2 workers, 32 blocking loops: the blocking group gets 75% or 25%.
+    for (weights, target) in [([3, 1], 0.75), ([1, 3], 0.25)] {
+        let s = common::watchdog(60, move || {
+            weighted_scenario(2, 32, Duration::from_millis(1000), weights)
+        });
+        let share = s.a_share();
+        eprintln!("weights {weights:?}: A {:.0}%", share * 100.0);
+        assert!(
+            (share - target).abs() <= 0.10,
+            "weights {weights:?}: A got {:.0}% of the CPU, not {:.0}%",
+            share * 100.0,
+            target * 100.0
+        );
     }
 }
