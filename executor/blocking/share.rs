@@ -8,11 +8,11 @@
 //! the next closure its awaiter spawns is admitted with it counted). The pool's own work between
 //! closures (searching, admission, waking) is charged to no group. A closure that waits (sleeps,
 //! I/O) burns almost no CPU, so it is charged almost nothing.
-
+//!
 //! # Admission
 //! A job popped by a pool thread runs at once if its group is *admitted*: its virtual runtime, plus
-//! what its closures already running will be charged, is at most [`LEAD`] of its own service
-//! (`LEAD / weight`) ahead of the *reference*, the smallest virtual runtime among the groups that
+//! what its closures already running will be charged, is at most its *lead* ([`LEAD`] per worker
+//! of the runtime, of its own service: divided by its weight) ahead of the *reference*, the smallest virtual runtime among the groups that
 //! compete for the CPU now. What a running closure will be charged is estimated as the moving
 //! average of what the group's last closures burned ([`INITIAL_ESTIMATE`] before its first
 //! returns): so a group whose closures compute has few in flight near its share, and a group whose
@@ -29,9 +29,10 @@
 //! 1. If no job is held, and the pool's closures burned less than a tenth of `SCAN_EVERY` since
 //!    the last scan, and those in flight are estimated to burn less, every group is admitted (the
 //!    reference is `u64::MAX`): closures that wait rather than compute are never held, and cost
-//!    no scan. While nothing is policed so, an admission that puts a group's closures in flight
-//!    above its lead makes the next one scan (at most every tenth of `SCAN_EVERY`), so a burst of
-//!    closures is policed from its start.
+//!    no scan (groups with no closure in flight leave the table of flights then). While nothing
+//!    is policed so, an admission that puts a group's closures in flight above its lead makes the
+//!    next one scan (at most every tenth of `SCAN_EVERY`), so a burst of closures is policed from
+//!    its start.
 //! 2. Otherwise the scan reads the virtual runtime of every live group of the runtime. A group
 //!    *competes* if its virtual runtime rose within the last [`QUIET_SCANS`] scans (a worker or a
 //!    pool thread charged it), it has a held job, or closures in flight that will burn a tenth of
@@ -46,8 +47,8 @@
 //! The admission check reads two hints (the reference, the group's virtual runtime) and the
 //! group's closures in flight, under the lock of the table of flights (taken again as a closure
 //! returns and ends); holding and releasing take the pool's lock of held jobs. A closure already
-//! running is never stopped: a group's lead is bounded by [`LEAD`] plus the error of the estimate
-//! of its closures in flight.
+//! running is never stopped: how far a group gets ahead is bounded by its lead plus the error of
+//! the estimate of its closures in flight.
 //!
 //! Threads are never refused for a group: admission decides which closure a thread runs next,
 //! not whether there is a thread, so closures that wait (and are charged nothing, so are never
@@ -65,8 +66,10 @@ use crate::shim::{AtomicBool, AtomicU64, Mutex, Ordering, TryLockError, lock};
 pub(crate) type Charger = fn(&Arc<GroupInner>, u64);
 
 /// How far (in nanoseconds of its own service) a group may be ahead of the reference and still
-/// have its closures admitted.
-pub(crate) const LEAD: Duration = Duration::from_millis(4);
+/// have its closures admitted, per worker of the runtime: the workers serve the other groups with
+/// one thread each, so a group level with them needs about as many closures in flight to get its
+/// share of the processors (the system shares them by thread), and the lead must admit them.
+pub(crate) const LEAD: Duration = Duration::from_millis(2);
 /// What a group's closure is assumed to burn until one of them returned.
 const INITIAL_ESTIMATE: u64 = 1_000_000;
 /// Least time between two scans.
@@ -101,6 +104,8 @@ struct Scans {
 /// The pool's charging and admission state (see the module docs).
 pub(crate) struct Share {
     charger: OnceLock<Charger>,
+    /// [`LEAD`] times the runtime's workers, in nanoseconds.
+    lead: AtomicU64,
     /// The reference in virtual nanoseconds; `u64::MAX` admits every group.
     reference: AtomicU64,
     /// The id of the group whose virtual runtime is the reference, and the next smallest
@@ -133,6 +138,7 @@ impl Share {
     pub(crate) fn new() -> Self {
         Share {
             charger: OnceLock::new(),
+            lead: AtomicU64::new(crate::clock::nanos(LEAD)),
             reference: AtomicU64::new(u64::MAX),
             lowest: AtomicU64::new(u64::MAX),
             next: AtomicU64::new(u64::MAX),
@@ -147,8 +153,11 @@ impl Share {
     }
 
     /// Sets how CPU time is charged to virtual runtimes (once; later calls are ignored).
-    pub(crate) fn set_charger(&self, charger: Charger) {
+    /// Also sets the runtime's worker count (see [`LEAD`]).
+    pub(crate) fn set_charger(&self, charger: Charger, workers: usize) {
         let _ = self.charger.set(charger);
+        let lead = crate::clock::nanos(LEAD).saturating_mul(workers.max(1) as u64);
+        self.lead.store(lead, Ordering::Relaxed);
     }
 
     /// Charges `ns` of a closure's CPU time to `group`: its virtual runtime and its metrics.
@@ -178,13 +187,13 @@ impl Share {
             let weight = u64::from(group.weight_hint().max(1));
             let pending = u64::from(f.running).saturating_mul(f.estimate) / weight;
             let at = group.vtime_hint().saturating_add(pending);
-            if at > reference.saturating_add(lead_of(group)) {
+            if at > reference.saturating_add(self.lead_of(group)) {
                 return false;
             }
         }
         f.running += 1;
         if self.reference.load(Ordering::Relaxed) == u64::MAX
-            && u64::from(f.running).saturating_mul(f.estimate) >= crate::clock::nanos(LEAD)
+            && u64::from(f.running).saturating_mul(f.estimate) >= self.lead.load(Ordering::Relaxed)
         {
             // Nothing was policed, and this group's closures in flight will burn more than its
             // lead: the next admission scans (at most every tenth of `SCAN_EVERY`).
@@ -199,7 +208,7 @@ impl Share {
     /// release: it is admitted, and counted, again when a thread takes it).
     pub(crate) fn is_behind(&self, group: &GroupInner) -> bool {
         let reference = self.reference_of(group);
-        reference == u64::MAX || group.vtime_hint() <= reference.saturating_add(lead_of(group))
+        reference == u64::MAX || group.vtime_hint() <= reference.saturating_add(self.lead_of(group))
     }
 
     /// The reference `group` is compared with: the smallest virtual runtime of the other
@@ -287,6 +296,9 @@ impl Share {
         if held.is_empty() && burned < threshold && pending < threshold {
             self.reference.store(u64::MAX, Ordering::Relaxed);
             self.next.store(u64::MAX, Ordering::Relaxed);
+            // Groups with nothing in flight leave the table (a group per connection would
+            // otherwise leave an entry each); their estimates start again from the initial one.
+            lock(&self.flights).retain(|_, f| f.running > 0);
             return;
         }
         let previous = self.reference.load(Ordering::Relaxed);
@@ -339,7 +351,9 @@ impl Share {
     }
 }
 
-/// [`LEAD`] of `group`'s own service, in virtual nanoseconds.
-fn lead_of(group: &GroupInner) -> u64 {
-    crate::clock::nanos(LEAD) / u64::from(group.weight_hint().max(1))
+impl Share {
+    /// The lead of `group`'s own service (see [`LEAD`]), in virtual nanoseconds.
+    fn lead_of(&self, group: &GroupInner) -> u64 {
+        self.lead.load(Ordering::Relaxed) / u64::from(group.weight_hint().max(1))
+    }
 }

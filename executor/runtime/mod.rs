@@ -371,14 +371,17 @@ impl Runtime {
         // Pool threads run with the runtime entered, and are runtime threads for the thread hooks
         // (as tokio's blocking threads are). The pool holds this handle until shutdown closes it.
         // Blocking closures' CPU time is charged to their groups' virtual runtimes.
-        shared.blocking().share().set_charger(|g, ns| {
-            let charge = Charge {
-                group: g.clone(),
-                ns,
-                polls: 0,
-            };
-            g.host().scheduler().charge(&charge);
-        });
+        shared.blocking().share().set_charger(
+            |g, ns| {
+                let charge = Charge {
+                    group: g.clone(),
+                    ns,
+                    polls: 0,
+                };
+                g.host().scheduler().charge(&charge);
+            },
+            shared.config().workers,
+        );
         let handle = rt.handle.clone();
         shared.blocking().set_enter(Arc::new(move |body| {
             let _enter = handle.enter();
