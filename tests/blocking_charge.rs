@@ -55,7 +55,7 @@ impl Split {
 }
 
 /// Equal-weight groups for `run`: A runs `loops` loops of `spawn_blocking(spin 1 ms).await`, B
-/// runs a CPU-bound task per worker (spin 100 µs, yield).
+/// runs a CPU-bound task per worker, at most 4 (spin 100 µs, yield).
 fn share_scenario(workers: usize, loops: usize, run: Duration) -> Split {
     weighted_scenario(workers, loops, run, [1, 1])
 }
@@ -82,7 +82,11 @@ fn weighted_scenario(workers: usize, loops: usize, run: Duration, weights: [u32;
             }
         }));
     }
-    for _ in 0..workers {
+    // One B task per worker, at most 4: with 8 workers each serving B, each iteration of an A loop
+    // (a wake and a spawn on a worker between two closures) waits long enough that 8 loops ask
+    // for less than half the CPU, and it is A's demand, not its share, that the split would show
+    // (the bench's 8-worker row shows that case).
+    for _ in 0..workers.min(4) {
         let b_cpu = b_cpu.clone();
         handles.push(b.spawn(async move {
             while Instant::now() < end {
