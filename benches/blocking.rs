@@ -23,7 +23,14 @@
 //! - `spawn_blocking from 16 threads, until all ran`: the same, timed until every closure has run
 //!   and its handle resolved: the spawn figure alone would flatter a pool that defers the work.
 //!
-//! Run with `cargo bench --bench blocking`.
+//! - `blocking share` (its own table): two equal-weight groups for `SHARE_RUN`: A runs 8, 32 or 128
+//!   loops of `spawn_blocking(spin 1 ms of CPU).await`, B a CPU-bound task per worker (spin 100 µs
+//!   of CPU, yield). Every task counts the thread CPU time it burned; the row gives A's share of
+//!   the CPU both burned (target 50 ± 10%) and each group's `busy` ÷ its counted CPU time (target
+//!   within 10%). tokio has no groups: its row runs the same tasks and gives the blocking pool's
+//!   share of the CPU against its workers'.
+//!
+//! Run with `cargo bench --bench blocking` (`RONDO_BENCH_ONLY=share`: the share table alone).
 
 mod common;
 
@@ -262,7 +269,14 @@ fn main() {
     );
 
     // Starvation rescue (its own table; see `stall_rescue`).
-    stall_rescue();
+    if "stall rescue".contains(only.as_str()) {
+        stall_rescue();
+    }
+
+    // The blocking share (its own table; see `blocking_share`).
+    if "blocking share".contains(only.as_str()) {
+        blocking_share(n);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -400,6 +414,181 @@ fn stall_rescue() {
             "small tasks done after (ms)",
             "target: threshold + 2 × alone",
             "rescues",
+        ],
+        &rows,
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The blocking share (issue 52): see the module docs.
+// ---------------------------------------------------------------------------------------------
+
+const SHARE_RUN: Duration = Duration::from_secs(2);
+const SHARE_LOOPS: [usize; 3] = [8, 32, 128];
+
+/// The CPU time the calling thread has burned (Linux's per-thread CPU clock).
+fn thread_cpu() -> Duration {
+    #[repr(C)]
+    struct Timespec {
+        tv_sec: std::ffi::c_long,
+        tv_nsec: std::ffi::c_long,
+    }
+    unsafe extern "C" {
+        fn clock_gettime(clock: std::ffi::c_int, tp: *mut Timespec) -> std::ffi::c_int;
+    }
+    let mut ts = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: the C library's `clock_gettime` (clock 3 is `CLOCK_THREAD_CPUTIME_ID` on Linux)
+    // writes one `struct timespec`, two `long`s, into `ts`, which is valid for the call.
+    let rc = unsafe { clock_gettime(3, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Spins until this thread has burned `d` of CPU time; returns what it burned, in nanoseconds.
+fn spin_cpu(d: Duration) -> u64 {
+    let start = thread_cpu();
+    loop {
+        let burned = thread_cpu() - start;
+        if burned >= d {
+            return burned.as_nanos() as u64;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// A's and B's counted CPU time, in nanoseconds.
+type Counted = (
+    Arc<std::sync::atomic::AtomicU64>,
+    Arc<std::sync::atomic::AtomicU64>,
+);
+
+fn counted() -> Counted {
+    Default::default()
+}
+
+fn load(c: &std::sync::atomic::AtomicU64) -> u64 {
+    c.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn add(c: &std::sync::atomic::AtomicU64, ns: u64) {
+    c.fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// rondo: returns (A's CPU, B's CPU, A's busy, B's busy) in nanoseconds.
+fn share_rondo(workers: usize, loops: usize) -> [u64; 4] {
+    let rt = common::rondo_runtime(workers);
+    let a = rt.group().name("A").build().unwrap();
+    let b = rt.group().name("B").build().unwrap();
+    let (a_cpu, b_cpu) = counted();
+    let end = Instant::now() + SHARE_RUN;
+    let mut handles = Vec::new();
+    for _ in 0..loops {
+        let a_cpu = a_cpu.clone();
+        handles.push(a.spawn(async move {
+            while Instant::now() < end {
+                let ns = rondo::spawn_blocking(|| spin_cpu(Duration::from_millis(1)))
+                    .await
+                    .unwrap();
+                add(&a_cpu, ns);
+            }
+        }));
+    }
+    for _ in 0..workers {
+        let b_cpu = b_cpu.clone();
+        handles.push(b.spawn(async move {
+            while Instant::now() < end {
+                add(&b_cpu, spin_cpu(Duration::from_micros(100)));
+                rondo::yield_now().await;
+            }
+        }));
+    }
+    rt.block_on(async {
+        for h in handles {
+            h.await.unwrap();
+        }
+        // The workers flush their last charges as they park.
+        rondo::time::sleep(Duration::from_millis(50)).await;
+    });
+    [
+        load(&a_cpu),
+        load(&b_cpu),
+        a.metrics().busy.as_nanos() as u64,
+        b.metrics().busy.as_nanos() as u64,
+    ]
+}
+
+/// tokio, the same tasks: returns (A's CPU, B's CPU) in nanoseconds.
+fn share_tokio(workers: usize, loops: usize) -> [u64; 2] {
+    let rt = common::tokio_runtime(workers);
+    let (a_cpu, b_cpu) = counted();
+    let end = Instant::now() + SHARE_RUN;
+    let mut handles = Vec::new();
+    for _ in 0..loops {
+        let a_cpu = a_cpu.clone();
+        handles.push(rt.spawn(async move {
+            while Instant::now() < end {
+                let ns = tokio::task::spawn_blocking(|| spin_cpu(Duration::from_millis(1)))
+                    .await
+                    .unwrap();
+                add(&a_cpu, ns);
+            }
+        }));
+    }
+    for _ in 0..workers {
+        let b_cpu = b_cpu.clone();
+        handles.push(rt.spawn(async move {
+            while Instant::now() < end {
+                add(&b_cpu, spin_cpu(Duration::from_micros(100)));
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    rt.block_on(async {
+        for h in handles {
+            h.await.unwrap();
+        }
+    });
+    [load(&a_cpu), load(&b_cpu)]
+}
+
+fn pct(part: u64, whole: u64) -> String {
+    format!("{:.0}%", part as f64 * 100.0 / whole.max(1) as f64)
+}
+
+/// The blocking share table: see the module docs.
+fn blocking_share(workers: usize) {
+    let mut rows = Vec::new();
+    for loops in SHARE_LOOPS {
+        let [a, b, a_busy, b_busy] = share_rondo(workers, loops);
+        let [ta, tb] = share_tokio(workers, loops);
+        rows.push(vec![
+            format!("{loops}"),
+            pct(a, a + b),
+            pct(a_busy, a),
+            pct(b_busy, b),
+            format!("{:.2}", (a + b) as f64 / 1e9),
+            pct(ta, ta + tb),
+            format!("{:.2}", (ta + tb) as f64 / 1e9),
+        ]);
+    }
+    println!();
+    println!(
+        "blocking share: {workers} workers, {} s per run; A: blocking loops, B: one CPU-bound task \
+         per worker, equal weights",
+        SHARE_RUN.as_secs()
+    );
+    print_table(
+        &[
+            "A's loops",
+            "rondo: A's share",
+            "A busy ÷ CPU",
+            "B busy ÷ CPU",
+            "CPU s",
+            "tokio: pool's share",
+            "CPU s",
         ],
         &rows,
     );

@@ -120,9 +120,10 @@ where
 /// other thread took them yet. Outside a task on a worker (anywhere else, or a second call in the
 /// same poll once the queues are gone) it just runs `f`.
 ///
-/// The task's group stays the current group, and its metrics count the task as usual. The time
-/// `f` runs is charged to no group: it is not worker time, since the worker serves other tasks
-/// meanwhile. A panic in `f` propagates to the caller (inside a task, the task panics).
+/// The task's group stays the current group, and its metrics count the task as usual. The CPU
+/// time `f` burns (the thread's CPU time, not wall time: waiting costs nothing) is charged to that
+/// group, to its share and its metrics' `busy`, as the workers' service is. A panic in `f`
+/// propagates to the caller (inside a task, the task panics).
 ///
 /// Prefer [`spawn_blocking`] where the code can move to another thread; `block_in_place` suits
 /// blocking code that borrows from the task.

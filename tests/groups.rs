@@ -442,10 +442,11 @@ fn scope_runs_later_polls_in_the_new_group_and_its_children_join_it() {
         let (inside, child) = rt.block_on(h).unwrap();
         assert_eq!((inside.as_str(), child.as_str()), ("b", "b"));
         // Every poll of the scoped work was charged to `b`, not to the task that waited for it.
+        // Charged in CPU time: spins the system preempted count less than their 20 ms of wall time.
         assert!(
             eventually(5, || {
                 let m = b.metrics();
-                m.polls >= 21 && m.busy >= Duration::from_millis(20)
+                m.polls >= 21 && m.busy >= Duration::from_millis(14)
             }),
             "{:?}",
             b.metrics()

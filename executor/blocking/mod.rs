@@ -5,17 +5,22 @@
 //! workers'. So it has an ordinary [`JoinHandle`]: `abort` (or [`Group::cancel`](crate::Group::cancel))
 //! before a pool thread takes it skips the closure, a panic resolves the handle with a panic
 //! `JoinError` and reaches `on_task_panic`, and the group counts it in its metrics (`spawned`,
-//! `completed`, ...). Pool threads are not workers: the closure's time is not worker time, so it is
-//! charged to no group's virtual runtime and not counted in `busy` or `polls`, and a group's
-//! `max_concurrency` does not limit blocking closures.
+//! `completed`, ...). The CPU time a closure burns is charged to its group, to its virtual
+//! runtime and its metrics' `busy` (not its `polls`, which count workers' polls), and the pool
+//! admits a group's closures by share, so more closures in flight buy a group no more CPU time
+//! (`share` states both rules, and the rule for closures that wait rather than compute). A
+//! group's `max_concurrency` does not limit blocking closures.
 //!
-//! `pool` holds the threads and the protocol that hands them closures without a pool-wide lock.
+//! `pool` holds the threads and the protocol that hands them closures without a pool-wide lock;
+//! `share` what closures are charged and which may run.
 //!
-//! This layer sits beside the workers: it uses `task` and `group`, the runtime layer uses it, and
+//! This layer sits beside the workers: it uses `task`, `group` and the thread CPU clock of
+//! `fair::segment`, the runtime layer uses it, and
 //! the workers never do (their shared state owns the pool through a binding the runtime layer
 //! names, as `group` names its host).
 
 pub(crate) mod pool;
+pub(crate) mod share;
 
 use std::sync::Arc;
 

@@ -60,7 +60,20 @@
 //!   panics with the system's reason (`no_thread_started`), so the failure surfaces where the
 //!   spawn is made instead of as a handle that never resolves.
 //!
-//! The only lock is the list of thread handles, taken when a thread starts and at shutdown.
+//! - **Admission** (see `share`): a thread that pops a job whose group is not admitted *holds* it
+//!   (in `held`, under its lock) and, still searching, goes on with the next job; the job goes
+//!   back to `jobs` when a scan admits its group, and its releaser wakes a thread by the
+//!   spawner's rule. While jobs are held, one waiting thread, the *timer* (`Share::take_timer`),
+//!   wakes every `SCAN_EVERY` to scan and does not leave after its keep-alive; the others wait as
+//!   usual. A thread that holds a job when no thread is the timer claims a waiting one, and a
+//!   timer that is claimed for a job passes the role the same way (the claimed thread finds no
+//!   job, waits again and takes the role), so while a thread waits, held jobs are rescanned; and
+//!   every thread that takes a job rescans first if a scan is due. The group furthest behind is
+//!   always admitted, so no job is held for good. Shutdown drops the held jobs with the queued
+//!   ones.
+//!
+//! The only locks are the list of thread handles, taken when a thread starts and at shutdown, and
+//! the list of held jobs, taken only when a job is held or a scan releases held ones.
 //!
 //! The pool is generic over its job type so that the loom models (`loom_models/blocking.rs`) run
 //! this code with jobs of their own; the runtime's jobs are `Runnable`s.
@@ -71,10 +84,12 @@ use std::time::{Duration, Instant};
 
 use concurrent_queue::ConcurrentQueue;
 
-use crate::group::GroupScope;
+use crate::group::{GroupInner, GroupScope};
 use crate::shim::{AtomicBool, AtomicUsize, Mutex, Ordering, fence, lock};
 use crate::task::Runnable;
 use crate::task::future::report_deferred;
+
+use super::share::{SCAN_EVERY, Share};
 
 #[cfg(loom)]
 use loom::thread::{self, Thread};
@@ -90,6 +105,11 @@ pub(crate) trait Job: Send + 'static {
     /// Runs the job on a pool thread. A job that unwinds ends its thread (see the module docs,
     /// *Unwinding*); the pool goes on with its other threads.
     fn run(self);
+
+    /// The group the job is charged to and admitted by (see `share`); a job of none always runs.
+    fn group(&self) -> Option<&Arc<GroupInner>> {
+        None
+    }
 }
 
 impl Job for Runnable {
@@ -103,11 +123,23 @@ impl Job for Runnable {
         }
         let group = self.metadata().group.clone();
         let _scope = GroupScope::enter(&group);
+        mark_cpu();
         Runnable::run(self);
+        // A closure that unwound never reached `closure_returned`: its CPU time is charged here.
+        if SEARCH
+            .try_with(|c| matches!(c.get(), Search::Armed(_)))
+            .unwrap_or(false)
+        {
+            charge_cpu(&group);
+        }
         // A detached task drops its own output as it completes; a panic of the output's destructor
         // was caught and left on this thread for whoever knows the task's group, as a worker does
         // after a poll.
         report_deferred(&*group);
+    }
+
+    fn group(&self) -> Option<&Arc<GroupInner>> {
+        Some(&self.metadata().group)
     }
 }
 
@@ -150,6 +182,10 @@ pub(crate) struct Pool<J: Job = Runnable> {
     /// Every thread started and not yet joined (finished ones are joined when a thread starts).
     handles: Mutex<Vec<thread::JoinHandle<()>>>,
     enter: Mutex<Option<Enter>>,
+    /// What closures cost their groups, and which groups' jobs may run (see `share`).
+    share: Share,
+    /// Jobs popped from `jobs` whose groups were not admitted, in the order they were held.
+    held: Mutex<Vec<J>>,
 }
 
 impl<J: Job> Pool<J> {
@@ -167,6 +203,8 @@ impl<J: Job> Pool<J> {
             shutdown: AtomicBool::new(false),
             handles: Mutex::new(Vec::new()),
             enter: Mutex::new(None),
+            share: Share::new(),
+            held: Mutex::new(Vec::new()),
         }
     }
 
@@ -179,6 +217,84 @@ impl<J: Job> Pool<J> {
     /// Sets what every pool thread runs its body inside (the runtime's context).
     pub(crate) fn set_enter(&self, enter: Enter) {
         *lock(&self.enter) = Some(enter);
+    }
+
+    /// The charging and admission state (see `share`).
+    pub(crate) fn share(&self) -> &Share {
+        &self.share
+    }
+
+    /// Decides whether a job just popped runs now: a job whose group is not admitted is held,
+    /// and `None` returned (see `share`). Scans first if a scan is due.
+    fn admit(self: &Arc<Self>, job: J) -> Option<J> {
+        let Some(group) = job.group() else {
+            return Some(job);
+        };
+        let now = crate::clock::stamp();
+        if self.share.scan_due(now) {
+            self.rescan(now, Some(group.clone()));
+        }
+        if self.share.admit(group) {
+            return Some(job);
+        }
+        let mut held = lock(&self.held);
+        held.push(job);
+        self.share.set_holding(true);
+        drop(held);
+        // This thread may go on to run a long closure: a waiting thread rescans meanwhile.
+        self.ensure_timer();
+        None
+    }
+
+    /// Scans (see `share`), then moves the held jobs whose groups are admitted back to `jobs` and
+    /// makes sure a thread searches for them. `any` is a group of the runtime, else the first
+    /// held job's is used.
+    fn rescan(self: &Arc<Self>, now: u64, any: Option<Arc<GroupInner>>) {
+        let (ids, any) = {
+            let held = lock(&self.held);
+            let mut ids: Vec<u64> = held
+                .iter()
+                .filter_map(|j| j.group())
+                .map(|g| g.id())
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let any = any.or_else(|| held.iter().find_map(|j| j.group().cloned()));
+            (ids, any)
+        };
+        let Some(any) = any else {
+            return;
+        };
+        self.share.scan(now, &any, &ids);
+        if ids.is_empty() {
+            return;
+        }
+        let mut released = false;
+        {
+            let mut held = lock(&self.held);
+            let mut i = 0;
+            while i < held.len() {
+                if held[i].group().is_none_or(|g| self.share.is_behind(g)) {
+                    let job = held.remove(i);
+                    if let Err(e) = self.jobs.push(job) {
+                        // Closed: shutdown drops it (outside this lock: a destructor may run).
+                        drop(held);
+                        drop(e.into_inner());
+                        return;
+                    }
+                    released = true;
+                } else {
+                    i += 1;
+                }
+            }
+            self.share.set_holding(!held.is_empty());
+        }
+        if released {
+            fence(Ordering::SeqCst);
+            if let Err(e) = self.wake_if_unsearched() {
+                self.no_thread_started(e);
+            }
+        }
     }
 
     /// The schedule function of a blocking task: queue it and make sure a thread will run it.
@@ -341,8 +457,13 @@ impl<J: Job> Pool<J> {
             placed: true,
             searching: true,
         };
+        let _meter = Meter::start(&self.share);
         loop {
             if let Ok(job) = self.jobs.pop() {
+                // Held (its group is ahead): this thread still searches, for the next job.
+                let Some(job) = self.admit(job) else {
+                    continue;
+                };
                 reg.searching = false;
                 if self.searching.fetch_sub(1, Ordering::SeqCst) == 1 {
                     // The last searcher took a job: if more wait, one more thread must search. A
@@ -351,7 +472,11 @@ impl<J: Job> Pool<J> {
                     let _ = self.wake_if_unsearched();
                 }
                 let _ = SEARCH.try_with(|c| c.set(Search::Armed(&self.searching)));
+                let group = job.group().cloned();
                 job.run();
+                if let Some(g) = group {
+                    self.share.finished(&g);
+                }
                 // Counted already if the closure returned (see `closure_returned`).
                 let counted_early = SEARCH
                     .try_with(|c| c.replace(Search::Off))
@@ -408,6 +533,8 @@ impl<J: Job> Pool<J> {
         }
         // `None`: a keep-alive no `Instant` can express, which never ends.
         let deadline = Instant::now().checked_add(self.keep_alive);
+        // True while this thread is the waiting thread that rescans for the held jobs.
+        let mut timer = false;
         loop {
             if me
                 .state
@@ -416,10 +543,30 @@ impl<J: Job> Pool<J> {
             {
                 // Counted by its claimer.
                 reg.searching = true;
+                if timer {
+                    self.pass_timer();
+                }
                 if self.shutdown.load(Ordering::SeqCst) && self.jobs.is_empty() {
                     return Woken::Shutdown;
                 }
                 return Woken::Claimed;
+            }
+            if self.share.holding() && (timer || self.share.take_timer()) {
+                // Jobs are held: this thread rescans every `SCAN_EVERY` while it waits, and does
+                // not leave after its keep-alive.
+                timer = true;
+                let stamp = crate::clock::stamp();
+                if self.share.scan_due(stamp) {
+                    self.rescan(stamp, None);
+                }
+                if me.state.load(Ordering::Acquire) != NOTIFIED {
+                    park_for(SCAN_EVERY);
+                }
+                continue;
+            }
+            if timer {
+                timer = false;
+                self.share.drop_timer();
             }
             let Some(deadline) = deadline else {
                 thread::park();
@@ -438,6 +585,24 @@ impl<J: Job> Pool<J> {
         }
     }
 
+    /// The rescanning thread was claimed: it gives the role up, and if jobs are still held,
+    /// claims a waiting thread (counted searching for it, as shutdown's claims are), which finds
+    /// no job, waits again and takes the role.
+    fn pass_timer(&self) {
+        self.share.drop_timer();
+        self.ensure_timer();
+    }
+
+    /// If jobs are held and no waiting thread rescans for them, claims one to (see `pass_timer`).
+    fn ensure_timer(&self) {
+        if self.share.holding() && !self.share.has_timer() {
+            self.searching.fetch_add(1, Ordering::SeqCst);
+            if !self.claim_waiting() {
+                self.searching.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+
     /// Shutdown, first part: refuse new closures, drop the queued ones (their handles resolve
     /// cancelled) and wake the waiting threads, which exit.
     pub(crate) fn close(&self) {
@@ -447,6 +612,9 @@ impl<J: Job> Pool<J> {
         while let Ok(r) = self.jobs.pop() {
             drop(r);
         }
+        let held = std::mem::take(&mut *lock(&self.held));
+        self.share.set_holding(false);
+        drop(held);
         self.claim_all();
         // The context holds the runtime's handle: dropping it breaks the cycle pool → handle.
         let enter = lock(&self.enter).take();
@@ -592,6 +760,11 @@ loom::thread_local! {
 /// next closure instead of waking or starting another one (the awaiting task is woken by the
 /// completion, typically before this thread is back in its loop).
 pub(crate) fn closure_returned() {
+    crate::group::with_current(|g| {
+        if let Some(g) = g {
+            charge_cpu(g);
+        }
+    });
     let _ = SEARCH.try_with(|c| {
         if let Search::Armed(searching) = c.get() {
             // SAFETY: `Armed` holds the counter of the pool whose `serve` is running on this
@@ -601,6 +774,74 @@ pub(crate) fn closure_returned() {
             c.set(Search::Counted);
         }
     });
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// The pool of the thread (its `Share`) and the thread's CPU time at its last reading: set
+    /// while a pool thread serves (see `share`, *Charging*).
+    static METER: Cell<(*const Share, Option<u64>)> = const { Cell::new((std::ptr::null(), None)) };
+}
+
+/// Marks this thread as serving a pool while it lives: closures' CPU time is charged from here.
+struct Meter;
+
+impl Meter {
+    fn start(share: &Share) -> Meter {
+        #[cfg(not(loom))]
+        {
+            let cpu = crate::fair::segment::thread_cpu_ns();
+            let _ = METER.try_with(|m| m.set((share as *const Share, cpu)));
+            crate::fair::segment::set_metered(true);
+        }
+        #[cfg(loom)]
+        let _ = share;
+        Meter
+    }
+}
+
+impl Drop for Meter {
+    fn drop(&mut self) {
+        #[cfg(not(loom))]
+        {
+            let _ = METER.try_with(|m| m.set((std::ptr::null(), None)));
+            crate::fair::segment::set_metered(false);
+        }
+    }
+}
+
+/// Reads this pool thread's CPU clock: the closure about to run is charged from here.
+fn mark_cpu() {
+    #[cfg(not(loom))]
+    let _ = METER.try_with(|m| {
+        let (share, _) = m.get();
+        if !share.is_null() {
+            m.set((share, crate::fair::segment::thread_cpu_ns()));
+        }
+    });
+}
+
+/// Charges the CPU time this pool thread burned since its last reading to `group` (see `share`,
+/// *Charging*). Nothing on a thread that serves no pool, or without a thread CPU clock.
+fn charge_cpu(group: &Arc<GroupInner>) {
+    #[cfg(not(loom))]
+    let _ = METER.try_with(|m| {
+        let (share, last) = m.get();
+        if share.is_null() {
+            return;
+        }
+        let Some(now) = crate::fair::segment::thread_cpu_ns() else {
+            return;
+        };
+        m.set((share, Some(now)));
+        if let Some(last) = last {
+            // SAFETY: `share` is the `Share` of the pool whose `serve` runs on this thread (it holds
+            // an `Arc` of the pool); its `Meter` resets the cell before `serve` returns or unwinds.
+            unsafe { &*share }.charge(group, now.saturating_sub(last));
+        }
+    });
+    #[cfg(loom)]
+    let _ = group;
 }
 
 #[cfg(all(test, not(loom)))]

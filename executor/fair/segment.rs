@@ -18,6 +18,20 @@
 //!
 //! The clock is read at segment boundaries and every `interval` polls, an interval adapted so that
 //! reading it costs about one read per [`CLOCK_EVERY`] of work.
+//!
+//! # Preempted time is not service
+//! Segments are measured with the wall clock, but the operating system may preempt a worker in the
+//! middle of one (more runnable threads than cores: blocking closures, other processes). That time
+//! is not service, so charges are corrected by the worker thread's own CPU time
+//! ([`thread_cpu_ns`]). Reading it is a system call (several hundred nanoseconds, far more than a
+//! segment boundary's clock read), so it is read at a scheduler visit only, and only once at
+//! least [`CPU_READ_EVERY`] of segment time was measured since the last reading: the ratio of the
+//! CPU time the thread burned to the segment time it measured over that stretch (at most 1) scales
+//! the charges of that visit, and of the visits after it until the next reading. Parking burns no
+//! CPU time and is no segment time, so it does not bias the ratio; the worker's own work between
+//! segments (searching, picks) counts as CPU time, which errs towards charging a little more,
+//! never more than the wall time. The scaled charges go to both the virtual runtimes and the
+//! groups' metrics (`busy`); the worker's own metrics keep wall time.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -37,6 +51,47 @@ const CLOCK_EVERY: Duration = Duration::from_micros(10);
 const MAX_CLOCK_INTERVAL: u32 = 256;
 /// `Service::current` when no segment is open.
 const NONE: usize = usize::MAX;
+/// Least segment time (nanoseconds) between two readings of the thread's CPU clock (see the
+/// module docs).
+const CPU_READ_EVERY: u64 = 250_000;
+/// `Service::ratio` of a worker that was not preempted: 1 in fixed point.
+const RATIO_ONE: u64 = 1 << 16;
+
+/// The CPU time the calling thread has burned, in nanoseconds, or `None` where the system offers
+/// no per-thread CPU clock (then charges stay in wall time). A system call on Linux.
+pub(crate) fn thread_cpu_ns() -> Option<u64> {
+    #[cfg(all(target_os = "linux", not(miri), not(loom)))]
+    {
+        #[repr(C)]
+        struct Timespec {
+            tv_sec: std::ffi::c_long,
+            tv_nsec: std::ffi::c_long,
+        }
+        unsafe extern "C" {
+            fn clock_gettime(clock: std::ffi::c_int, tp: *mut Timespec) -> std::ffi::c_int;
+        }
+        /// Linux's `CLOCK_THREAD_CPUTIME_ID`.
+        const CLOCK_THREAD_CPUTIME_ID: std::ffi::c_int = 3;
+        let mut ts = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `clock_gettime` is the C library's, with the signature declared above (a clock
+        // id and a pointer to a `struct timespec`, two `long`s on Linux); `ts` is a valid,
+        // writable `Timespec` for the call's length, and the function writes nothing else.
+        let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        if rc != 0 {
+            return None;
+        }
+        let secs = u64::try_from(ts.tv_sec).ok()?;
+        let nanos = u64::try_from(ts.tv_nsec).ok()?;
+        Some(secs.saturating_mul(1_000_000_000).saturating_add(nanos))
+    }
+    #[cfg(not(all(target_os = "linux", not(miri), not(loom))))]
+    {
+        None
+    }
+}
 
 /// A worker's current segment, its quantum, its adaptive clock and its pending charges.
 pub(crate) struct Service {
@@ -55,6 +110,15 @@ pub(crate) struct Service {
     last_clock: u64,
     interval: u32,
     countdown: u32,
+    /// The thread's CPU time at the last reading (see the module docs), if the system has the
+    /// clock, and which thread read it (a core moves between threads: a reading is compared only
+    /// with one of the same thread).
+    cpu_mark: Option<(u64, usize)>,
+    /// Segment time measured since that reading.
+    measured: u64,
+    /// CPU time ÷ segment time over the last stretch, in fixed point (`RATIO_ONE` is 1): the
+    /// factor the charges are scaled by.
+    ratio: u64,
 }
 
 impl Service {
@@ -70,6 +134,9 @@ impl Service {
             last_clock: now,
             interval: 1,
             countdown: 1,
+            cpu_mark: None,
+            measured: 0,
+            ratio: RATIO_ONE,
         }
     }
 
@@ -108,6 +175,7 @@ impl Service {
                     self.settle_where(|c| Arc::strong_count(&c.group) == 1);
                 }
                 if self.charges.len() >= MAX_PENDING_CHARGES {
+                    self.scale_to_cpu_time();
                     self.settle_where(|c| scheduler.charge(c));
                 }
                 self.charges.push(Charge {
@@ -131,17 +199,48 @@ impl Service {
         let ns = now.saturating_sub(self.start);
         c.ns += ns;
         c.polls += self.polls;
+        self.measured += ns;
         self.current = NONE;
         self.addr = 0;
         self.polls = 0;
         Some(ns)
     }
 
-    /// The charges for a scheduler visit (no segment may be open); the caller settles them after
-    /// the visit.
-    pub(crate) fn charges(&self) -> &[Charge] {
+    /// The charges for a scheduler visit (no segment may be open), in CPU time (see the module
+    /// docs); the caller settles them after the visit.
+    pub(crate) fn charges(&mut self) -> &[Charge] {
         debug_assert_eq!(self.current, NONE, "charges taken with a segment open");
+        self.scale_to_cpu_time();
         &self.charges
+    }
+
+    /// Scales the pending charges from wall time to CPU time: re-reads the thread's CPU clock if
+    /// enough segment time passed since the last reading, then applies the ratio (see the module
+    /// docs).
+    fn scale_to_cpu_time(&mut self) {
+        let thread = this_thread();
+        if self.measured >= CPU_READ_EVERY || self.cpu_mark.is_none_or(|(_, t)| t != thread) {
+            let cpu = thread_cpu_ns().map(|ns| (ns, thread));
+            if let (Some((now, _)), Some((mark, t))) = (cpu, self.cpu_mark) {
+                let burned = now.saturating_sub(mark);
+                self.ratio = (u128::from(burned) * u128::from(RATIO_ONE)
+                    / u128::from(self.measured.max(1)))
+                .min(u128::from(RATIO_ONE)) as u64;
+                if t != thread {
+                    // Another thread's reading: no stretch to measure.
+                    self.ratio = RATIO_ONE;
+                }
+            }
+            self.cpu_mark = cpu;
+            self.measured = 0;
+        }
+        if self.ratio < RATIO_ONE {
+            let ratio = self.ratio;
+            for c in &mut self.charges {
+                // A charge is at most a few quanta: far from overflowing 48 bits.
+                c.ns = c.ns.saturating_mul(ratio) / RATIO_ONE;
+            }
+        }
     }
 
     /// After the scheduler charged the list (or at shutdown, where nothing is charged): flushes
@@ -203,6 +302,31 @@ impl Service {
         self.quantum_start = now;
         self.last_clock = now;
     }
+}
+
+thread_local! {
+    /// Set while something charges this thread's CPU time as it goes (a blocking pool thread, a
+    /// `block_in_place` section): a section inside it is charged by it, not again.
+    static METERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread's CPU time as charged by the caller (`true`) or no longer (`false`); returns
+/// the previous mark.
+pub(crate) fn set_metered(on: bool) -> bool {
+    METERED.try_with(|m| m.replace(on)).unwrap_or(true)
+}
+
+/// True while this thread's CPU time is charged by an enclosing measurement (see `set_metered`).
+pub(crate) fn is_metered() -> bool {
+    METERED.try_with(|m| m.get()).unwrap_or(true)
+}
+
+/// An identity of the calling thread, cheaper than its `ThreadId`: the address of a thread-local.
+fn this_thread() -> usize {
+    thread_local! {
+        static MARK: u8 = const { 0 };
+    }
+    MARK.with(|m| m as *const u8 as usize)
 }
 
 /// Adds a charge's service and polls to its group's metrics.

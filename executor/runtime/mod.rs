@@ -61,6 +61,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::blocking::{self, Pool};
+use crate::fair::scheduler::Charge;
 use crate::group::{GroupBuilder, GroupInner, GroupScope, Host, HostOf, spawn_in, with_current};
 use crate::task::JoinHandle;
 use crate::worker::run_hook;
@@ -179,8 +180,11 @@ impl Handle {
     /// handle does not stop the closure.
     ///
     /// The closure runs with this runtime entered ([`Handle::current`] works inside) and its
-    /// group current. Its time is not worker time: it is charged to no group's share, and a
-    /// group's `max_concurrency` does not count it.
+    /// group current. The CPU time it burns (the thread's CPU time: a closure that sleeps or
+    /// waits for I/O costs nearly nothing) is charged to that group, to its share and its
+    /// metrics' `busy`; a group whose share is used up on the workers and in the pool has its
+    /// closures wait in the pool until the others catch up. A group's `max_concurrency` does not
+    /// count blocking closures.
     ///
     /// # Panics
     ///
@@ -370,6 +374,18 @@ impl Runtime {
         };
         // Pool threads run with the runtime entered, and are runtime threads for the thread hooks
         // (as tokio's blocking threads are). The pool holds this handle until shutdown closes it.
+        // Blocking closures' CPU time is charged to their groups' virtual runtimes.
+        shared.blocking().share().set_charger(
+            |g, ns| {
+                let charge = Charge {
+                    group: g.clone(),
+                    ns,
+                    polls: 0,
+                };
+                g.host().scheduler().charge(&charge);
+            },
+            shared.config().workers,
+        );
         let handle = rt.handle.clone();
         shared.blocking().set_enter(Arc::new(move |body| {
             let _enter = handle.enter();
