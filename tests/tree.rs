@@ -596,3 +596,40 @@ fn the_prometheus_output_carries_the_tree() {
     let m = conn.metrics();
     assert_eq!(m.parent, Some(tenant.id()));
 }
+
+/// Regression: with several trees served by two workers, a pick that took a short leaf queue
+/// whole left the leaf's sibling the only choice of the next worker to descend, and a node's two
+/// leaves got a worker each, whatever their weights (1:2 came out 49:51 with four other trees).
+#[test]
+fn leaves_keep_their_weights_while_other_trees_compete() {
+    let _serial = serial();
+    watchdog(60, || {
+        let rt = two_workers();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut hs = Vec::new();
+        let mut keep = Vec::new();
+        for _ in 0..4 {
+            let t = rt.group().build().unwrap();
+            for _ in 0..2 {
+                let m = t.child().build().unwrap();
+                for w in [1, 2] {
+                    let leaf = Measured::new(m.child().weight(w).build().unwrap());
+                    hs.extend(leaf.spawn(4, &stop));
+                    keep.push(leaf);
+                }
+            }
+        }
+        let tenant = rt.group().build().unwrap();
+        let mid = tenant.child().build().unwrap();
+        let light = Measured::new(mid.child().weight(1).build().unwrap());
+        let heavy = Measured::new(mid.child().weight(2).build().unwrap());
+        hs.extend(light.spawn(4, &stop));
+        hs.extend(heavy.spawn(4, &stop));
+        run_for(&rt, Duration::from_millis(1500), &stop, hs);
+        let share = light.ns() / (light.ns() + heavy.ns());
+        assert!(
+            (share - 1.0 / 3.0).abs() <= 0.06,
+            "the weight-1 leaf got {share:.3} of its node (expected 0.333)"
+        );
+    });
+}

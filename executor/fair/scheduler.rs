@@ -827,16 +827,12 @@ impl Scheduler {
                     tree::deactivate_own(&mut st, leaf_slot);
                     continue;
                 };
-                let taken = leaf.take_batch(
-                    |len| {
-                        if len <= SMALL_QUEUE {
-                            len.max(1)
-                        } else {
-                            (len / workers + 1).min(max_batch)
-                        }
-                    },
-                    batch,
-                );
+                // A share of the queue even when it is short, unlike a flat group's pick: the
+                // leaf stays in its node's rotation, so a worker that descends the tree meanwhile
+                // finds it by its virtual runtime. (Taken whole, a short queue left its sibling
+                // the only choice there, and two workers in one tree served a node's two leaves
+                // one each, whatever their weights.)
+                let taken = leaf.take_batch(|len| (len / workers + 1).min(max_batch), batch);
                 let left = match taken {
                     Some((first, left)) => {
                         tree::serve(&mut st, worker, leaf_slot, stamp);
