@@ -633,3 +633,31 @@ fn leaves_keep_their_weights_while_other_trees_compete() {
         );
     });
 }
+
+/// Regression: a capped group alone on a runtime of many workers stopped for good after a few
+/// periods. Every worker parked while it was throttled; the one that throttled it parked after
+/// the keeper had gone to sleep without that deadline, and no core woke when the quota returned.
+#[test]
+fn a_capped_group_alone_on_many_workers_runs_every_period() {
+    let _serial = serial();
+    watchdog(60, || {
+        let rt = rondo::Runtime::builder()
+            .worker_threads(16)
+            .build()
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let capped = Measured::new(rt.group().cpu_limit(0.5).build().unwrap());
+        let hs = capped.spawn(4, &stop);
+        std::thread::sleep(Duration::from_millis(300));
+        for second in 0..3 {
+            let before = capped.ns();
+            std::thread::sleep(Duration::from_millis(400));
+            let used = (capped.ns() - before) / 0.4e9;
+            assert!(
+                used > 0.25,
+                "in stretch {second} the capped group used {used:.3} cores (cap 0.5)"
+            );
+        }
+        run_for(&rt, Duration::ZERO, &stop, hs);
+    });
+}

@@ -30,6 +30,11 @@ pub(super) enum Step {
     Retry,
     /// Sleep until unparked.
     Park,
+    /// Sleep until unparked or the instant a capped group's quota returns (`unthrottle_due`):
+    /// a core that is not the keeper while a group is throttled. The keeper may have gone to
+    /// sleep before the throttle, with no deadline for it; so every parked core wakes then, one
+    /// puts the group back, the others park again.
+    Nap(Instant),
     /// Keep time: sleep until unparked or the deadline (`None`: no timer is armed).
     Keep(Option<Instant>),
 }
@@ -121,7 +126,10 @@ impl Core {
             if std::mem::take(keeping) {
                 shared.keeper().stop();
             }
-            return Step::Park;
+            return match unthrottle {
+                Some(at) => Step::Nap(at),
+                None => Step::Park,
+            };
         }
         *keeping = true;
         // Publish the wake-up tick, then re-read the bound (see `time::keeper`).
@@ -234,6 +242,10 @@ cfg_not_reactor! {
                     Step::Woke => break,
                     Step::Retry => {}
                     Step::Park => self.remote().parker.park(),
+                    Step::Nap(at) => self
+                        .remote()
+                        .parker
+                        .park_timeout(at.saturating_duration_since(Instant::now())),
                     Step::Keep(deadline) => {
                         // A real instant (`Timers::wake_at`).
                         let wait = deadline.map_or(std::time::Duration::MAX, |d| {

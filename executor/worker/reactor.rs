@@ -200,6 +200,13 @@ impl Parking {
                     *timer = None;
                     core.remote().parker.park();
                 }
+                Step::Nap(at) => {
+                    self.stop_waiting(core);
+                    *timer = None;
+                    core.remote()
+                        .parker
+                        .park_timeout(at.saturating_duration_since(Instant::now()));
+                }
                 Step::Keep(deadline) => {
                     if !self.reacting {
                         self.reacting = REACTOR
