@@ -38,7 +38,7 @@ use std::future::Future;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use common::{cores, median, print_table, workers};
+use common::{cores, median, print_table, thread_cpu, workers};
 
 const ROUNDS: usize = 9;
 const ROUND_TRIPS: usize = 2_000;
@@ -425,27 +425,6 @@ fn stall_rescue() {
 
 const SHARE_RUN: Duration = Duration::from_secs(2);
 const SHARE_LOOPS: [usize; 3] = [8, 32, 128];
-
-/// The CPU time the calling thread has burned (Linux's per-thread CPU clock).
-fn thread_cpu() -> Duration {
-    #[repr(C)]
-    struct Timespec {
-        tv_sec: std::ffi::c_long,
-        tv_nsec: std::ffi::c_long,
-    }
-    unsafe extern "C" {
-        fn clock_gettime(clock: std::ffi::c_int, tp: *mut Timespec) -> std::ffi::c_int;
-    }
-    let mut ts = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: the C library's `clock_gettime` (clock 3 is `CLOCK_THREAD_CPUTIME_ID` on Linux)
-    // writes one `struct timespec`, two `long`s, into `ts`, which is valid for the call.
-    let rc = unsafe { clock_gettime(3, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
 
 /// Spins until this thread has burned `d` of CPU time; returns what it burned, in nanoseconds.
 fn spin_cpu(d: Duration) -> u64 {

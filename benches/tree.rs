@@ -23,34 +23,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{print_table, spin, workers};
+use common::{print_table, spin, thread_cpu, workers};
 
 const SLICE: Duration = Duration::from_micros(50);
 const WINDOW: Duration = Duration::from_millis(100);
 const TASKS_PER_LEAF: usize = 4;
-
-/// The CPU time the calling thread has burned (Linux's per-thread CPU clock): what the tasks
-/// count, so that time the system preempts a worker (8 or 16 workers on fewer cores) is not
-/// counted as work done.
-fn thread_cpu() -> Duration {
-    #[repr(C)]
-    struct Timespec {
-        tv_sec: std::ffi::c_long,
-        tv_nsec: std::ffi::c_long,
-    }
-    unsafe extern "C" {
-        fn clock_gettime(clock: std::ffi::c_int, tp: *mut Timespec) -> std::ffi::c_int;
-    }
-    let mut ts = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: the C library's `clock_gettime` (clock 3 is `CLOCK_THREAD_CPUTIME_ID` on Linux)
-    // writes one `struct timespec`, two `long`s, into `ts`, which is valid for the call.
-    let rc = unsafe { clock_gettime(3, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
 
 /// A backlogged task: spins in slices, adding the CPU time each slice burned to `total`, until
 /// `stop`.
