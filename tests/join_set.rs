@@ -412,3 +412,25 @@ fn join_all_returns_every_output_and_resumes_a_panic() {
     let err = panicked.unwrap_err();
     assert!(err.is_panic(), "{err}");
 }
+
+/// Regression: `try_join_next` polled the handles on the task's cooperative budget, so after 128
+/// results in one poll it answered `None` though 872 finished tasks were left.
+#[test]
+fn try_join_next_sees_every_finished_task_in_one_poll() {
+    let rt = rondo::Runtime::builder().worker_threads(2).build().unwrap();
+    let count = rt.block_on(rt.spawn(async {
+        let mut set = rondo::task::JoinSet::new();
+        for _ in 0..1000 {
+            set.spawn(async {});
+        }
+        // Let every task finish, then take all results without yielding in between.
+        rondo::time::sleep(Duration::from_millis(200)).await;
+        let mut count = 0;
+        while let Some(res) = set.try_join_next() {
+            res.unwrap();
+            count += 1;
+        }
+        count
+    }));
+    assert_eq!(count.unwrap(), 1000);
+}

@@ -58,6 +58,29 @@ impl Drop for PollBudget {
     }
 }
 
+/// An unlimited budget while it lives (for polls that must see every ready future at once, such
+/// as `JoinSet::try_join_next`, which never waits); the previous budget comes back when it drops.
+#[must_use = "the budget is restored when the guard drops"]
+pub(crate) struct Unconstrained {
+    prev: u32,
+}
+
+impl Unconstrained {
+    #[inline]
+    pub(crate) fn start() -> Self {
+        Unconstrained {
+            prev: with(|c| c.replace(UNLIMITED), UNLIMITED),
+        }
+    }
+}
+
+impl Drop for Unconstrained {
+    #[inline]
+    fn drop(&mut self) {
+        with(|c| c.set(self.prev), ());
+    }
+}
+
 /// Spends one unit; `Pending` (after waking the task) when the budget is spent.
 #[inline]
 pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {

@@ -372,6 +372,9 @@ impl<T> JoinSet<T> {
     /// });
     /// ```
     pub fn try_join_next(&mut self) -> Option<Result<T, JoinError>> {
+        // Not budgeted: with the task's budget spent, a finished task's handle would say
+        // `Pending`, and this would answer that no task has finished.
+        let _unlimited = super::coop::Unconstrained::start();
         let mut cx = Context::from_waker(Waker::noop());
         match self.poll_ended(&mut cx) {
             Poll::Ready(res) => Some(res),
