@@ -357,8 +357,8 @@ fn sixteen_threads_spawn_blocking_concurrently() {
 }
 
 /// Short closures spawned faster than threads wake are served by a few threads that keep up, not
-/// by a thread woken (or started) for each closure: the pool used to climb to its 512-thread limit
-/// here, one futex wake per spawn.
+/// by a thread woken (or started) for each closure (which would climb to the pool's 512-thread
+/// limit here, one futex wake per spawn).
 #[test]
 fn a_flood_of_short_closures_does_not_wake_a_thread_each() {
     watchdog(120, || {

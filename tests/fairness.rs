@@ -317,12 +317,10 @@ fn lane_tasks_taken_along_are_not_starved_by_the_first_ones_yields() {
     });
 }
 
-/// Two one-task groups on two workers keep a worker each. A pick used to take the other group's
-/// task along as an extra while the second worker, woken by that group's listing, was on its
-/// way to the scheduler: it found nothing and parked, was woken at the next listing, found nothing
-/// again, and one worker served both groups for up to hundreds of milliseconds (each group then
-/// waited 15–28% of `group_wait_counts_the_time_no_worker_serves_the_group`'s window, in about one
-/// run of six). A pick now leaves a group in the rotation for each other worker searching.
+/// Two one-task groups on two workers keep a worker each. A pick leaves a group in the rotation
+/// for each other worker searching: taken along as an extra while the second worker, woken by
+/// that group's listing, is on its way to the scheduler, the group would leave that worker
+/// nothing to find, and one worker could serve both groups for hundreds of milliseconds.
 #[test]
 fn two_one_task_groups_on_two_workers_keep_a_worker_each() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -359,10 +357,10 @@ fn two_one_task_groups_on_two_workers_keep_a_worker_each() {
 /// a weight-9 one about 90%, and the weight-9 one only while the other is served (about 10%). With
 /// two workers, two one-task groups each keep a worker and never wait.
 ///
-/// It used to miss most of the waiting of groups with a task or two (taken as a pick's extras, their
-/// tasks waited behind the picked group's yields for a whole quantum, counted as no wait: 1–3% of
-/// the time where about 50% was spent waiting), and to count a group the worker kept serving as
-/// waiting whenever the worker exposed half of its local backlog (about 40% where 10% is right).
+/// It guards the two ways the count can go wrong: the waiting of groups with a task or two taken
+/// as a pick's extras (their tasks wait behind the picked group's yields for a whole quantum,
+/// which is waiting), and a group its worker keeps serving while it exposes half of its local
+/// backlog (which is not).
 #[test]
 fn group_wait_counts_the_time_no_worker_serves_the_group() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

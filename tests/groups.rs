@@ -574,8 +574,8 @@ fn a_wake_across_groups_runs_on_the_waking_worker() {
 
 /// A task that wakes tasks of many other groups in one poll (a shared service replying to its
 /// clients, each client in its group): each woken task takes the LIFO slot and pushes the one
-/// before it out. That one stays on the worker, in its local queue, where it was bound anyway:
-/// it used to go to its group's global queue, which lists the group and costs a scheduler pick.
+/// before it out. That one stays on the worker, in its local queue, where it was bound anyway,
+/// instead of going to its group's global queue, which would list the group and cost a pick.
 #[test]
 fn tasks_pushed_out_of_the_lifo_slot_by_other_groups_stay_on_the_worker() {
     const CLIENTS: usize = 200;
@@ -632,10 +632,10 @@ fn tasks_pushed_out_of_the_lifo_slot_by_other_groups_stay_on_the_worker() {
 
 /// A thread outside the runtime wakes tasks in many groups, one message at a time (a task per
 /// connection, each in its group, woken by an I/O thread). A pusher counts its group as listed
-/// just before queueing it for the scheduler; a worker that saw the count in between used to take
-/// the scheduler's lock, find nothing, and try again, about once per wake, contending with the
-/// worker doing the real picks. A worker now visits only when a pick can find a group, so visits
-/// that take nothing stay rare: before, they outnumbered the picks that took work 5 to 13 times.
+/// just before queueing it for the scheduler; a worker that sees the count in between must not
+/// take the scheduler's lock to find nothing, about once per wake, contending with the worker
+/// doing the real picks. A worker visits only when a pick can find a group, so visits that take
+/// nothing stay rare.
 #[test]
 fn foreign_wakes_into_many_groups_do_not_send_workers_to_an_empty_scheduler() {
     use futures::{SinkExt, StreamExt};

@@ -254,9 +254,9 @@ fn a_poll_preempted_by_the_operating_system_is_not_rescued() {
 /// The monitor's own thread waits for CPUs too. Here short polls (20 µs spins, with tasks waiting
 /// behind them) run among four busy threads per core, so the monitor's first look at a poll that
 /// its worker's preemption stretched often comes after the poll's threshold. With no window to
-/// measure, it used to rescue such a poll without asking the operating system (dozens of rescues
-/// here, none of them of a poll that blocks or even runs long); it now rescues only a thread that
-/// is blocked, and looks again at the others.
+/// measure, it rescues only a thread the operating system shows blocked, and looks again at the
+/// others (rescuing without asking would rescue dozens of polls here, none of which blocks or
+/// even runs long).
 #[cfg(target_os = "linux")]
 #[test]
 fn short_polls_stretched_by_preemption_are_not_rescued_when_the_monitor_looks_late() {

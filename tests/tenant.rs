@@ -79,9 +79,8 @@ fn tenant_groups_shield_one_tenant_from_anothers_flood() {
 /// thread getting a CPU, which a test on a shared machine cannot promise.)
 ///
 /// It also checks that every one of A's connections is in A's group: a connection whose tenant
-/// the server failed to read from its first request ran in the default group, uncapped. The load
-/// client used to send each request line in three TCP segments, the server decided on the first
-/// one it saw, and A then got about 1,900 requests a second.
+/// the server failed to read from its first request would run in the default group, uncapped
+/// (the load client sends each request line whole, and the server waits for the whole path).
 #[test]
 fn a_tenant_capped_below_the_worker_count_never_holds_every_worker() {
     let _serial = serial();
