@@ -80,7 +80,8 @@ fn tenant_groups_shield_one_tenant_from_anothers_flood() {
 ///
 /// It also checks that every one of A's connections is in A's group: a connection whose tenant
 /// the server failed to read from its first request would run in the default group, uncapped
-/// (the load client sends each request line whole, and the server waits for the whole path).
+/// (a request line may arrive in pieces: the server waits until the path's first segment is
+/// there).
 #[test]
 fn a_tenant_capped_below_the_worker_count_never_holds_every_worker() {
     let _serial = serial();
