@@ -188,7 +188,13 @@ mod tests {
         assert_eq!(files.tid(), tid);
         assert_eq!(files.blocked(), Some(true));
         t.join().unwrap();
-        // An exited thread's files read nothing: no answer rather than a stale one.
+        // An exited thread's files read nothing: no answer rather than a stale one. `join`
+        // returns once the thread has cleared its id, which can be a moment before the kernel
+        // has finished the thread and its files go empty: wait for that, bounded.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while files.blocked().is_some() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         assert_eq!(files.blocked(), None);
         assert!(files.cpu_time().is_none());
     }
