@@ -849,17 +849,9 @@ impl Scheduler {
                 }
             }
             if let Some(until) = root_until {
-                // The root's cap is used up: it leaves the shard rotation with its work queued.
-                trace_event!(
-                    DEBUG,
-                    group = root.name(),
-                    group_id = root.id(),
-                    for_ns = until.saturating_sub(stamp),
-                    "group throttled by its cpu cap"
-                );
-                st.nodes[node.slot].throttled = true;
-                cap::mark_throttled(node, stamp);
-                throttled.push((node.slot, until));
+                // The root's cap is used up: it leaves the shard rotation (below) with its work
+                // queued.
+                tree::throttle(&mut st, node.slot, until, stamp, &mut throttled);
             }
             if root_until.is_some() || (picked.is_none() && st.nodes[node.slot].rotation.is_empty())
             {

@@ -273,8 +273,8 @@ pub(crate) fn exhausted(st: &TreeState, n: usize, now: u64) -> Option<u64> {
 }
 
 /// Takes `n` out of its parent's rotation (or keeps it out) whatever it holds: its cap throttles
-/// it until `until`, which `throttled` records for the caller. Not for the root, which leaves the
-/// shard rotation instead (`Scheduler::pick_in_tree`).
+/// it until `until`, which `throttled` records for the caller. The root has no parent's rotation:
+/// its caller takes it out of the shard rotation (`Scheduler::pick_in_tree`).
 pub(crate) fn throttle(
     st: &mut TreeState,
     n: usize,
