@@ -4,6 +4,7 @@ use std::any::Any;
 use std::fmt;
 
 use super::future::NamedPanic;
+use super::hint::{TOKIO_HINT, needs_tokio, panic_message};
 use super::hooks::Id;
 use super::meta::{Payload, TaskMeta, TaskRef};
 
@@ -178,12 +179,6 @@ impl JoinError {
     }
 }
 
-pub(crate) fn panic_message(p: &(dyn Any + Send)) -> Option<&str> {
-    p.downcast_ref::<&'static str>()
-        .copied()
-        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
-}
-
 /// `task` or `task 'name'`.
 struct Subject<'a>(Option<&'a str>);
 
@@ -202,6 +197,7 @@ impl fmt::Display for JoinError {
         match &self.0.repr {
             Repr::Cancelled => write!(f, "{task} was cancelled"),
             Repr::Panic(p) => match panic_message(&*p.0) {
+                Some(m) if needs_tokio(m) => write!(f, "{task} panicked: {m}\n{TOKIO_HINT}"),
                 Some(m) => write!(f, "{task} panicked: {m}"),
                 None => write!(f, "{task} panicked"),
             },
@@ -326,7 +322,8 @@ impl TaskPanic<'_> {
     }
 }
 
-/// One line: `task 'name' (id N) in group 'g' panicked: message`.
+/// One line: `task 'name' (id N) in group 'g' panicked: message`, and a second pointing to the
+/// remedy when the message is tokio's for a missing runtime.
 impl fmt::Display for TaskPanic<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", Subject(self.task_name()))?;
@@ -335,6 +332,7 @@ impl fmt::Display for TaskPanic<'_> {
         }
         write!(f, " in group '{}' panicked", self.group)?;
         match self.message() {
+            Some(m) if needs_tokio(m) => write!(f, ": {m}\n{TOKIO_HINT}"),
             Some(m) => write!(f, ": {m}"),
             None => Ok(()),
         }

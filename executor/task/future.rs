@@ -25,6 +25,7 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
+use super::hint;
 use super::meta::{Outcome, Owner, OwnerOf, Payload, TaskMeta, TaskRef};
 
 pin_project! {
@@ -121,8 +122,12 @@ fn report_destructor_panic(meta: &TaskMeta, payload: Payload) {
 #[inline(never)]
 fn report_poll_panic(meta: &TaskMeta, payload: Payload) -> Payload {
     let name = meta.name();
-    meta.group
-        .report_panic(&*payload, Some((meta.id(), name.as_deref())));
+    if meta.group.reports_panics() {
+        meta.group
+            .report_panic(&*payload, Some((meta.id(), name.as_deref())));
+    } else {
+        hint::print_once(hint::panic_message(&*payload));
+    }
     match name {
         Some(name) => Box::new(NamedPanic {
             payload,

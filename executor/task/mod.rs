@@ -32,6 +32,7 @@ mod builder;
 pub(crate) mod coop;
 mod error;
 pub(crate) mod future;
+mod hint;
 pub(crate) mod hooks;
 mod join;
 mod join_set;

@@ -12,6 +12,7 @@
 //! | `flavor = "..."` | `"multi_thread"`, or `"current_thread"` for exactly one worker | `"multi_thread"` |
 //! | `crate = "path"` | the path `rondo` is reachable by, for a renamed dependency | `"::rondo"` |
 //! | `start_paused = B` | `true` or `false`: start with the clock paused (`rondo::Builder::start_paused`) | `false` |
+//! | `shutdown_timeout = "T"` | a duration such as `"500ms"`, `"10s"` or `"2m"`: when the body returns, shut the runtime down with `rondo::Runtime::shutdown_timeout(T)` | wait for running blocking work however long it takes (`Drop`) |
 //!
 //! A `worker_threads` of 0 or a value that is not an integer literal is a compile error; one above
 //! `rondo::runtime::MAX_WORKERS` is refused by `rondo::Builder::build` when the function starts, and the
@@ -48,9 +49,35 @@ use syn::{Expr, ExprLit, ItemFn, Lit, Meta, Token};
 ///
 /// The options are `worker_threads = N` (1 to `rondo::runtime::MAX_WORKERS`, default one per core),
 /// `flavor = "multi_thread"` (the default) or `flavor = "current_thread"` (one worker),
-/// `start_paused = true` to start with the clock paused (see `rondo::time::pause`), and
-/// `crate = "path"` for a renamed `rondo` dependency. The function must be `async`, take no
+/// `start_paused = true` to start with the clock paused (see `rondo::time::pause`),
+/// `shutdown_timeout = "10s"` (units `ms`, `s`, `m`) to bound the shutdown that follows the body,
+/// and `crate = "path"` for a renamed `rondo` dependency. The function must be `async`, take no
 /// arguments and have no generic parameters; anything else is a compile error that says so.
+///
+/// With `shutdown_timeout`, what `main` leaves behind is bounded: tasks still running when the
+/// body returns are cancelled, and blocking work still running is waited for at most that long
+/// (a server's graceful shutdown in `main` is in the guide, *Serving and shutting down*).
+///
+/// ```
+/// # mod app {
+/// use std::time::Duration;
+///
+/// #[rondo::main(shutdown_timeout = "200ms")]
+/// async fn main() {
+///     rondo::spawn(std::future::pending::<()>());
+///     let started = rondo::spawn_blocking(|| std::thread::sleep(Duration::from_secs(30)));
+///     rondo::time::sleep(Duration::from_millis(20)).await;
+///     assert!(!started.is_finished());
+/// }
+/// # pub fn run() { main() }
+/// # }
+/// # fn main() {
+/// # // `main` returns within the timeout, not after the blocking closure's 30 seconds.
+/// # let t = std::time::Instant::now();
+/// # app::run();
+/// # assert!(t.elapsed() < std::time::Duration::from_secs(10));
+/// # }
+/// ```
 #[proc_macro_attribute]
 pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
     expand(Entry::Main, args.into(), item.into()).into()
@@ -114,6 +141,8 @@ struct Options {
     workers: Option<usize>,
     /// `start_paused = true`.
     start_paused: bool,
+    /// `shutdown_timeout = "T"`, in nanoseconds; `None` leaves the shutdown to `Drop`.
+    shutdown_timeout: Option<u64>,
     krate: syn::Path,
 }
 
@@ -181,6 +210,7 @@ fn parse_options(entry: Entry, args: TokenStream2, errors: &mut Errors) -> Optio
     let mut options = Options {
         workers: None,
         start_paused: false,
+        shutdown_timeout: None,
         krate: syn::parse_quote!(::rondo),
     };
     let metas = match Punctuated::<Meta, Token![,]>::parse_terminated.parse2(args) {
@@ -213,6 +243,7 @@ fn parse_options(entry: Entry, args: TokenStream2, errors: &mut Errors) -> Optio
                     "flavor" => "flavor = \"current_thread\"",
                     "crate" => "crate = \"my_rondo\"",
                     "start_paused" => "start_paused = true",
+                    "shutdown_timeout" => "shutdown_timeout = \"10s\"",
                     _ => "worker_threads = 4",
                 };
                 errors.push(
@@ -272,11 +303,20 @@ fn parse_options(entry: Entry, args: TokenStream2, errors: &mut Errors) -> Optio
                     "`start_paused` takes `true` or `false`, as in `start_paused = true`",
                 ),
             },
+            "shutdown_timeout" => match str_literal(value).as_deref().map(parse_duration) {
+                Some(Ok(nanos)) => options.shutdown_timeout = Some(nanos),
+                Some(Err(why)) => errors.push(value.span(), why),
+                None => errors.push(
+                    value.span(),
+                    "`shutdown_timeout` takes a duration as a string, as in \
+                     `shutdown_timeout = \"10s\"` (units `ms`, `s`, `m`)",
+                ),
+            },
             _ => errors.push(
                 meta.path().span(),
                 format!(
                     "unknown option `{name}`: {attr} accepts `worker_threads`, `flavor`, \
-                     `start_paused` and `crate`"
+                     `start_paused`, `shutdown_timeout` and `crate`"
                 ),
             ),
         }
@@ -295,6 +335,41 @@ fn parse_options(entry: Entry, args: TokenStream2, errors: &mut Errors) -> Optio
         (workers, false) => workers.map(|(n, _)| n),
     };
     options
+}
+
+/// A duration written as a whole number and a unit (`ms`, `s` or `m`), in nanoseconds.
+fn parse_duration(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let nanos_per_unit: u64 = match unit.trim() {
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "" => {
+            return Err(format!(
+                "`shutdown_timeout = \"{text}\"` has no unit: write a whole number and `ms`, `s` \
+                 or `m`, as in \"10s\""
+            ));
+        }
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `shutdown_timeout`: use `ms`, `s` or `m`, as in \"10s\""
+            ));
+        }
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(nanos_per_unit))
+        .ok_or_else(|| {
+            format!(
+                "`shutdown_timeout = \"{text}\"` needs a whole number of at most 584 years before \
+                 its unit, as in \"10s\""
+            )
+        })
 }
 
 /// The value of an integer literal that fits a `usize`.
@@ -374,6 +449,16 @@ fn generate(entry: Entry, options: &Options, item: ItemFn) -> TokenStream2 {
     let output = &sig.output;
     let workers = options.workers.map(|n| quote!(.worker_threads(#n)));
     let paused = options.start_paused.then(|| quote!(.start_paused(true)));
+    // With a shutdown timeout the runtime is shut down explicitly once the body's output is in
+    // hand; without one, it is dropped as the expression ends.
+    let finish = match options.shutdown_timeout {
+        Some(nanos) => quote! {
+            let output = runtime.block_on(body);
+            runtime.shutdown_timeout(::core::time::Duration::from_nanos(#nanos));
+            output
+        },
+        None => quote!(runtime.block_on(body)),
+    };
     let failed = format!("{} could not start its runtime: {{}}", entry.attr());
     let test_attr = (entry == Entry::Test).then(|| quote!(#[::core::prelude::v1::test]));
     // Inner attributes (`#![allow(..)]` at the top of the body) stay inner: on the wrapper's body,
@@ -396,12 +481,12 @@ fn generate(entry: Entry, options: &Options, item: ItemFn) -> TokenStream2 {
             let body = async move #block;
             let body: ::core::pin::Pin<&mut dyn ::core::future::Future<Output = #ret>> =
                 ::core::pin::pin!(body);
-            #krate::Runtime::builder()
+            let runtime = #krate::Runtime::builder()
                 #workers
                 #paused
                 .build()
-                .unwrap_or_else(|e| ::core::panic!(#failed, e))
-                .block_on(body)
+                .unwrap_or_else(|e| ::core::panic!(#failed, e));
+            #finish
         }
     }
 }
@@ -468,6 +553,44 @@ mod tests {
         assert!(e.contains("`start_paused` takes `true` or `false`"), "{e}");
         let e = options(Entry::Test, quote!(start_paused)).unwrap_err();
         assert!(e.contains("as in `start_paused = true`"), "{e}");
+    }
+
+    #[test]
+    fn shutdown_timeout_takes_a_duration_with_a_unit() {
+        let mut errors = Errors::default();
+        for (text, nanos) in [
+            ("250ms", 250_000_000),
+            ("10s", 10_000_000_000),
+            ("2m", 120_000_000_000),
+            ("0s", 0),
+        ] {
+            let o = parse_options(Entry::Main, quote!(shutdown_timeout = #text), &mut errors);
+            assert!(errors.0.is_none(), "{text}");
+            assert_eq!(o.shutdown_timeout, Some(nanos), "{text}");
+        }
+        let o = parse_options(Entry::Main, quote!(), &mut errors);
+        assert_eq!(o.shutdown_timeout, None);
+        for (args, says) in [
+            (quote!(shutdown_timeout = "10"), "has no unit"),
+            (quote!(shutdown_timeout = "10h"), "unknown unit `h`"),
+            (quote!(shutdown_timeout = "ms"), "needs a whole number"),
+            (quote!(shutdown_timeout = "1.5s"), "unknown unit `.5s`"),
+            (
+                quote!(shutdown_timeout = "99999999999999m"),
+                "at most 584 years",
+            ),
+            (
+                quote!(shutdown_timeout = 10),
+                "takes a duration as a string",
+            ),
+            (
+                quote!(shutdown_timeout),
+                "as in `shutdown_timeout = \"10s\"`",
+            ),
+        ] {
+            let e = options(Entry::Main, args.clone()).unwrap_err();
+            assert!(e.contains(says), "{args}: {e}");
+        }
     }
 
     #[test]
