@@ -271,15 +271,6 @@ impl GroupLine {
         debug_assert_eq!(n, 0, "released more holds than were counted");
     }
 
-    /// The holds counted for the group `id` (`None`: outside any group), for tests.
-    #[cfg(test)]
-    pub(crate) fn holds_of(&self, id: Option<usize>) -> usize {
-        self.holders
-            .iter()
-            .filter(|h| h.id() == id)
-            .map(|h| h.holds)
-            .sum()
-    }
 
     fn find(&self, id: usize) -> Option<usize> {
         self.shares.iter().position(|s| s.key.id == id)

@@ -199,6 +199,8 @@
 //! [`Waker`]: core::task::Waker
 
 mod group_fair;
+#[cfg(all(test, not(loom)))]
+mod inherit_tests;
 #[cfg(all(test, loom))]
 pub(crate) use group_fair::{ShareKey, loom_share};
 mod one_many;
