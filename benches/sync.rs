@@ -27,8 +27,17 @@
 //!   group-fair constructors (`Semaphore::group_fair`, `AsyncOneManyLock::group_fair`), its fair
 //!   mode, tokio and async-lock; median and range of `WEIGHTED_RUNS` runs, interleaved.
 //!
+//! * Inheritance (a third table): on a rondo runtime with `RONDO_BENCH_WORKERS` workers, a task of
+//!   L (weight 1) holds the primitive through 20 ms of CPU work (thread CPU time) in 1 ms polls,
+//!   yielding between them; F (weight 10) floods the workers with CPU-bound tasks (two per worker,
+//!   1 ms polls); a task of H (weight 100) waits for the primitive from the moment L starts its
+//!   work. The row is H's wait ÷ L's 20 ms: with the holder at H's weight (group-fair, weight
+//!   inheritance) about 1; at its own weight about 11 ÷ (1 + workers - 1 ...) at the light share.
+//!   The lock in write mode and a 1-permit semaphore, group-fair against fair (the "without"
+//!   column); median and range of `INHERIT_RUNS` runs, interleaved.
+//!
 //! `RONDO_BENCH_SYNC=uncontended` runs the uncontended rows only; `RONDO_BENCH_SYNC=weighted`
-//! the weighted table only.
+//! the weighted and inheritance tables only; `RONDO_BENCH_SYNC=inherit` the inheritance table.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -440,7 +449,7 @@ fn main() {
 
     let only = std::env::var("RONDO_BENCH_SYNC").unwrap_or_default();
     let workers = common::workers();
-    if only != "weighted" {
+    if only != "weighted" && only != "inherit" {
         // `RONDO_BENCH_SYNC=uncontended` stops after these rows (a quick check of the fast paths).
         if only != "uncontended" {
             push_contended_rows(&mut rows, workers);
@@ -449,6 +458,163 @@ fn main() {
     }
     if only.is_empty() || only == "weighted" {
         print_weighted(workers);
+    }
+    if only.is_empty() || only == "weighted" || only == "inherit" {
+        print_inherit(workers);
+    }
+}
+
+const INHERIT_RUNS: usize = 3;
+/// L's critical section: CPU work, in polls of `INHERIT_POLL`.
+const INHERIT_WORK: Duration = Duration::from_millis(20);
+const INHERIT_POLL: Duration = Duration::from_millis(1);
+
+/// Spins until the calling thread has burned `d` of CPU time.
+fn cpu_spin(d: Duration) {
+    let start = common::thread_cpu();
+    while common::thread_cpu() - start < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// One run of the inheritance scenario on `shared` (a 1-permit semaphore or the lock, write
+/// mode): H's wait for the primitive ÷ L's critical section (`INHERIT_WORK` of CPU time).
+fn inherit_run(rt: &rondo::Runtime, workers: usize, shared: &Shared) -> (f64, f64) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+    let f_cpu = Arc::new(AtomicU64::new(0));
+    let granted = Arc::new(AtomicBool::new(false));
+    let l = rt.group().weight(1).build().unwrap();
+    let f = rt.group().weight(10).build().unwrap();
+    let h = rt.group().weight(100).build().unwrap();
+    let held = Arc::new(AtomicBool::new(false));
+    let waiting = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    // L takes the primitive before anything else runs, then waits for H to wait.
+    let holder = {
+        let (shared, held, waiting) = (shared.clone(), held.clone(), waiting.clone());
+        l.spawn(async move {
+            let work = async {
+                held.store(true, SeqCst);
+                while !waiting.load(SeqCst) {
+                    rondo::task::yield_now().await;
+                }
+                let mut done = Duration::ZERO;
+                while done < INHERIT_WORK {
+                    cpu_spin(INHERIT_POLL);
+                    done += INHERIT_POLL;
+                    rondo::task::yield_now().await;
+                }
+            };
+            match shared {
+                Shared::Sem(s) => {
+                    let _p = s.acquire().await.unwrap();
+                    work.await;
+                }
+                Shared::Lock(lock) => {
+                    let _g = lock.exclusive().await;
+                    work.await;
+                }
+                _ => unreachable!("the inheritance rows run rondo's primitives"),
+            }
+        })
+    };
+    while !held.load(SeqCst) {
+        std::thread::yield_now();
+    }
+    let flood: Vec<_> = (0..8 * workers)
+        .map(|_| {
+            let (stop, f_cpu, granted) = (stop.clone(), f_cpu.clone(), granted.clone());
+            f.spawn(async move {
+                while !stop.load(SeqCst) {
+                    cpu_spin(INHERIT_POLL);
+                    if !granted.load(SeqCst) {
+                        f_cpu.fetch_add(1, SeqCst);
+                    }
+                    rondo::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    let waiter = {
+        let (shared, waiting, granted) = (shared.clone(), waiting.clone(), granted.clone());
+        h.spawn(async move {
+            let t0 = Instant::now();
+            let acquire = async {
+                match shared {
+                    Shared::Sem(s) => drop(s.acquire().await.unwrap()),
+                    Shared::Lock(lock) => drop(lock.exclusive().await),
+                    _ => unreachable!("the inheritance rows run rondo's primitives"),
+                }
+            };
+            let mut acquire = std::pin::pin!(acquire);
+            // Polled once (it joins the line) before L starts its work.
+            if futures::poll!(acquire.as_mut()).is_pending() {
+                waiting.store(true, SeqCst);
+                acquire.await;
+            } else {
+                waiting.store(true, SeqCst);
+            }
+            granted.store(true, SeqCst);
+            t0.elapsed()
+        })
+    };
+    let wait = rt.block_on(async {
+        let wait = waiter.await.unwrap();
+        holder.await.unwrap();
+        stop.store(true, SeqCst);
+        for t in flood {
+            t.await.unwrap();
+        }
+        wait
+    });
+    // L's share of the CPU the runtime's tasks used while H waited (F's polls are 1 ms each).
+    let l_ms = INHERIT_WORK.as_secs_f64() * 1e3;
+    let share = l_ms / (l_ms + f_cpu.load(SeqCst) as f64);
+    (wait.as_secs_f64() / INHERIT_WORK.as_secs_f64(), share)
+}
+
+/// The inheritance table: H's wait ÷ L's critical section, group-fair (the holder inherits H's
+/// weight) against fair (it keeps its own), median and range of `INHERIT_RUNS` runs.
+fn print_inherit(workers: usize) {
+    let rt = common::rondo_runtime(workers);
+    println!(
+        "\nH's wait / L's 20 ms critical section (L weight 1 holds, F weight 10 floods, H weight \
+         100 waits), {workers} workers on {} cores, {INHERIT_RUNS} runs: median (min-max)",
+        common::cores()
+    );
+    println!(
+        "| {:<34} | {:>17} | {:>17} |",
+        "benchmark", "group-fair (with)", "fair (without)"
+    );
+    println!("|{:-<36}|{:->19}|{:->19}|", "", "", "");
+    for (name, lock) in [
+        ("inheritance, lock, write mode", true),
+        ("inheritance, semaphore, 1 permit", false),
+    ] {
+        let mut ratios: [Vec<f64>; 2] = Default::default();
+        for _ in 0..INHERIT_RUNS {
+            for (col, r) in ratios.iter_mut().enumerate() {
+                let shared = match (col, lock) {
+                    (0, true) => Shared::Lock(Arc::new(AsyncOneManyLock::group_fair(0))),
+                    (_, true) => Shared::Lock(Arc::new(AsyncOneManyLock::new(0))),
+                    (0, false) => Shared::Sem(Arc::new(Semaphore::group_fair(1).unwrap())),
+                    (_, false) => Shared::Sem(Arc::new(Semaphore::new(1))),
+                };
+                let (ratio, share) = inherit_run(&rt, workers, &shared);
+                eprintln!("col {col} ratio {ratio:.2} share {share:.2}");
+                r.push(ratio);
+            }
+        }
+        let cell = |r: &mut Vec<f64>| {
+            r.sort_by(f64::total_cmp);
+            format!("{:.2} ({:.2}-{:.2})", r[r.len() / 2], r[0], r[r.len() - 1])
+        };
+        println!(
+            "| {:<34} | {:>17} | {:>17} |",
+            name,
+            cell(&mut ratios[0]),
+            cell(&mut ratios[1])
+        );
     }
 }
 

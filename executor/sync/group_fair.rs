@@ -251,11 +251,7 @@ impl GroupLine {
     /// goes, its group into `released`.
     pub(crate) fn release(&mut self, mut n: usize, released: &mut Released) {
         let id = current_id();
-        let mut i = self
-            .holders
-            .iter()
-            .position(|h| h.id() == id)
-            .unwrap_or(0);
+        let mut i = self.holders.iter().position(|h| h.id() == id).unwrap_or(0);
         while n > 0 && i < self.holders.len() {
             let h = &mut self.holders[i];
             let took = n.min(h.holds);
@@ -270,7 +266,6 @@ impl GroupLine {
         }
         debug_assert_eq!(n, 0, "released more holds than were counted");
     }
-
 
     fn find(&self, id: usize) -> Option<usize> {
         self.shares.iter().position(|s| s.key.id == id)

@@ -34,7 +34,10 @@ type Waiting<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 #[allow(clippy::async_yields_async)]
 fn waiting<T: Send + 'static>(rt: &Runtime, g: &Group, mut fut: Waiting<T>) -> Waiting<T> {
     rt.block_on(g.spawn(async move {
-        assert!(futures::poll!(&mut fut).is_pending(), "the acquire should wait");
+        assert!(
+            futures::poll!(&mut fut).is_pending(),
+            "the acquire should wait"
+        );
         fut
     }))
     .unwrap()
@@ -95,7 +98,11 @@ fn a_granted_waiter_ends_the_loan_and_is_lent_in_turn() {
     assert_eq!(effective(&l), 100);
     drop(guard);
     assert_eq!(effective(&l), 1, "L released");
-    assert_eq!(effective(&m), 100, "M was granted, holds with H waiting: M runs at 100");
+    assert_eq!(
+        effective(&m),
+        100,
+        "M was granted, holds with H waiting: M runs at 100"
+    );
     let Poll::Ready(gm) = poll_now(&mut wm) else {
         panic!("M should hold the lock")
     };
@@ -115,7 +122,11 @@ fn nested_loans_follow_the_heaviest_waiter_still_waiting() {
     let wb = waiting(&rt, &b, Box::pin(lock.clone().shared_arc()));
     assert_eq!(effective(&l), 100);
     drop(wa);
-    assert_eq!(effective(&l), 40, "the heavier waiter left: the next heaviest's weight");
+    assert_eq!(
+        effective(&l),
+        40,
+        "the heavier waiter left: the next heaviest's weight"
+    );
     drop(wb);
     assert_eq!(effective(&l), 1);
     drop(guard);
@@ -212,7 +223,10 @@ fn a_cancelled_holder_group_returns_its_loan() {
         }
         None
     });
-    assert!(granted.is_some(), "the cancelled holder's guard was never dropped");
+    assert!(
+        granted.is_some(),
+        "the cancelled holder's guard was never dropped"
+    );
     assert_eq!(effective(&l), 1);
 }
 
