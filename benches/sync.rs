@@ -27,14 +27,16 @@
 //!   group-fair constructors (`Semaphore::group_fair`, `AsyncOneManyLock::group_fair`), its fair
 //!   mode, tokio and async-lock; median and range of `WEIGHTED_RUNS` runs, interleaved.
 //!
-//! * Inheritance (a third table): on a rondo runtime with `RONDO_BENCH_WORKERS` workers, a task of
-//!   L (weight 1) holds the primitive through 20 ms of CPU work (thread CPU time) in 1 ms polls,
-//!   yielding between them; F (weight 10) floods the workers with CPU-bound tasks (two per worker,
-//!   1 ms polls); a task of H (weight 100) waits for the primitive from the moment L starts its
-//!   work. The row is H's wait ÷ L's 20 ms: with the holder at H's weight (group-fair, weight
-//!   inheritance) about 1; at its own weight about 11 ÷ (1 + workers - 1 ...) at the light share.
-//!   The lock in write mode and a 1-permit semaphore, group-fair against fair (the "without"
-//!   column); median and range of `INHERIT_RUNS` runs, interleaved.
+//! * Inheritance (a third table): on a rondo runtime with `RONDO_BENCH_WORKERS` workers, F (weight
+//!   10) floods the workers with CPU-bound tasks (four per worker, 1 ms polls of CPU time, yielding
+//!   between); then a task of L (weight 1) takes the primitive and works through 20 ms of CPU time
+//!   in 1 ms polls, yielding between, while a task of H (weight 100) waits for it from before L
+//!   starts. Rows: H's wait ÷ L's 20 ms (1 is the floor: L alone on a core), and L's share of the
+//!   CPU that L and F used while H waited (one task can use at most one worker: `1 / workers` is
+//!   its ceiling where F keeps the others busy). "with": the group-fair constructors, where L runs
+//!   at H's weight (weight inheritance); "without": the fair ones, where L keeps its own.
+//!   The lock in write mode and a 1-permit semaphore; median and range of `INHERIT_RUNS` runs,
+//!   interleaved.
 //!
 //! `RONDO_BENCH_SYNC=uncontended` runs the uncontended rows only; `RONDO_BENCH_SYNC=weighted`
 //! the weighted and inheritance tables only; `RONDO_BENCH_SYNC=inherit` the inheritance table.
@@ -464,160 +466,6 @@ fn main() {
     }
 }
 
-const INHERIT_RUNS: usize = 3;
-/// L's critical section: CPU work, in polls of `INHERIT_POLL`.
-const INHERIT_WORK: Duration = Duration::from_millis(20);
-const INHERIT_POLL: Duration = Duration::from_millis(1);
-
-/// Spins until the calling thread has burned `d` of CPU time.
-fn cpu_spin(d: Duration) {
-    let start = common::thread_cpu();
-    while common::thread_cpu() - start < d {
-        std::hint::spin_loop();
-    }
-}
-
-/// One run of the inheritance scenario on `shared` (a 1-permit semaphore or the lock, write
-/// mode): H's wait for the primitive ÷ L's critical section (`INHERIT_WORK` of CPU time).
-fn inherit_run(rt: &rondo::Runtime, workers: usize, shared: &Shared) -> (f64, f64) {
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-    let f_cpu = Arc::new(AtomicU64::new(0));
-    let granted = Arc::new(AtomicBool::new(false));
-    let l = rt.group().weight(1).build().unwrap();
-    let f = rt.group().weight(10).build().unwrap();
-    let h = rt.group().weight(100).build().unwrap();
-    let held = Arc::new(AtomicBool::new(false));
-    let waiting = Arc::new(AtomicBool::new(false));
-    let stop = Arc::new(AtomicBool::new(false));
-    // L takes the primitive before anything else runs, then waits for H to wait.
-    let holder = {
-        let (shared, held, waiting) = (shared.clone(), held.clone(), waiting.clone());
-        l.spawn(async move {
-            let work = async {
-                held.store(true, SeqCst);
-                while !waiting.load(SeqCst) {
-                    rondo::task::yield_now().await;
-                }
-                let mut done = Duration::ZERO;
-                while done < INHERIT_WORK {
-                    cpu_spin(INHERIT_POLL);
-                    done += INHERIT_POLL;
-                    rondo::task::yield_now().await;
-                }
-            };
-            match shared {
-                Shared::Sem(s) => {
-                    let _p = s.acquire().await.unwrap();
-                    work.await;
-                }
-                Shared::Lock(lock) => {
-                    let _g = lock.exclusive().await;
-                    work.await;
-                }
-                _ => unreachable!("the inheritance rows run rondo's primitives"),
-            }
-        })
-    };
-    while !held.load(SeqCst) {
-        std::thread::yield_now();
-    }
-    let flood: Vec<_> = (0..8 * workers)
-        .map(|_| {
-            let (stop, f_cpu, granted) = (stop.clone(), f_cpu.clone(), granted.clone());
-            f.spawn(async move {
-                while !stop.load(SeqCst) {
-                    cpu_spin(INHERIT_POLL);
-                    if !granted.load(SeqCst) {
-                        f_cpu.fetch_add(1, SeqCst);
-                    }
-                    rondo::task::yield_now().await;
-                }
-            })
-        })
-        .collect();
-    let waiter = {
-        let (shared, waiting, granted) = (shared.clone(), waiting.clone(), granted.clone());
-        h.spawn(async move {
-            let t0 = Instant::now();
-            let acquire = async {
-                match shared {
-                    Shared::Sem(s) => drop(s.acquire().await.unwrap()),
-                    Shared::Lock(lock) => drop(lock.exclusive().await),
-                    _ => unreachable!("the inheritance rows run rondo's primitives"),
-                }
-            };
-            let mut acquire = std::pin::pin!(acquire);
-            // Polled once (it joins the line) before L starts its work.
-            if futures::poll!(acquire.as_mut()).is_pending() {
-                waiting.store(true, SeqCst);
-                acquire.await;
-            } else {
-                waiting.store(true, SeqCst);
-            }
-            granted.store(true, SeqCst);
-            t0.elapsed()
-        })
-    };
-    let wait = rt.block_on(async {
-        let wait = waiter.await.unwrap();
-        holder.await.unwrap();
-        stop.store(true, SeqCst);
-        for t in flood {
-            t.await.unwrap();
-        }
-        wait
-    });
-    // L's share of the CPU the runtime's tasks used while H waited (F's polls are 1 ms each).
-    let l_ms = INHERIT_WORK.as_secs_f64() * 1e3;
-    let share = l_ms / (l_ms + f_cpu.load(SeqCst) as f64);
-    (wait.as_secs_f64() / INHERIT_WORK.as_secs_f64(), share)
-}
-
-/// The inheritance table: H's wait ÷ L's critical section, group-fair (the holder inherits H's
-/// weight) against fair (it keeps its own), median and range of `INHERIT_RUNS` runs.
-fn print_inherit(workers: usize) {
-    let rt = common::rondo_runtime(workers);
-    println!(
-        "\nH's wait / L's 20 ms critical section (L weight 1 holds, F weight 10 floods, H weight \
-         100 waits), {workers} workers on {} cores, {INHERIT_RUNS} runs: median (min-max)",
-        common::cores()
-    );
-    println!(
-        "| {:<34} | {:>17} | {:>17} |",
-        "benchmark", "group-fair (with)", "fair (without)"
-    );
-    println!("|{:-<36}|{:->19}|{:->19}|", "", "", "");
-    for (name, lock) in [
-        ("inheritance, lock, write mode", true),
-        ("inheritance, semaphore, 1 permit", false),
-    ] {
-        let mut ratios: [Vec<f64>; 2] = Default::default();
-        for _ in 0..INHERIT_RUNS {
-            for (col, r) in ratios.iter_mut().enumerate() {
-                let shared = match (col, lock) {
-                    (0, true) => Shared::Lock(Arc::new(AsyncOneManyLock::group_fair(0))),
-                    (_, true) => Shared::Lock(Arc::new(AsyncOneManyLock::new(0))),
-                    (0, false) => Shared::Sem(Arc::new(Semaphore::group_fair(1).unwrap())),
-                    (_, false) => Shared::Sem(Arc::new(Semaphore::new(1))),
-                };
-                let (ratio, share) = inherit_run(&rt, workers, &shared);
-                eprintln!("col {col} ratio {ratio:.2} share {share:.2}");
-                r.push(ratio);
-            }
-        }
-        let cell = |r: &mut Vec<f64>| {
-            r.sort_by(f64::total_cmp);
-            format!("{:.2} ({:.2}-{:.2})", r[r.len() / 2], r[0], r[r.len() - 1])
-        };
-        println!(
-            "| {:<34} | {:>17} | {:>17} |",
-            name,
-            cell(&mut ratios[0]),
-            cell(&mut ratios[1])
-        );
-    }
-}
-
 const WEIGHTED_RUNS: usize = 5;
 
 /// The primitives of the weighted rows, as one enum so that every contender runs the same task.
@@ -742,6 +590,170 @@ fn print_weighted(workers: usize) {
             cell(&mut counts[1]),
             cell(&mut counts[2]),
             cell(&mut counts[3])
+        );
+    }
+}
+
+const INHERIT_RUNS: usize = 5;
+/// L's critical section: CPU work, in polls of `INHERIT_POLL`.
+const INHERIT_WORK: Duration = Duration::from_millis(20);
+const INHERIT_POLL: Duration = Duration::from_millis(1);
+
+/// Spins until the calling thread has burned `d` of CPU time.
+fn cpu_spin(d: Duration) {
+    let start = common::thread_cpu();
+    while common::thread_cpu() - start < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// Holds `shared` (the lock in write mode, or a permit) while `work` runs.
+async fn holding(shared: Shared, work: impl Future<Output = ()>) {
+    match shared {
+        Shared::Sem(s) => {
+            let _p = s.acquire().await.unwrap();
+            work.await;
+        }
+        Shared::Lock(lock) => {
+            let _g = lock.exclusive().await;
+            work.await;
+        }
+        _ => unreachable!("the inheritance rows run rondo's primitives"),
+    }
+}
+
+/// One run of the inheritance scenario on `shared`: H's wait ÷ L's critical section, and L's
+/// share of the CPU that L and F used while H waited.
+fn inherit_run(rt: &rondo::Runtime, workers: usize, shared: &Shared) -> (f64, f64) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+    let l = rt.group().weight(1).build().unwrap();
+    let f = rt.group().weight(10).build().unwrap();
+    let h = rt.group().weight(100).build().unwrap();
+    let (held, waiting) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (granted, stop) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    // F's polls while H waits (each `INHERIT_POLL` of CPU).
+    let f_polls = Arc::new(AtomicU64::new(0));
+    // F floods the workers first.
+    let flood: Vec<_> = (0..4 * workers)
+        .map(|_| {
+            let (stop, waiting, granted) = (stop.clone(), waiting.clone(), granted.clone());
+            let f_polls = f_polls.clone();
+            f.spawn(async move {
+                while !stop.load(SeqCst) {
+                    cpu_spin(INHERIT_POLL);
+                    if waiting.load(SeqCst) && !granted.load(SeqCst) {
+                        f_polls.fetch_add(1, SeqCst);
+                    }
+                    rondo::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(10));
+    // L takes the primitive, waits for H to wait, then works through its critical section.
+    let holder = {
+        let (held, waiting) = (held.clone(), waiting.clone());
+        l.spawn(holding(shared.clone(), async move {
+            held.store(true, SeqCst);
+            while !waiting.load(SeqCst) {
+                rondo::task::yield_now().await;
+            }
+            let mut done = Duration::ZERO;
+            while done < INHERIT_WORK {
+                cpu_spin(INHERIT_POLL);
+                done += INHERIT_POLL;
+                rondo::task::yield_now().await;
+            }
+        }))
+    };
+    while !held.load(SeqCst) {
+        std::thread::yield_now();
+    }
+    let waiter = {
+        let (shared, waiting, granted) = (shared.clone(), waiting.clone(), granted.clone());
+        h.spawn(async move {
+            let t0 = Instant::now();
+            let mut acquire = pin!(holding(shared, async {}));
+            // Polled once (it joins the line) before L starts its work.
+            let first = futures::poll!(acquire.as_mut());
+            waiting.store(true, SeqCst);
+            if first.is_pending() {
+                acquire.await;
+            }
+            let wait = t0.elapsed();
+            granted.store(true, SeqCst);
+            wait
+        })
+    };
+    let wait = rt.block_on(async {
+        let wait = waiter.await.unwrap();
+        holder.await.unwrap();
+        stop.store(true, SeqCst);
+        for t in flood {
+            t.await.unwrap();
+        }
+        wait
+    });
+    let l_polls = (INHERIT_WORK.as_nanos() / INHERIT_POLL.as_nanos()) as f64;
+    let share = l_polls / (l_polls + f_polls.load(SeqCst) as f64);
+    (wait.as_secs_f64() / INHERIT_WORK.as_secs_f64(), share)
+}
+
+/// The inheritance table: H's wait ÷ L's critical section and L's CPU share while H waits,
+/// group-fair (the holder inherits H's weight) against fair (it keeps its own); median and range
+/// of `INHERIT_RUNS` runs.
+fn print_inherit(workers: usize) {
+    let rt = common::rondo_runtime(workers);
+    println!(
+        "\nweight inheritance: L (weight 1) holds through 20 ms of CPU in 1 ms polls, F (weight 10) \
+         floods, H (weight 100) waits; {workers} workers on {} cores, {INHERIT_RUNS} runs: median \
+         (min-max)",
+        common::cores()
+    );
+    println!(
+        "| {:<30} | {:>17} | {:>17} | {:>17} | {:>17} |",
+        "benchmark", "wait/20ms, with", "wait/20ms, without", "L share, with", "L share, without"
+    );
+    println!(
+        "|{:-<32}|{:->19}|{:->20}|{:->19}|{:->19}|",
+        "", "", "", "", ""
+    );
+    for (name, lock) in [
+        ("inheritance, lock, write mode", true),
+        ("inheritance, semaphore, 1", false),
+    ] {
+        let mut ratios: [Vec<f64>; 2] = Default::default();
+        let mut shares: [Vec<f64>; 2] = Default::default();
+        for _ in 0..INHERIT_RUNS {
+            for col in 0..2 {
+                let shared = match (col, lock) {
+                    (0, true) => Shared::Lock(Arc::new(AsyncOneManyLock::group_fair(0))),
+                    (_, true) => Shared::Lock(Arc::new(AsyncOneManyLock::new(0))),
+                    (0, false) => Shared::Sem(Arc::new(Semaphore::group_fair(1).unwrap())),
+                    (_, false) => Shared::Sem(Arc::new(Semaphore::new(1))),
+                };
+                let (ratio, share) = inherit_run(&rt, workers, &shared);
+                ratios[col].push(ratio);
+                shares[col].push(share);
+            }
+        }
+        let cell = |r: &mut Vec<f64>| {
+            r.sort_by(f64::total_cmp);
+            format!("{:.2} ({:.2}-{:.2})", r[r.len() / 2], r[0], r[r.len() - 1])
+        };
+        println!(
+            "| {:<30} | {:>17} | {:>18} | {:>17} | {:>17} |",
+            name,
+            cell(&mut ratios[0]),
+            cell(&mut ratios[1]),
+            cell(&mut shares[0]),
+            cell(&mut shares[1])
         );
     }
 }

@@ -213,16 +213,17 @@ fn a_cancelled_holder_group_returns_its_loan() {
     let mut w = waiting(&rt, &h, Box::pin(lock.clone().exclusive_arc()));
     assert_eq!(effective(&l), 100);
     l.cancel();
-    // The holder's future is dropped on a worker (or here, on the next visit): wait for it.
-    let granted = rt.block_on(async {
-        for _ in 0..10_000 {
-            if let Poll::Ready(g) = poll_now(&mut w) {
-                return Some(g);
-            }
-            crate::task::yield_now().await;
+    // The holder's future is dropped on a worker: wait for it (bounded).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let granted = loop {
+        if let Poll::Ready(g) = poll_now(&mut w) {
+            break Some(g);
         }
-        None
-    });
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
     assert!(
         granted.is_some(),
         "the cancelled holder's guard was never dropped"
