@@ -27,7 +27,9 @@
 //! heaviest weight scan the shares, O(shares) per grant, with one entry per group that has a
 //! waiter (and per recently served idle group); a cancelled waiter is found in its share's FIFO
 //! by a scan of that FIFO. The fast paths (an uncontended acquire, a release with nobody in line)
-//! never look at any of it.
+//! never look at the queue; in group-fair mode they take the mutex once to count or uncount the
+//! hold for weight inheritance (below), O(holder groups) under it. The other modes read one
+//! immutable flag and skip it.
 //!
 //! # Heaviest waiter
 //!

@@ -292,6 +292,12 @@ impl Semaphore {
     /// * Waiters outside any group (a thread outside the runtime, [`block_on`](crate::block_on),
     ///   another executor, the `_blocking` methods) count together as one more group of weight 1.
     ///
+    /// * Weight inheritance: while a group waits, every group holding permits (the group of the
+    ///   task that took them) is scheduled at the heaviest waiting group's weight if that is above
+    ///   its own, up its tenant tree, and still charged for its own service, until its last permit
+    ///   is returned or nobody waits. For this, an uncontended acquire and release also take the
+    ///   semaphore's internal mutex once each to count the permits by group.
+    ///
     /// tokio has no such mode; its `Semaphore::new` corresponds to [`new`](Self::new).
     ///
     /// # Errors
@@ -348,8 +354,8 @@ impl Semaphore {
     /// nobody waits, and always 0 for a semaphore not made by [`group_fair`](Self::group_fair).
     /// One relaxed load: a snapshot, as fresh as the latest change to the line.
     ///
-    /// This is the weight at which a holder would have to run so that no waiter waits at a lighter
-    /// group's pace (weight inheritance).
+    /// This is the weight the holders' groups are scheduled at while they hold permits, when it is
+    /// above their own (weight inheritance).
     ///
     /// ```
     /// let sem = rondo::sync::Semaphore::group_fair(1).unwrap();
