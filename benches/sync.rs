@@ -38,6 +38,9 @@
 //!   The lock in write mode and a 1-permit semaphore; median and range of `INHERIT_RUNS` runs,
 //!   interleaved.
 //!
+//! After the first table, one line gives the uncontended acquire+release of the group-fair
+//! constructors, whose fast paths also count each hold by group (weight inheritance).
+//!
 //! `RONDO_BENCH_SYNC=uncontended` runs the uncontended rows only; `RONDO_BENCH_SYNC=weighted`
 //! the weighted and inheritance tables only; `RONDO_BENCH_SYNC=inherit` the inheritance table.
 
@@ -457,6 +460,7 @@ fn main() {
             push_contended_rows(&mut rows, workers);
         }
         print_rows(workers, rows);
+        print_group_fair_uncontended();
     }
     if only.is_empty() || only == "weighted" {
         print_weighted(workers);
@@ -464,6 +468,20 @@ fn main() {
     if only.is_empty() || only == "weighted" || only == "inherit" {
         print_inherit(workers);
     }
+}
+
+/// The uncontended rows for the group-fair constructors, on one line: their fast paths also
+/// count each hold by group under the primitive's mutex (weight inheritance).
+fn print_group_fair_uncontended() {
+    let l = AsyncOneManyLock::group_fair(0u64);
+    let s = Semaphore::group_fair(1).unwrap();
+    println!(
+        "group-fair, uncontended acquire+release (ns/op): shared {:.1}, exclusive {:.1}, \
+         semaphore {:.1}",
+        ns_per_op(|| drop(black_box(now(black_box(&l).shared())))),
+        ns_per_op(|| drop(black_box(now(black_box(&l).exclusive())))),
+        ns_per_op(|| drop(black_box(now(black_box(&s).acquire())))),
+    );
 }
 
 const WEIGHTED_RUNS: usize = 5;
