@@ -27,8 +27,22 @@
 //!   group-fair constructors (`Semaphore::group_fair`, `AsyncOneManyLock::group_fair`), its fair
 //!   mode, tokio and async-lock; median and range of `WEIGHTED_RUNS` runs, interleaved.
 //!
+//! * Inheritance (a third table): on a rondo runtime with `RONDO_BENCH_WORKERS` workers, F (weight
+//!   10) floods the workers with CPU-bound tasks (four per worker, 1 ms polls of CPU time, yielding
+//!   between); then a task of L (weight 1) takes the primitive and works through 20 ms of CPU time
+//!   in 1 ms polls, yielding between, while a task of H (weight 100) waits for it from before L
+//!   starts. Rows: H's wait ÷ L's 20 ms (1 is the floor: L alone on a core), and L's share of the
+//!   CPU that L and F used while H waited (one task can use at most one worker: `1 / workers` is
+//!   its ceiling where F keeps the others busy). "with": the group-fair constructors, where L runs
+//!   at H's weight (weight inheritance); "without": the fair ones, where L keeps its own.
+//!   The lock in write mode and a 1-permit semaphore; median and range of `INHERIT_RUNS` runs,
+//!   interleaved.
+//!
+//! After the first table, one line gives the uncontended acquire+release of the group-fair
+//! constructors, whose fast paths also count each hold by group (weight inheritance).
+//!
 //! `RONDO_BENCH_SYNC=uncontended` runs the uncontended rows only; `RONDO_BENCH_SYNC=weighted`
-//! the weighted table only.
+//! the weighted and inheritance tables only; `RONDO_BENCH_SYNC=inherit` the inheritance table.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -440,16 +454,34 @@ fn main() {
 
     let only = std::env::var("RONDO_BENCH_SYNC").unwrap_or_default();
     let workers = common::workers();
-    if only != "weighted" {
+    if only != "weighted" && only != "inherit" {
         // `RONDO_BENCH_SYNC=uncontended` stops after these rows (a quick check of the fast paths).
         if only != "uncontended" {
             push_contended_rows(&mut rows, workers);
         }
         print_rows(workers, rows);
+        print_group_fair_uncontended();
     }
     if only.is_empty() || only == "weighted" {
         print_weighted(workers);
     }
+    if only.is_empty() || only == "weighted" || only == "inherit" {
+        print_inherit(workers);
+    }
+}
+
+/// The uncontended rows for the group-fair constructors, on one line: their fast paths also
+/// count each hold by group under the primitive's mutex (weight inheritance).
+fn print_group_fair_uncontended() {
+    let l = AsyncOneManyLock::group_fair(0u64);
+    let s = Semaphore::group_fair(1).unwrap();
+    println!(
+        "group-fair, uncontended acquire+release (ns/op): shared {:.1}, exclusive {:.1}, \
+         semaphore {:.1}",
+        ns_per_op(|| drop(black_box(now(black_box(&l).shared())))),
+        ns_per_op(|| drop(black_box(now(black_box(&l).exclusive())))),
+        ns_per_op(|| drop(black_box(now(black_box(&s).acquire())))),
+    );
 }
 
 const WEIGHTED_RUNS: usize = 5;
@@ -576,6 +608,170 @@ fn print_weighted(workers: usize) {
             cell(&mut counts[1]),
             cell(&mut counts[2]),
             cell(&mut counts[3])
+        );
+    }
+}
+
+const INHERIT_RUNS: usize = 5;
+/// L's critical section: CPU work, in polls of `INHERIT_POLL`.
+const INHERIT_WORK: Duration = Duration::from_millis(20);
+const INHERIT_POLL: Duration = Duration::from_millis(1);
+
+/// Spins until the calling thread has burned `d` of CPU time.
+fn cpu_spin(d: Duration) {
+    let start = common::thread_cpu();
+    while common::thread_cpu() - start < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// Holds `shared` (the lock in write mode, or a permit) while `work` runs.
+async fn holding(shared: Shared, work: impl Future<Output = ()>) {
+    match shared {
+        Shared::Sem(s) => {
+            let _p = s.acquire().await.unwrap();
+            work.await;
+        }
+        Shared::Lock(lock) => {
+            let _g = lock.exclusive().await;
+            work.await;
+        }
+        _ => unreachable!("the inheritance rows run rondo's primitives"),
+    }
+}
+
+/// One run of the inheritance scenario on `shared`: H's wait ÷ L's critical section, and L's
+/// share of the CPU that L and F used while H waited.
+fn inherit_run(rt: &rondo::Runtime, workers: usize, shared: &Shared) -> (f64, f64) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+    let l = rt.group().weight(1).build().unwrap();
+    let f = rt.group().weight(10).build().unwrap();
+    let h = rt.group().weight(100).build().unwrap();
+    let (held, waiting) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (granted, stop) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    // F's polls while H waits (each `INHERIT_POLL` of CPU).
+    let f_polls = Arc::new(AtomicU64::new(0));
+    // F floods the workers first.
+    let flood: Vec<_> = (0..4 * workers)
+        .map(|_| {
+            let (stop, waiting, granted) = (stop.clone(), waiting.clone(), granted.clone());
+            let f_polls = f_polls.clone();
+            f.spawn(async move {
+                while !stop.load(SeqCst) {
+                    cpu_spin(INHERIT_POLL);
+                    if waiting.load(SeqCst) && !granted.load(SeqCst) {
+                        f_polls.fetch_add(1, SeqCst);
+                    }
+                    rondo::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(10));
+    // L takes the primitive, waits for H to wait, then works through its critical section.
+    let holder = {
+        let (held, waiting) = (held.clone(), waiting.clone());
+        l.spawn(holding(shared.clone(), async move {
+            held.store(true, SeqCst);
+            while !waiting.load(SeqCst) {
+                rondo::task::yield_now().await;
+            }
+            let mut done = Duration::ZERO;
+            while done < INHERIT_WORK {
+                cpu_spin(INHERIT_POLL);
+                done += INHERIT_POLL;
+                rondo::task::yield_now().await;
+            }
+        }))
+    };
+    while !held.load(SeqCst) {
+        std::thread::yield_now();
+    }
+    let waiter = {
+        let (shared, waiting, granted) = (shared.clone(), waiting.clone(), granted.clone());
+        h.spawn(async move {
+            let t0 = Instant::now();
+            let mut acquire = pin!(holding(shared, async {}));
+            // Polled once (it joins the line) before L starts its work.
+            let first = futures::poll!(acquire.as_mut());
+            waiting.store(true, SeqCst);
+            if first.is_pending() {
+                acquire.await;
+            }
+            let wait = t0.elapsed();
+            granted.store(true, SeqCst);
+            wait
+        })
+    };
+    let wait = rt.block_on(async {
+        let wait = waiter.await.unwrap();
+        holder.await.unwrap();
+        stop.store(true, SeqCst);
+        for t in flood {
+            t.await.unwrap();
+        }
+        wait
+    });
+    let l_polls = (INHERIT_WORK.as_nanos() / INHERIT_POLL.as_nanos()) as f64;
+    let share = l_polls / (l_polls + f_polls.load(SeqCst) as f64);
+    (wait.as_secs_f64() / INHERIT_WORK.as_secs_f64(), share)
+}
+
+/// The inheritance table: H's wait ÷ L's critical section and L's CPU share while H waits,
+/// group-fair (the holder inherits H's weight) against fair (it keeps its own); median and range
+/// of `INHERIT_RUNS` runs.
+fn print_inherit(workers: usize) {
+    let rt = common::rondo_runtime(workers);
+    println!(
+        "\nweight inheritance: L (weight 1) holds through 20 ms of CPU in 1 ms polls, F (weight 10) \
+         floods, H (weight 100) waits; {workers} workers on {} cores, {INHERIT_RUNS} runs: median \
+         (min-max)",
+        common::cores()
+    );
+    println!(
+        "| {:<30} | {:>17} | {:>17} | {:>17} | {:>17} |",
+        "benchmark", "wait/20ms, with", "wait/20ms, without", "L share, with", "L share, without"
+    );
+    println!(
+        "|{:-<32}|{:->19}|{:->20}|{:->19}|{:->19}|",
+        "", "", "", "", ""
+    );
+    for (name, lock) in [
+        ("inheritance, lock, write mode", true),
+        ("inheritance, semaphore, 1", false),
+    ] {
+        let mut ratios: [Vec<f64>; 2] = Default::default();
+        let mut shares: [Vec<f64>; 2] = Default::default();
+        for _ in 0..INHERIT_RUNS {
+            for col in 0..2 {
+                let shared = match (col, lock) {
+                    (0, true) => Shared::Lock(Arc::new(AsyncOneManyLock::group_fair(0))),
+                    (_, true) => Shared::Lock(Arc::new(AsyncOneManyLock::new(0))),
+                    (0, false) => Shared::Sem(Arc::new(Semaphore::group_fair(1).unwrap())),
+                    (_, false) => Shared::Sem(Arc::new(Semaphore::new(1))),
+                };
+                let (ratio, share) = inherit_run(&rt, workers, &shared);
+                ratios[col].push(ratio);
+                shares[col].push(share);
+            }
+        }
+        let cell = |r: &mut Vec<f64>| {
+            r.sort_by(f64::total_cmp);
+            format!("{:.2} ({:.2}-{:.2})", r[r.len() / 2], r[0], r[r.len() - 1])
+        };
+        println!(
+            "| {:<30} | {:>17} | {:>18} | {:>17} | {:>17} |",
+            name,
+            cell(&mut ratios[0]),
+            cell(&mut ratios[1]),
+            cell(&mut shares[0]),
+            cell(&mut shares[1])
         );
     }
 }

@@ -51,7 +51,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::group::GroupInner;
-use crate::group::inner::GroupSched;
+use crate::group::inner::{GroupSched, effective_weight};
 use crate::group::listed::{LaneEntry, Listing};
 use crate::group::tree::{Node, NodeState, Tree};
 use crate::shim::{AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, fence, lock};
@@ -1126,7 +1126,8 @@ impl Scheduler {
         let mut to_leave: Option<usize> = None;
         for e in candidates.into_iter().flatten() {
             let mut gs = e.sched();
-            let due = picked_vruntime + self.quantum_ns * SCALE / u128::from(gs.weight.max(1));
+            let weight = effective_weight(&gs).max(1);
+            let due = picked_vruntime + self.quantum_ns * SCALE / u128::from(weight);
             if !gs.in_rotation || gs.vruntime > due {
                 continue;
             }

@@ -7,7 +7,7 @@
 //! value.
 
 use crate::group::GroupInner;
-use crate::group::inner::GroupSched;
+use crate::group::inner::{GroupSched, effective_weight};
 
 /// Virtual time advances by `ns * SCALE / weight` per charged nanosecond.
 pub(crate) const SCALE: u128 = 1 << 16;
@@ -33,7 +33,7 @@ pub(crate) fn set_vruntime(g: &GroupInner, gs: &mut GroupSched, vruntime: u128) 
 /// Charges `ns` of service to a group, under its lock: its virtual runtime rises by
 /// `ns / weight`. Its rotation key, if it has one, stays (lazy keys).
 pub(crate) fn add_service(g: &GroupInner, gs: &mut GroupSched, ns: u64) {
-    let delta = u128::from(ns) * SCALE / u128::from(gs.weight.max(1));
+    let delta = u128::from(ns) * SCALE / u128::from(effective_weight(gs).max(1));
     let charged = gs.vruntime + delta;
     set_vruntime(g, gs, charged);
 }

@@ -79,8 +79,15 @@ pub(crate) type HostOf = <Hosts as HostBinding>::Host;
 /// compiler refuses a reference to a field of a packed struct).
 #[repr(C, packed(8))]
 pub(crate) struct GroupSched {
-    /// 1 to `MAX_WEIGHT`; `GroupInner::weight_hint` holds a copy.
+    /// 1 to `MAX_WEIGHT`; `GroupInner::weight_hint` holds a copy of the effective weight
+    /// (`effective_weight`).
     pub(crate) weight: u32,
+    /// The heaviest weight lent to the group (`GroupInner::lend_weight`: a task of the group
+    /// holds what a heavier group's task waits for), 0 for none; kept until every loan returns.
+    /// In the padding after `weight`.
+    pub(crate) lent: u16,
+    /// Loans outstanding.
+    pub(crate) loans: u16,
     /// The service charged to the group, scaled by `1 / weight` (the scale is `fair`'s). Only
     /// rises; `GroupInner::vtime_hint` holds a copy in virtual nanoseconds.
     pub(crate) vruntime: u128,
@@ -92,6 +99,13 @@ pub(crate) struct GroupSched {
     /// rotation's entry count when it was keyed.
     pub(crate) key_vns: u64,
     pub(crate) entered: u64,
+}
+
+/// The weight the scheduler serves a group by: its own, or a heavier one lent to it.
+#[inline]
+pub(crate) fn effective_weight(gs: &GroupSched) -> u32 {
+    let (weight, lent) = (gs.weight, gs.lent);
+    weight.max(u32::from(lent))
 }
 
 /// A group's shared state, in one allocation of a few hundred bytes (one per connection must be
@@ -201,6 +215,8 @@ impl GroupInner {
                 registry: Registry::new(),
                 sched: Mutex::new(GroupSched {
                     weight,
+                    lent: 0,
+                    loans: 0,
                     vruntime: 0,
                     in_rotation: false,
                     key_vns: 0,
@@ -416,7 +432,33 @@ impl GroupInner {
         self.vtime_hint.store(vns, Ordering::Relaxed);
     }
 
-    /// The group's weight, as last set (a hint, read without the lock).
+    /// Lends the group `weight` until [`return_weight`](Self::return_weight): while a loan is
+    /// outstanding, the group is scheduled (charged) with the heaviest weight lent to it if that
+    /// is above its own. Weight inheritance: a task of this group holds a group-fair permit or
+    /// lock that a task of a heavier group waits for, so the holder runs at its waiter's weight
+    /// until it releases, still charged to its own group.
+    pub(crate) fn lend_weight(&self, weight: u32) {
+        let mut gs = self.sched();
+        gs.loans = gs.loans.saturating_add(1);
+        let lent = u16::try_from(weight).unwrap_or(u16::MAX).max(gs.lent);
+        gs.lent = lent;
+        self.weight_hint
+            .store(effective_weight(&gs), Ordering::Relaxed);
+    }
+
+    /// Returns one loan of [`lend_weight`](Self::lend_weight); with the last, the group is back at
+    /// its own weight.
+    pub(crate) fn return_weight(&self) {
+        let mut gs = self.sched();
+        gs.loans = gs.loans.saturating_sub(1);
+        if gs.loans == 0 {
+            gs.lent = 0;
+        }
+        self.weight_hint
+            .store(effective_weight(&gs), Ordering::Relaxed);
+    }
+
+    /// The group's effective weight, as last set (a hint, read without the lock).
     #[inline]
     pub(crate) fn weight_hint(&self) -> u32 {
         self.weight_hint.load(Ordering::Relaxed)

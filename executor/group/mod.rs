@@ -648,7 +648,9 @@ impl Group {
         check_weight(weight)?;
         let mut gs = lock(&self.inner.sched);
         gs.weight = weight;
-        self.inner.weight_hint.store(weight, Ordering::Relaxed);
+        self.inner
+            .weight_hint
+            .store(inner::effective_weight(&gs), Ordering::Relaxed);
         drop(gs);
         Ok(())
     }

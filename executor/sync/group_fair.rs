@@ -27,16 +27,49 @@
 //! heaviest weight scan the shares, O(shares) per grant, with one entry per group that has a
 //! waiter (and per recently served idle group); a cancelled waiter is found in its share's FIFO
 //! by a scan of that FIFO. The fast paths (an uncontended acquire, a release with nobody in line)
-//! never look at any of it.
+//! never look at the queue; in group-fair mode they take the mutex once to count or uncount the
+//! hold for weight inheritance (below), O(holder groups) under it. The other modes read one
+//! immutable flag and skip it.
 //!
 //! # Heaviest waiter
 //!
 //! After every change the line publishes the largest weight among its waiting shares in an atomic
-//! the primitive owns, readable without the mutex (`heaviest_waiting_weight`): the hook by which a
-//! holder can be scheduled at its heaviest waiter's weight.
+//! the primitive owns, readable without the mutex (`heaviest_waiting_weight`).
+//!
+//! # Weight inheritance
+//!
+//! A holder runs at its heaviest waiter's weight, charged to its own group, until it releases.
+//! The line keeps the *holders* (also under the mutex): one entry per group holding the resource,
+//! with how many holds (permits, or lock holds of any kind) it has and the weight lent to it.
+//!
+//! 1. **Holding.** A hold is counted for the group of the task that takes it (its own group, not
+//!    the top-level one; outside any group it is counted without one): the fast path of a
+//!    group-fair primitive takes the mutex once more to count it, a waiter granted under the
+//!    mutex is counted in the same step, for the group it joined from (kept from its join as a
+//!    weak reference).
+//! 2. **Releasing.** A release (or a grant given back by a cancelled waiter) takes its holds off
+//!    the entry of the releasing task's group, or, when that group has none (the permit or guard
+//!    moved to another group or thread), off any entry. The entries' total is always the holds
+//!    counted, so each loan ends at the latest when the last hold is released.
+//! 3. **Lending.** After every change of the waiters or the holders, each holder entry with a
+//!    group is lent the heaviest waiting weight ([`GroupInner::lend_weight`], on the group and
+//!    each of its ancestors, so in a tenant tree the whole path to the holder runs at it), or its
+//!    loan is returned when nobody waits or its last hold is released. A loan is changed only
+//!    when that weight changes: return, then lend. Each entry has at most one loan out, so each
+//!    is returned exactly once. A waiter's weight is its top-level group's own weight, not one
+//!    lent to it: a holder's loan is not passed on to the holders of what it waits for in turn.
+//!
+//! Lock order: the primitive's mutex, then a group's scheduling lock (`lend_weight`,
+//! `return_weight`, reading a waiter's own weight). The scheduler never takes a primitive's
+//! mutex, so this cannot deadlock. No group is dropped under the mutex: a released entry's group
+//! is handed back to the caller to drop after unlocking, and waiters keep only weak references.
+//!
+//! [`GroupInner::lend_weight`]: crate::group::GroupInner::lend_weight
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Weak};
 
+use crate::group::GroupInner;
 use crate::shim::{AtomicU32, Ordering};
 
 /// The identity and weight of the share a waiter waits in.
@@ -67,11 +100,23 @@ pub(crate) fn share_of_current() -> ShareKey {
             let top = g.top();
             ShareKey {
                 id: top as *const crate::group::GroupInner as usize,
-                weight: top.weight_hint().max(1),
+                // Its own weight, not one lent to it (see "Weight inheritance").
+                weight: top.weight().max(1),
             }
         }
         None => OUTSIDE,
     })
+}
+
+/// The group of the task being polled on this thread (a new reference), if any: the group a hold
+/// taken here is counted for.
+pub(crate) fn current_group() -> Option<Arc<GroupInner>> {
+    crate::group::with_current(|g| g.cloned())
+}
+
+/// The address of the current task's group: the identity [`Holders`] entries are found by.
+fn current_id() -> Option<usize> {
+    crate::group::with_current(|g| g.map(|g| Arc::as_ptr(g) as usize))
 }
 
 /// Under loom no task runs in a group: a model names the share of each of its threads here.
@@ -109,14 +154,62 @@ struct Share {
     waiters: VecDeque<(usize, u64)>,
 }
 
-/// The weighted fair queue over the waiting shares of one primitive (see the module docs).
+/// One group's holds on a group-fair primitive and the weight lent to it for them.
+struct Holder {
+    /// `None` for holds taken outside any group (never lent anything).
+    group: Option<Arc<GroupInner>>,
+    /// Permits, or lock holds; at least 1 while the entry exists.
+    holds: usize,
+    /// The weight lent to `group` and its ancestors for these holds, 0 for none.
+    lent: u32,
+}
+
+impl Holder {
+    fn id(&self) -> Option<usize> {
+        self.group.as_ref().map(|g| Arc::as_ptr(g) as usize)
+    }
+
+    /// Lends `want` (0: nothing) instead of what is lent now: the old loan is returned, the new
+    /// one lent, on the group and each of its ancestors.
+    fn lend(&mut self, want: u32) {
+        let Some(g) = &self.group else { return };
+        if self.lent == want {
+            return;
+        }
+        let mut at = Some(g);
+        while let Some(x) = at {
+            if self.lent != 0 {
+                x.return_weight();
+            }
+            if want != 0 {
+                x.lend_weight(want);
+            }
+            at = x.parent();
+        }
+        self.lent = want;
+    }
+}
+
+/// Groups whose last hold was released under the mutex, to drop after unlocking (dropping a group
+/// may drop tasks, whose futures may use the very primitive).
+pub(crate) type Released = Vec<Arc<GroupInner>>;
+
+/// The weighted fair queue over the waiting shares of one primitive, and its holders (see the
+/// module docs).
 pub(crate) struct GroupLine {
     shares: Vec<Share>,
     /// The share of each waiting line key, indexed by key (line keys are small slab indices).
     owner: Vec<usize>,
+    /// The group each waiting line key joined from (counted as a holder when it is granted).
+    joined_from: Vec<Option<Weak<GroupInner>>>,
     vtime: u128,
     /// Join counter, for FIFO order within a share and ties between shares.
     joined: u64,
+    /// Who holds the primitive, by group, with their loans ("Weight inheritance").
+    holders: Vec<Holder>,
+    /// The weight lent to every holder entry with a group: the heaviest waiting weight when the
+    /// line last published.
+    lending: u32,
 }
 
 impl GroupLine {
@@ -124,9 +217,56 @@ impl GroupLine {
         GroupLine {
             shares: Vec::new(),
             owner: Vec::new(),
+            joined_from: Vec::new(),
             vtime: 0,
             joined: 0,
+            holders: Vec::new(),
+            lending: 0,
         }
+    }
+
+    /// Counts `n` holds for `group` (the taker's group, or the group a granted waiter joined
+    /// from), lent the current heaviest waiting weight at once if anyone waits.
+    pub(crate) fn hold(&mut self, group: Option<Arc<GroupInner>>, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let id = group.as_ref().map(|g| Arc::as_ptr(g) as usize);
+        let lending = self.lending;
+        match self.holders.iter_mut().find(|h| h.id() == id) {
+            // `group` is dropped here: the entry holds another reference, so never the last.
+            Some(h) => h.holds += n,
+            None => {
+                let mut h = Holder {
+                    group,
+                    holds: n,
+                    lent: 0,
+                };
+                h.lend(lending);
+                self.holders.push(h);
+            }
+        }
+    }
+
+    /// Takes `n` holds off the releasing task's group's entry, or off any entries if that group
+    /// has too few (a permit or guard that moved); an entry left with none returns its loan and
+    /// goes, its group into `released`.
+    pub(crate) fn release(&mut self, mut n: usize, released: &mut Released) {
+        let id = current_id();
+        let mut i = self.holders.iter().position(|h| h.id() == id).unwrap_or(0);
+        while n > 0 && i < self.holders.len() {
+            let h = &mut self.holders[i];
+            let took = n.min(h.holds);
+            h.holds -= took;
+            n -= took;
+            if h.holds == 0 {
+                let mut h = self.holders.swap_remove(i);
+                h.lend(0);
+                released.extend(h.group.take());
+                i = 0;
+            }
+        }
+        debug_assert_eq!(n, 0, "released more holds than were counted");
     }
 
     fn find(&self, id: usize) -> Option<usize> {
@@ -135,7 +275,7 @@ impl GroupLine {
 
     /// The waiter `key` joined the line in `share`; it is served after every earlier waiter of its
     /// share. The share's weight is the one its latest waiter brought.
-    pub(crate) fn join(&mut self, key: usize, share: ShareKey) {
+    pub(crate) fn join(&mut self, key: usize, share: ShareKey, from: Option<Weak<GroupInner>>) {
         let seq = self.joined;
         self.joined += 1;
         let i = match self.find(share.id) {
@@ -157,8 +297,10 @@ impl GroupLine {
         s.waiters.push_back((key, seq));
         if self.owner.len() <= key {
             self.owner.resize(key + 1, 0);
+            self.joined_from.resize(key + 1, None);
         }
         self.owner[key] = share.id;
+        self.joined_from[key] = from;
     }
 
     /// The waiter to serve next: the head of the waiting share with the smallest tag (ties: the
@@ -171,10 +313,13 @@ impl GroupLine {
             .map(|(_, k)| k)
     }
 
-    /// The waiter `key` (the one [`next`](Self::next) returned) was granted `cost`: it leaves its
-    /// share, whose tag advances by `cost / weight`, and the virtual time moves to the tag it was
-    /// picked at.
-    pub(crate) fn granted(&mut self, key: usize, cost: usize) {
+    /// The waiter `key` (the one [`next`](Self::next) returned) was granted `cost` (`holds`
+    /// holds): it leaves its share, whose tag advances by `cost / weight`, the virtual time moves
+    /// to the tag it was picked at, and its holds are counted for the group it joined from.
+    pub(crate) fn granted(&mut self, key: usize, cost: usize, holds: usize) {
+        let from = self.joined_from.get_mut(key).and_then(Option::take);
+        // A group that is gone (its last task and handle dropped) holds nothing to lend to.
+        self.hold(from.and_then(|w| w.upgrade()), holds);
         let Some(i) = self.remove(key) else {
             debug_assert!(false, "granted a waiter that is not in the group line");
             return;
@@ -189,6 +334,9 @@ impl GroupLine {
 
     /// The waiter `key` left the line without a grant (cancelled, or refused).
     pub(crate) fn leave(&mut self, key: usize) {
+        if let Some(w) = self.joined_from.get_mut(key) {
+            *w = None;
+        }
         if self.remove(key).is_some() {
             self.forget_idle();
         }
@@ -199,6 +347,7 @@ impl GroupLine {
         for s in &mut self.shares {
             s.waiters.clear();
         }
+        self.joined_from.iter_mut().for_each(|w| *w = None);
         self.forget_idle();
     }
 
@@ -229,9 +378,17 @@ impl GroupLine {
             .unwrap_or(0)
     }
 
-    /// Stores [`heaviest`](Self::heaviest) where the primitive's readers find it.
-    pub(crate) fn publish(&self, to: &AtomicU32) {
-        to.store(self.heaviest(), Ordering::Relaxed);
+    /// Stores [`heaviest`](Self::heaviest) where the primitive's readers find it, and lends it to
+    /// every holder (returns their loans when nobody waits).
+    pub(crate) fn publish(&mut self, to: &AtomicU32) {
+        let heaviest = self.heaviest();
+        to.store(heaviest, Ordering::Relaxed);
+        if heaviest != self.lending {
+            self.lending = heaviest;
+            for h in &mut self.holders {
+                h.lend(heaviest);
+            }
+        }
     }
 }
 
@@ -250,13 +407,13 @@ mod tests {
         for _ in 0..n {
             let k = line.next().unwrap();
             let id = line.owner[k];
-            line.granted(k, 1);
+            line.granted(k, 1, 1);
             match got.iter_mut().find(|(i, _)| *i == id) {
                 Some((_, c)) => *c += 1,
                 None => got.push((id, 1)),
             }
             // The served waiter comes back at the end of its share's queue.
-            line.join(*next_key, line_share(line, id));
+            line.join(*next_key, line_share(line, id), None);
             *next_key += 1;
         }
         got
@@ -271,9 +428,9 @@ mod tests {
         let mut line = GroupLine::new();
         let mut key = 0;
         for _ in 0..3 {
-            line.join(key, share(1, 6));
+            line.join(key, share(1, 6), None);
             key += 1;
-            line.join(key, share(2, 1));
+            line.join(key, share(2, 1), None);
             key += 1;
         }
         let got = serve(&mut line, 700, &mut key);
@@ -285,21 +442,21 @@ mod tests {
     #[test]
     fn an_idle_share_banks_no_credit() {
         let mut line = GroupLine::new();
-        line.join(0, share(1, 1));
-        line.join(1, share(2, 1));
+        line.join(0, share(1, 1), None);
+        line.join(1, share(2, 1), None);
         // Shares 1 and 2 take 50 grants between them; share 3, idle all along, then arrives and
         // must not be owed 25 grants in a row.
         let mut key = 2;
         serve(&mut line, 50, &mut key);
-        line.join(key, share(3, 1));
+        line.join(key, share(3, 1), None);
         key += 1;
         let mut next_three = Vec::new();
         for _ in 0..3 {
             let k = line.next().unwrap();
             let id = line.owner[k];
             next_three.push(id);
-            line.granted(k, 1);
-            line.join(key, share(id, 1));
+            line.granted(k, 1, 1);
+            line.join(key, share(id, 1), None);
             key += 1;
         }
         next_three.sort_unstable();
@@ -309,19 +466,19 @@ mod tests {
     #[test]
     fn an_idle_share_sheds_no_debt() {
         let mut line = GroupLine::new();
-        line.join(0, share(1, 1));
-        line.join(1, share(2, 1));
+        line.join(0, share(1, 1), None);
+        line.join(1, share(2, 1), None);
         let mut order = Vec::new();
         // Share 1 goes first (earlier head) and takes 3 units, then is idle for a moment.
         assert_eq!(line.next(), Some(0));
-        line.granted(0, 3);
-        line.join(2, share(1, 1));
+        line.granted(0, 3, 1);
+        line.join(2, share(1, 1), None);
         // Share 2 is owed 3 units first; share 1's return does not wipe its debt.
         for next_key in [3, 4, 5] {
             let k = line.next().unwrap();
             order.push(k);
-            line.granted(k, 1);
-            line.join(next_key, share(2, 1));
+            line.granted(k, 1, 1);
+            line.join(next_key, share(2, 1), None);
         }
         order.push(line.next().unwrap());
         assert_eq!(order, vec![1, 3, 4, 2]);
@@ -331,13 +488,13 @@ mod tests {
     fn fifo_within_a_share_and_leave_without_charge() {
         let mut line = GroupLine::new();
         for k in 0..4 {
-            line.join(k, share(7, 2));
+            line.join(k, share(7, 2), None);
         }
         line.leave(1);
         let mut order = Vec::new();
         while let Some(k) = line.next() {
             order.push(k);
-            line.granted(k, 1);
+            line.granted(k, 1, 1);
         }
         assert_eq!(order, vec![0, 2, 3]);
         assert_eq!(line.heaviest(), 0);

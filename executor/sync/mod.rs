@@ -124,7 +124,10 @@
 //! batches and writers alternate. An upgrade still waits at the head and is served first. A
 //! waiter cancelled while waiting leaves its group's FIFO uncharged; one granted in a race with
 //! its drop was charged and gives the grant back as in the fair mode. After each change the line
-//! publishes the heaviest waiting weight in an atomic (`heaviest_waiting_weight`).
+//! publishes the heaviest waiting weight in an atomic (`heaviest_waiting_weight`) and lends it to
+//! the groups holding the primitive, counted by group under the mutex (on the fast paths too, in
+//! this mode only), so a light holder runs at its heaviest waiter's weight until it releases
+//! (weight inheritance, `group_fair.rs`).
 //!
 //! **Upgradable holds.** An upgradable hold counts as a reader and sets its own bit, which excludes a
 //! second one. [`UpgradableGuard::upgrade`] completes at once if its holder is the only reader;
@@ -199,6 +202,8 @@
 //! [`Waker`]: core::task::Waker
 
 mod group_fair;
+#[cfg(all(test, not(loom)))]
+mod inherit_tests;
 #[cfg(all(test, loom))]
 pub(crate) use group_fair::{ShareKey, loom_share};
 mod one_many;

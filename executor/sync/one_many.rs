@@ -282,6 +282,12 @@ impl<T> AsyncOneManyLock<T> {
     ///   lock), and is not charged.
     /// * Waiters outside any group (a thread outside the runtime, [`block_on`](crate::block_on),
     ///   another executor, the `_blocking` methods) count together as one more group of weight 1.
+    /// * Weight inheritance: while a group waits, every group holding the lock (the group of the
+    ///   task that took each hold) is scheduled at the heaviest waiting group's weight if that is
+    ///   above its own, up its tenant tree, and still charged for its own service, until it
+    ///   releases or nobody waits. So a light holder does not make a heavy waiter wait at the
+    ///   light group's pace. For this, an uncontended acquire and release also take the lock's
+    ///   internal mutex once each to count the hold by group.
     ///
     /// tokio's `RwLock` has no such mode.
     ///
@@ -332,8 +338,8 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
     /// [`group_fair`](AsyncOneManyLock::group_fair). One relaxed load: a snapshot, as fresh as the
     /// latest change to the line.
     ///
-    /// This is the weight at which a holder would have to run so that no waiter waits at a lighter
-    /// group's pace (weight inheritance).
+    /// This is the weight the holders' groups are scheduled at while they hold the lock, when it
+    /// is above their own (weight inheritance).
     ///
     /// ```
     /// let lock = rondo::sync::AsyncOneManyLock::group_fair(());

@@ -6,10 +6,11 @@ use core::hint::spin_loop;
 use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
+use std::sync::Arc;
 
 use self::state::{AtomicState, Change, Changed, HandOver, Join, Release, Retry, State, TryLock};
 pub(crate) use self::state::{MAX_READERS, Req};
-use super::group_fair::{GroupLine, share_of_current};
+use super::group_fair::{GroupLine, Released, current_group, share_of_current};
 use super::waiters::{Stamp, Status, WaitList, WakeList, serve_line};
 use crate::shim::{AtomicU32, Mutex, Ordering, lock};
 
@@ -65,6 +66,9 @@ pub(crate) struct RawOneMany {
     /// Group-fair mode: the largest weight among the waiting groups, published under the mutex
     /// (see `group_fair.rs`); 0 otherwise.
     heaviest: AtomicU32,
+    /// Group-fair mode: holds are counted by group, for weight inheritance (`group_fair.rs`).
+    /// Read after a fast-path acquire and before a release: one byte on the state word's line.
+    group_fair: bool,
     line: Mutex<Line>,
 }
 
@@ -77,6 +81,7 @@ impl RawOneMany {
             spin_credit: AtomicU32::new(SPIN_CREDIT_START),
             spin_skips: AtomicU32::new(0),
             heaviest: AtomicU32::new(0),
+            group_fair: false,
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
                 writers: 0,
@@ -93,6 +98,7 @@ impl RawOneMany {
             spin_credit: AtomicU32::new(SPIN_CREDIT_START),
             spin_skips: AtomicU32::new(0),
             heaviest: AtomicU32::new(0),
+            group_fair: false,
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
                 writers: 0,
@@ -103,9 +109,51 @@ impl RawOneMany {
 
     /// A fair lock whose releases serve the waiting groups by weight (`group_fair.rs`).
     pub(crate) fn group_fair() -> Self {
-        let raw = Self::new(Duration::ZERO);
+        let mut raw = Self::new(Duration::ZERO);
+        raw.group_fair = true;
         lock(&raw.line).groups = Some(Box::new(GroupLine::new()));
         raw
+    }
+
+    /// After a fast-path acquire: in group-fair mode, counts the new hold for the current group.
+    /// Always true (so it chains after the acquire's `&&`).
+    #[inline]
+    fn counted(&self) -> bool {
+        if self.group_fair {
+            self.count_hold();
+        }
+        true
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn count_hold(&self) {
+        let group = current_group();
+        let mut line = lock(&self.line);
+        if let Some(g) = &mut line.groups {
+            g.hold(group, 1);
+        }
+    }
+
+    /// Before a release (or a hold given back): in group-fair mode, takes one hold off the
+    /// holders, returning its loan if it was the group's last.
+    #[inline]
+    fn uncount(&self) {
+        if self.group_fair {
+            self.uncount_hold();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn uncount_hold(&self) {
+        let mut released = Released::new();
+        let mut line = lock(&self.line);
+        if let Some(g) = &mut line.groups {
+            g.release(1, &mut released);
+        }
+        drop(line);
+        drop(released);
     }
 
     /// The largest weight among the waiting groups of a group-fair lock; 0 otherwise.
@@ -116,18 +164,18 @@ impl RawOneMany {
     /// Fast path for a shared hold: one CAS when the lock is free (the first guess is "free").
     #[inline]
     pub(crate) fn try_shared(&self) -> bool {
-        self.try_fast(Req::Shared, State::FREE)
+        self.try_fast(Req::Shared, State::FREE) && self.counted()
     }
 
     /// Fast path for an exclusive hold: one CAS from "free".
     #[inline]
     pub(crate) fn try_exclusive(&self) -> bool {
-        self.try_fast(Req::Exclusive, State::FREE)
+        self.try_fast(Req::Exclusive, State::FREE) && self.counted()
     }
 
     #[inline]
     pub(crate) fn try_upgradable(&self) -> bool {
-        self.try_fast(Req::Upgradable, State::FREE)
+        self.try_fast(Req::Upgradable, State::FREE) && self.counted()
     }
 
     /// The upgradable holder becomes the writer if it is the only reader.
@@ -163,16 +211,19 @@ impl RawOneMany {
 
     #[inline]
     pub(crate) fn release_shared(&self) {
+        self.uncount();
         self.release(Req::Shared, State::SOLE_READER)
     }
 
     #[inline]
     pub(crate) fn release_exclusive(&self) {
+        self.uncount();
         self.release(Req::Exclusive, State::SOLE_WRITER)
     }
 
     #[inline]
     pub(crate) fn release_upgradable(&self) {
+        self.uncount();
         self.release(Req::Upgradable, State::SOLE_UPGRADABLE)
     }
 
@@ -306,7 +357,7 @@ impl RawOneMany {
         if let (Some(g), true) = (&mut line.groups, req != Req::Upgrade) {
             // A grant costs its group one unit, shared or exclusive alike.
             if status == Status::Granted {
-                g.granted(key, 1);
+                g.granted(key, 1, 1);
             } else {
                 g.leave(key);
             }
@@ -389,7 +440,13 @@ impl RawOneMany {
         let mut line = lock(&self.line);
         let handoff = self.bound.is_zero() || req == Req::Upgrade;
         match self.state.acquire_or_queue(req, handoff) {
-            Join::Acquired => return None,
+            Join::Acquired => {
+                // An upgrade's hold is already counted.
+                if let (Some(g), true) = (&mut line.groups, req != Req::Upgrade) {
+                    g.hold(current_group(), 1);
+                }
+                return None;
+            }
             Join::Overflow => {
                 drop(line);
                 reader_overflow();
@@ -408,7 +465,8 @@ impl RawOneMany {
             let key = line.waiters.push_back(req, waker, since);
             if let Some(g) = &mut line.groups {
                 // A thread-local read and an atomic load: no user code runs under the mutex.
-                g.join(key, share_of_current());
+                let from = current_group().map(|g| Arc::downgrade(&g));
+                g.join(key, share_of_current(), from);
                 g.publish(&self.heaviest);
             }
             key
@@ -500,10 +558,20 @@ impl RawOneMany {
         // The node's waker, dropped after the mutex is unlocked: dropping it runs its code, which
         // may even release a hold on this lock.
         let mut spent = None;
+        // Declared before the closure's lock: dropped after unlocking.
+        let mut released = Released::new();
         serve_line(&self.line, |line| {
             let (status, req, waker) = line.waiters.remove(key);
             spent = waker;
             self.forget_notified(line, status == Status::Notified);
+            // A grant given back, or an upgrade's upgradable hold: one hold fewer.
+            if let (Some(g), Status::Granted | Status::Waiting | Status::Notified) =
+                (&mut line.groups, status)
+            {
+                if status == Status::Granted || req == Req::Upgrade {
+                    g.release(1, &mut released);
+                }
+            }
             match status {
                 Status::Granted => self.state.give_back(req),
                 Status::Waiting | Status::Notified => {

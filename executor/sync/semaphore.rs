@@ -8,7 +8,7 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use self::state::{AtomicState, HandOver, Join, Put, PutPastLine, Retake, Take};
-use super::group_fair::{GroupLine, share_of_current};
+use super::group_fair::{GroupLine, Released, current_group, share_of_current};
 use super::waiters::{Status, WaitList, WakeList, serve_line, update};
 use crate::shim::{AtomicU32, AtomicUsize, Mutex, Ordering, lock};
 
@@ -68,6 +68,9 @@ pub struct Semaphore {
     /// Group-fair mode: the largest weight among the waiting groups, published under the mutex
     /// (see `group_fair.rs`); 0 otherwise.
     heaviest: AtomicU32,
+    /// Group-fair mode: held permits are counted by group, for weight inheritance
+    /// (`group_fair.rs`). Read after a fast-path acquire and by every release, beside `fair`.
+    group_fair: bool,
     line: Mutex<Line>,
 }
 
@@ -231,6 +234,7 @@ impl Semaphore {
             fair: bound.is_zero(),
             promised: AtomicUsize::new(0),
             heaviest: AtomicU32::new(0),
+            group_fair: false,
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
                 groups: None,
@@ -258,6 +262,7 @@ impl Semaphore {
             fair: bound.is_zero(),
             promised: AtomicUsize::new(0),
             heaviest: AtomicU32::new(0),
+            group_fair: false,
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
                 groups: None,
@@ -287,6 +292,12 @@ impl Semaphore {
     /// * Waiters outside any group (a thread outside the runtime, [`block_on`](crate::block_on),
     ///   another executor, the `_blocking` methods) count together as one more group of weight 1.
     ///
+    /// * Weight inheritance: while a group waits, every group holding permits (the group of the
+    ///   task that took them) is scheduled at the heaviest waiting group's weight if that is above
+    ///   its own, up its tenant tree, and still charged for its own service, until its last permit
+    ///   is returned or nobody waits. For this, an uncontended acquire and release also take the
+    ///   semaphore's internal mutex once each to count the permits by group.
+    ///
     /// tokio has no such mode; its `Semaphore::new` corresponds to [`new`](Self::new).
     ///
     /// # Errors
@@ -307,17 +318,44 @@ impl Semaphore {
         if permits > Self::MAX_PERMITS {
             return Err(GroupFairError::TooManyPermits { permits });
         }
-        let sem = Self::with_barging(permits, Duration::ZERO);
+        let mut sem = Self::with_barging(permits, Duration::ZERO);
+        sem.group_fair = true;
         lock(&sem.line).groups = Some(Box::new(GroupLine::new()));
         Ok(sem)
+    }
+
+    /// After `n` permits were taken on the fast path of a group-fair semaphore: counts them for
+    /// the current group (weight inheritance, `group_fair.rs`).
+    #[cold]
+    #[inline(never)]
+    fn count_holds(&self, n: usize) {
+        let group = current_group();
+        let mut line = lock(&self.line);
+        if let Some(g) = &mut line.groups {
+            g.hold(group, n);
+        }
+    }
+
+    /// Before `n` permits of a group-fair semaphore are released or forgotten: takes them off
+    /// the holders, returning a loan with a group's last permit.
+    #[cold]
+    #[inline(never)]
+    fn uncount_holds(&self, n: usize) {
+        let mut released = Released::new();
+        let mut line = lock(&self.line);
+        if let Some(g) = &mut line.groups {
+            g.release(n, &mut released);
+        }
+        drop(line);
+        drop(released);
     }
 
     /// The largest weight among the groups with a waiter in a group-fair semaphore's line; 0 when
     /// nobody waits, and always 0 for a semaphore not made by [`group_fair`](Self::group_fair).
     /// One relaxed load: a snapshot, as fresh as the latest change to the line.
     ///
-    /// This is the weight at which a holder would have to run so that no waiter waits at a lighter
-    /// group's pace (weight inheritance).
+    /// This is the weight the holders' groups are scheduled at while they hold permits, when it is
+    /// above their own (weight inheritance).
     ///
     /// ```
     /// let sem = rondo::sync::Semaphore::group_fair(1).unwrap();
@@ -423,7 +461,12 @@ impl Semaphore {
             too_many("acquire_many", n);
         }
         match self.state.try_take(n) {
-            Take::Taken => Ok(()),
+            Take::Taken => {
+                if self.group_fair && n > 0 {
+                    self.count_holds(n);
+                }
+                Ok(())
+            }
             Take::Short => Err(TryAcquireError::NoPermits),
             Take::Closed => Err(TryAcquireError::Closed),
         }
@@ -697,6 +740,9 @@ impl Semaphore {
         if n == 0 {
             return;
         }
+        if self.group_fair {
+            self.uncount_holds(n);
+        }
         // Fair: in hand-off mode no newcomer can take the permits while anyone waits, so they are
         // published at once and the mutex is held only to hand them on. Barging, with nobody in
         // line a moment ago: any waiter the add finds joined since, so it has not waited past the
@@ -783,7 +829,7 @@ impl Semaphore {
             }
             line.waiters.finish(head, Status::Granted, &mut wakers);
             if let Some(g) = &mut line.groups {
-                g.granted(head, n);
+                g.granted(head, n, n);
                 g.publish(&self.heaviest);
             }
             self.forget_notified(line, was_notified);
@@ -843,7 +889,12 @@ impl Semaphore {
         let waker = waker.clone();
         let mut line = lock(&self.line);
         match self.state.take_or_queue(n, self.fair) {
-            Join::Taken => return Ok(None),
+            Join::Taken => {
+                if let Some(g) = &mut line.groups {
+                    g.hold(current_group(), n);
+                }
+                return Ok(None);
+            }
             Join::Closed => return Err(AcquireError(())),
             // Every release now takes the slow path, which needs this mutex and so sees our node.
             Join::Queued => {}
@@ -852,7 +903,8 @@ impl Semaphore {
         let key = line.waiters.push_back(n, waker, since);
         if let Some(g) = &mut line.groups {
             // A thread-local read and an atomic load: no user code runs under the mutex.
-            g.join(key, share_of_current());
+            let from = current_group().map(|g| Arc::downgrade(&g));
+            g.join(key, share_of_current(), from);
             g.publish(&self.heaviest);
         }
         Ok(Some(key))
@@ -955,9 +1007,15 @@ impl Semaphore {
         // The node's waker, dropped after the mutex is unlocked: dropping it runs its code, which
         // may even return permits to this semaphore.
         let mut spent = None;
+        // Declared before the closure's lock: dropped after unlocking.
+        let mut released = Released::new();
         serve_line(&self.line, |line| {
             let (status, n, waker) = line.waiters.remove(key);
             spent = waker;
+            if let (Status::Granted, Some(g)) = (status, &mut line.groups) {
+                // The permits were counted for it when they were granted; they go back below.
+                g.release(n, &mut released);
+            }
             self.forget_notified(line, status == Status::Notified);
             if let (Status::Waiting | Status::Notified, Some(g)) = (status, &mut line.groups) {
                 // Left before being served: no charge. (A waiter granted in a race with its drop
@@ -1057,6 +1115,9 @@ impl<'a> SemaphorePermit<'a> {
     /// assert_eq!(sem.available_permits(), 1);
     /// ```
     pub fn forget(mut self) {
+        if self.sem.group_fair && self.n > 0 {
+            self.sem.uncount_holds(self.n);
+        }
         self.sem.circulating.fetch_sub(self.n, Ordering::Relaxed);
         self.n = 0;
     }
@@ -1140,6 +1201,9 @@ impl SemaphorePermitArc {
     /// assert_eq!(sem.available_permits(), 1);
     /// ```
     pub fn forget(mut self) {
+        if self.sem.group_fair && self.n > 0 {
+            self.sem.uncount_holds(self.n);
+        }
         self.sem.circulating.fetch_sub(self.n, Ordering::Relaxed);
         self.n = 0;
     }
