@@ -139,7 +139,11 @@ impl Builder {
         }
     }
 
-    /// The number of worker threads, 1 to [`MAX_WORKERS`]. Default: the available parallelism.
+    /// The number of worker threads, 1 to [`MAX_WORKERS`]. Default: the CPUs the process may use,
+    /// the smaller of its CPU affinity and its cgroup v2 `cpu.max` quota rounded up (1.5 CPUs
+    /// give 2 workers), at least 1, as Go does since 1.25; a missing or unreadable limit is no
+    /// limit. The environment variable `RONDO_CGROUP_ROOT` names another directory to read as the
+    /// cgroup root (default `/sys/fs/cgroup`). tokio's default counts visible CPUs only.
     ///
     /// ```
     /// let rt = rondo::Runtime::builder().worker_threads(3).build().unwrap();
@@ -400,10 +404,8 @@ impl Builder {
                 )));
             }
             Some(n) => n,
-            None => std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-                .min(MAX_WORKERS),
+            // The CPUs the process may use: affinity and the cgroup v2 quota (`worker::cpus`).
+            None => crate::worker::cpus::default_worker_count(MAX_WORKERS),
         };
         if self.thread_name.is_empty() || self.thread_name.contains('\0') {
             return Err(BuildError::new(format!(

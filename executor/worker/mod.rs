@@ -38,6 +38,7 @@
 //! - `lent`: the slot through which a poll reaches its core and a rescue claims it.
 //! - `metrics`: what each core counts for `Runtime::metrics`.
 //! - `os_thread`: whether a stuck poll's thread is blocked or only waiting for a CPU.
+//! - `cpus`: the default worker count (CPU affinity and the cgroup v2 quota).
 //!
 //! This layer builds on `fair` (which group to serve, what to charge), `group` and `task`.
 
@@ -46,6 +47,7 @@ mod block_on;
 mod config;
 pub(crate) mod context;
 mod core;
+pub(crate) mod cpus;
 mod handoff;
 mod handover;
 pub(crate) mod idle;
