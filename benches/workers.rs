@@ -11,8 +11,9 @@
 //!    adaptive against rondo's best fixed count.
 //!
 //! Runs are interleaved: round r runs every configuration once, then round r + 1; each figure is
-//! the best of `ROUNDS`. The adaptive runtime is built afresh for each run (its cores start at
-//! 2), outside the timing. Run with `cargo bench --bench workers`; about a minute.
+//! the best of `ROUNDS`. Before each run the adaptive runtime waits, outside the timing, until
+//! its controller has retired the cores of the last run, so each run starts at 2 cores. Run with
+//! `cargo bench --bench workers`; about a minute.
 
 use std::time::{Duration, Instant};
 
@@ -100,10 +101,14 @@ fn run_tokio(rt: &tokio::runtime::Runtime, load: Load) -> Duration {
     })
 }
 
-/// One adaptive run: its time and the peak number of cores.
-fn run_adaptive(load: Load) -> (Duration, usize) {
-    let rt = rondo_adaptive();
-    let d = run_rondo(&rt, load);
+/// One adaptive run: its time and the peak number of cores. It starts at 2 cores: the run waits
+/// (up to 5 s) for the cores a previous run added to retire.
+fn run_adaptive(rt: &rondo::Runtime, load: Load) -> (Duration, usize) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while rt.metrics().worker_cores > 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let d = run_rondo(rt, load);
     (d, rt.metrics().worker_cores_peak)
 }
 
@@ -124,6 +129,7 @@ fn main() {
     );
     let rondos: Vec<_> = SWEEP.iter().map(|&n| rondo_fixed(n)).collect();
     let tokios: Vec<_> = SWEEP.iter().map(|&n| tokio_fixed(n)).collect();
+    let adaptive_rt = rondo_adaptive();
 
     // 1. Blocking.
     let mut adaptive = Duration::MAX;
@@ -131,7 +137,7 @@ fn main() {
     let mut r = vec![Duration::MAX; SWEEP.len()];
     let mut t = vec![Duration::MAX; SWEEP.len()];
     for _ in 0..ROUNDS {
-        let (d, peak) = run_adaptive(Load::Blocking);
+        let (d, peak) = run_adaptive(&adaptive_rt, Load::Blocking);
         best(&mut adaptive, d);
         adaptive_peak = adaptive_peak.max(peak);
         for (i, rt) in rondos.iter().enumerate() {
@@ -173,26 +179,30 @@ fn main() {
     let mut adaptive = Duration::MAX;
     let mut adaptive_peak = 0;
     let mut fixed = Duration::MAX;
+    // A runtime of its own, so that its peak is this workload's.
+    let cpu_rt = rondo_adaptive();
     for _ in 0..ROUNDS {
-        let (d, peak) = run_adaptive(Load::Cpu);
+        let (d, peak) = run_adaptive(&cpu_rt, Load::Cpu);
         best(&mut adaptive, d);
         adaptive_peak = adaptive_peak.max(peak);
         best(&mut fixed, run_rondo(&rondos[0], Load::Cpu));
     }
     println!(
         "\n2. CPU-bound: each task computes {CPU_TASK:?}\n\
-         adaptive {} (peak {adaptive_peak} cores), rondo 2 fixed {}: ratio {:.2}",
+         adaptive {} (peak {adaptive_peak} cores, {} core adds), rondo 2 fixed {}: ratio {:.2}",
         ms(adaptive),
+        cpu_rt.metrics().worker_core_adds,
         ms(fixed),
         adaptive.as_secs_f64() / fixed.as_secs_f64()
     );
+    drop(cpu_rt);
 
     // 3. Mixed.
     let mut adaptive = Duration::MAX;
     let mut adaptive_peak = 0;
     let mut r = vec![Duration::MAX; SWEEP.len()];
     for _ in 0..ROUNDS {
-        let (d, peak) = run_adaptive(Load::Mixed);
+        let (d, peak) = run_adaptive(&adaptive_rt, Load::Mixed);
         best(&mut adaptive, d);
         adaptive_peak = adaptive_peak.max(peak);
         for (i, rt) in rondos.iter().enumerate() {

@@ -144,9 +144,9 @@ fn run(shared: &Shared) {
     let mut files: Vec<Option<ThreadFiles>> = shared.cores().iter().map(|_| None).collect();
     let mut stalled = Vec::with_capacity(shared.cores().len());
     // The worker-count controller, if the count may grow (see `controller`), and the active
-    // cores whose poll spans this tick.
+    // cores in a poll at this tick.
     let mut control = Controller::new(shared.config().workers, shared.config().max_workers, now);
-    let mut spanning = Vec::with_capacity(shared.cores().len());
+    let mut polling = Vec::with_capacity(shared.cores().len());
     let mut tick = short;
     // The last tick that saw a worker awake or a poll begin.
     let mut active_at = now;
@@ -170,7 +170,7 @@ fn run(shared: &Shared) {
         // The earliest moment a poll seen now could count as stalled, if one spans a tick.
         let mut next_due: Option<Instant> = None;
         stalled.clear();
-        spanning.clear();
+        polling.clear();
         let active = shared.idle().active();
         if shared.idle().counts().0 > 0 {
             active_at = now;
@@ -183,6 +183,9 @@ fn run(shared: &Shared) {
             let s = &mut seen[i];
             let on_probation = probation_until[i].is_some_and(|until| now < until);
             probing |= on_probation;
+            if control.is_some() && i < active && is_lent(word) {
+                polling.push(i);
+            }
             if generation(word) != s.generation {
                 active_at = now;
                 *s = Seen {
@@ -192,9 +195,6 @@ fn run(shared: &Shared) {
                     probation: on_probation,
                 };
             } else if is_lent(word) {
-                if control.is_some() && i < active {
-                    spanning.push(i);
-                }
                 let limit = if s.probation { probation } else { threshold };
                 let thread = thread_files(&mut files[i], c.tid.load(Ordering::Relaxed));
                 let due = stall_due(s, thread, limit, short, now);
@@ -215,7 +215,7 @@ fn run(shared: &Shared) {
             }
         }
         if let Some(c) = control.as_mut() {
-            let sample = look_for_blocked(shared, c, &spanning, &mut files);
+            let sample = look_for_blocked(shared, c, &polling, &mut files);
             controller::apply(shared, sample.active, c.decide(now, sample));
         }
         let regular = match next_due {
@@ -233,19 +233,19 @@ fn run(shared: &Shared) {
             regular
         };
         if control.is_some() && shared.idle().counts().0 > 0 {
-            // A poll of a millisecond spans a tick (see `controller`).
+            // Each round of additions takes a tick (see `controller`).
             tick = tick.min(TICK);
         }
     }
 }
 
 /// The controller's look at one tick (`controller`, step 1): the counts, and whether the threads
-/// of up to [`SAMPLE`] polls that span the tick are blocked, asked only while the count may grow
+/// of up to [`SAMPLE`] active cores in a poll are blocked, asked only while the count may grow
 /// and work waits.
 fn look_for_blocked(
     shared: &Shared,
     c: &Controller,
-    spanning: &[usize],
+    polling: &[usize],
     files: &mut [Option<ThreadFiles>],
 ) -> Sample {
     let active = shared.idle().active();
@@ -257,10 +257,10 @@ fn look_for_blocked(
         blocked: 0,
     };
     let waits = || shared.has_visible_work(usize::MAX) || shared.scheduler().has_queued_work();
-    if spanning.is_empty() || !c.wants_sample(active, awake) || !waits() {
+    if polling.is_empty() || !c.wants_sample(active, awake) || !waits() {
         return sample;
     }
-    for &i in spanning.iter().take(SAMPLE) {
+    for &i in polling.iter().take(SAMPLE) {
         let tid = shared.cores()[i].tid.load(Ordering::Relaxed);
         if let Some(blocked) = thread_files(&mut files[i], tid).and_then(ThreadFiles::blocked) {
             sample.asked += 1;
