@@ -90,8 +90,8 @@ pub(crate) struct Idle {
 }
 
 impl Idle {
-    /// All `workers` start awake and not searching, and all are active.
-    #[cfg_attr(not(loom), allow(dead_code))]
+    /// All `workers` start awake and not searching, and all are active (the loom models).
+    #[cfg(all(test, loom))]
     pub(crate) fn new(workers: usize) -> Self {
         Self::with_active(workers, workers)
     }
