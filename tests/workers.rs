@@ -37,6 +37,8 @@ fn blocking_load(rt: &rondo::Runtime, n: usize, block: Duration, compute: Durati
     })
 }
 
+// The controller tells a blocked thread through `/proc`.
+#[cfg(target_os = "linux")]
 #[test]
 fn blocking_polls_add_cores_and_the_extra_cores_retire_within_seconds_after() {
     watchdog(60, || {
@@ -77,6 +79,8 @@ fn blocking_polls_add_cores_and_the_extra_cores_retire_within_seconds_after() {
     });
 }
 
+// The controller tells a blocked thread through `/proc`.
+#[cfg(target_os = "linux")]
 #[test]
 fn the_count_never_exceeds_max_worker_threads() {
     watchdog(60, || {
@@ -115,6 +119,8 @@ fn a_cpu_bound_load_adds_no_core() {
 /// Two groups of equal weight, one with three times the other's tasks, each task blocking and
 /// computing in turn: each group's task-counted CPU time stays within 5% of half while the
 /// controller adds cores and retires them between the phases.
+// The controller tells a blocked thread through `/proc`.
+#[cfg(target_os = "linux")]
 #[test]
 fn groups_keep_their_shares_while_cores_are_added_and_retired() {
     watchdog(120, || {
