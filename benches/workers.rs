@@ -17,7 +17,7 @@
 
 use std::time::{Duration, Instant};
 
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 const TASKS: usize = 2_000;
 const BLOCK: Duration = Duration::from_millis(1);
 const COMPUTE: Duration = Duration::from_micros(20);

@@ -167,7 +167,7 @@ impl Builder {
     /// and runs `worker_threads` of them at first. A controller in the stall monitor's thread
     /// activates more when tasks wait to run while the running workers' polls are blocked in the
     /// operating system (a synchronous client called in a poll: a file read, a blocking driver,
-    /// `std::thread::sleep`), one more core per blocked poll, and retires them again, halving the
+    /// `std::thread::sleep`), two more cores per blocked poll, and retires them again, halving the
     /// surplus every 250 ms once fewer workers are awake than run. A poll that computes is not
     /// blocked: CPU-bound work never makes it add a core. Groups keep their weights and caps at
     /// any count. [`RuntimeMetrics`](crate::RuntimeMetrics) reports the count and the decisions.
