@@ -169,12 +169,75 @@ fn groups_keep_their_shares_while_cores_are_added_and_retired() {
         );
         let share = a / (a + b);
         eprintln!(
-            "share of the group with 48 tasks: {share:.3} (peak {} cores)",
+            "share of the first group: {share:.3} (peak {} cores)",
             m.worker_cores_peak
         );
         assert!(
             (share - 0.5).abs() <= 0.05,
             "equal weights, shares {share:.3} and {:.3}",
+            1.0 - share
+        );
+    });
+}
+
+/// The same with weights 2 and 1 and as many tasks each: the heavier group's share stays within
+/// 5% of two thirds.
+// The controller tells a blocked thread through `/proc`.
+#[cfg(target_os = "linux")]
+#[test]
+fn weighted_groups_keep_their_shares_while_cores_are_added_and_retired() {
+    watchdog(120, || {
+        let rt = adaptive(2, 32);
+        let many = rt.group().name("heavy").weight(2).build().unwrap();
+        let few = rt.group().name("few").build().unwrap();
+        let cpu = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
+        for phase in 0..2 {
+            let deadline = Instant::now() + Duration::from_millis(1200);
+            let mut tasks = Vec::new();
+            for (g, n, total) in [(&many, 32, &cpu[0]), (&few, 32, &cpu[1])] {
+                for _ in 0..n {
+                    let total = total.clone();
+                    tasks.push(g.spawn(async move {
+                        while Instant::now() < deadline {
+                            std::thread::sleep(Duration::from_millis(1));
+                            let t = thread_cpu();
+                            spin(Duration::from_micros(300));
+                            total
+                                .fetch_add((thread_cpu() - t).as_nanos() as u64, Ordering::Relaxed);
+                            rondo::yield_now().await;
+                        }
+                    }));
+                }
+            }
+            rt.block_on(async {
+                for t in tasks {
+                    t.await.unwrap();
+                }
+            });
+            let m = rt.metrics();
+            assert!(m.worker_core_adds >= 1, "phase {phase}: no core added: {m}");
+            if phase == 0 {
+                assert!(
+                    eventually(5, || rt.metrics().worker_cores == 2),
+                    "extra cores did not retire: {}",
+                    rt.metrics()
+                );
+            }
+        }
+        let m = rt.metrics();
+        assert!(m.worker_core_retires >= 1);
+        let (a, b) = (
+            cpu[0].load(Ordering::Relaxed) as f64,
+            cpu[1].load(Ordering::Relaxed) as f64,
+        );
+        let share = a / (a + b);
+        eprintln!(
+            "share of the first group: {share:.3} (peak {} cores)",
+            m.worker_cores_peak
+        );
+        assert!(
+            (share - 2.0 / 3.0).abs() <= 0.05,
+            "weights 2 and 1, shares {share:.3} and {:.3}",
             1.0 - share
         );
     });
