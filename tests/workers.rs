@@ -307,3 +307,49 @@ fn a_runtime_with_dormant_cores_runs_timers_and_shuts_down() {
         drop(rt);
     });
 }
+
+/// The default worker count follows a cgroup v2 quota that `RONDO_CGROUP_ROOT` supplies: half a
+/// CPU at the root of the process's cgroup path, no limit in its own cgroup, gives one worker.
+/// The runtime is built in a child process, so the variable reaches no other test.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_default_worker_count_follows_a_supplied_cgroup_quota() {
+    const EXPECT: &str = "RONDO_TEST_EXPECT_WORKERS";
+    if let Some(expect) = std::env::var_os(EXPECT) {
+        let expect: usize = expect.to_str().unwrap().parse().unwrap();
+        let rt = rondo::Runtime::builder().build().unwrap();
+        assert_eq!(rt.handle().worker_count(), expect);
+        assert_eq!(rt.metrics().worker_cores, expect);
+        return;
+    }
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let Some(path) = cgroup.lines().find_map(|l| l.strip_prefix("0::")) else {
+        eprintln!("no cgroup v2 path: nothing to test");
+        return;
+    };
+    let root = std::env::temp_dir().join(format!("rondo-cgroup-{}", std::process::id()));
+    let own = root.join(path.trim().trim_start_matches('/'));
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::write(root.join("cpu.max"), "50000 100000\n").unwrap();
+    if own != root {
+        std::fs::write(own.join("cpu.max"), "max 100000\n").unwrap();
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "the_default_worker_count_follows_a_supplied_cgroup_quota",
+            "--nocapture",
+        ])
+        .env("RONDO_CGROUP_ROOT", &root)
+        .env(EXPECT, "1")
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&root).unwrap();
+    assert!(
+        out.status.success(),
+        "the child failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+}
