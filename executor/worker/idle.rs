@@ -31,8 +31,8 @@
 //!    newly active core that sleeps ([`Idle::activate`]: under the lock, counted awake and
 //!    searching, its notified flag set); a core not registered is awake, or between its
 //!    registration's fence and its re-check, which reads the count after the fence and so sees it
-//!    active. Lowering it wakes nobody: each newly dormant core finds out at its next search or
-//!    park.
+//!    active. Lowering it wakes nobody: each newly dormant core finds out at its next quantum end
+//!    (where it hands its local work back to the global queues, `quantum`), search or park.
 //! 7. A dormant core that parks re-checks for work after its fence as any parker (step 3), but
 //!    instead of waking itself it calls a notification for the work it saw: a pusher that read it
 //!    as awake (and so woke nobody) is thus covered by an active sleeper.
