@@ -1,7 +1,7 @@
 //! The loom models, one module per area: `runtime` (the runtime's lock-free protocols), `sync`
 //! (the sync primitives' acquire / release / cancel races), `blocking` (the blocking pool),
-//! `rescue` (starvation rescue's claim), `handoff` (the core hand-off's rendezvous) and `clock`
-//! (the paused clock's auto-advance). They drive
+//! `rescue` (starvation rescue's claim), `handoff` (the core hand-off's rendezvous), `clock`
+//! (the paused clock's auto-advance) and `workers` (the active count). They drive
 //! the crate's own types, built under `--cfg loom` so that their atomics and locks are loom's
 //! (`shim.rs`).
 //!
@@ -17,6 +17,7 @@ mod handoff;
 mod rescue;
 mod runtime;
 mod sync;
+mod workers;
 
 use std::future::Future;
 use std::pin::{Pin, pin};

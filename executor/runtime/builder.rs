@@ -51,6 +51,8 @@ const SPARE_KEEP_ALIVE: Duration = Duration::from_secs(10);
 /// ```
 pub struct Builder {
     worker_threads: Option<usize>,
+    /// `None`: equal to the worker count.
+    max_worker_threads: Option<usize>,
     thread_name: String,
     quantum: Duration,
     on_task_panic: Option<PanicHook>,
@@ -87,6 +89,7 @@ impl fmt::Debug for Builder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
             .field("worker_threads", &self.worker_threads)
+            .field("max_worker_threads", &self.max_worker_threads)
             .field("thread_name", &self.thread_name)
             .field("quantum", &self.quantum)
             .field("on_task_panic", &self.on_task_panic.is_some())
@@ -122,6 +125,7 @@ impl Builder {
     pub fn new() -> Self {
         Builder {
             worker_threads: None,
+            max_worker_threads: None,
             thread_name: "rondo-worker".to_string(),
             quantum: DEFAULT_QUANTUM,
             on_task_panic: None,
@@ -139,7 +143,11 @@ impl Builder {
         }
     }
 
-    /// The number of worker threads, 1 to [`MAX_WORKERS`]. Default: the available parallelism.
+    /// The number of worker threads, 1 to [`MAX_WORKERS`]. Default: the CPUs the process may use,
+    /// the smaller of its CPU affinity and its cgroup v2 `cpu.max` quota rounded up (1.5 CPUs
+    /// give 2 workers), at least 1, as Go does since 1.25; a missing or unreadable limit is no
+    /// limit. The environment variable `RONDO_CGROUP_ROOT` names another directory to read as the
+    /// cgroup root (default `/sys/fs/cgroup`). tokio's default counts visible CPUs only.
     ///
     /// ```
     /// let rt = rondo::Runtime::builder().worker_threads(3).build().unwrap();
@@ -149,6 +157,49 @@ impl Builder {
     /// ```
     pub fn worker_threads(mut self, n: usize) -> Self {
         self.worker_threads = Some(n);
+        self
+    }
+
+    /// The most workers that run at once, from [`worker_threads`](Self::worker_threads) to
+    /// [`MAX_WORKERS`]. Default: equal to `worker_threads` (a fixed count).
+    ///
+    /// Above it, the runtime keeps that many cores (each with its thread, parked while unused)
+    /// and runs `worker_threads` of them at first. A controller in the stall monitor's thread
+    /// activates more when tasks wait to run while the running workers' polls are blocked in the
+    /// operating system (a synchronous client called in a poll: a file read, a blocking driver,
+    /// `std::thread::sleep`), two more cores per blocked poll, and retires them again, halving the
+    /// surplus every 250 ms once fewer workers are awake than run. A poll that computes is not
+    /// blocked: CPU-bound work never makes it add a core. Groups keep their weights and caps at
+    /// any count. [`RuntimeMetrics`](crate::RuntimeMetrics) reports the count and the decisions.
+    /// tokio has no such setting (its worker count is fixed); Go hands a processor to another
+    /// thread at each blocking system call.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder()
+    ///     .worker_threads(2)
+    ///     .max_worker_threads(16)
+    ///     .build()
+    ///     .unwrap();
+    /// let done = rt.block_on(async {
+    ///     let tasks: Vec<_> = (0..64)
+    ///         .map(|_| rondo::spawn(async { std::thread::sleep(std::time::Duration::from_millis(2)) }))
+    ///         .collect();
+    ///     for t in tasks {
+    ///         t.await.unwrap();
+    ///     }
+    ///     64
+    /// });
+    /// assert_eq!(done, 64);
+    /// assert!(rt.metrics().worker_cores_peak <= 16);
+    /// let err = rondo::Runtime::builder()
+    ///     .worker_threads(4)
+    ///     .max_worker_threads(2)
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(err.to_string().contains("max_worker_threads"));
+    /// ```
+    pub fn max_worker_threads(mut self, n: usize) -> Self {
+        self.max_worker_threads = Some(n);
         self
     }
 
@@ -400,10 +451,18 @@ impl Builder {
                 )));
             }
             Some(n) => n,
-            None => std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-                .min(MAX_WORKERS),
+            // The CPUs the process may use: affinity and the cgroup v2 quota (`worker::cpus`).
+            None => crate::worker::cpus::default_worker_count(MAX_WORKERS),
+        };
+        let max_workers = match self.max_worker_threads {
+            None => workers,
+            Some(n) if n < workers || n > MAX_WORKERS => {
+                return Err(BuildError::new(format!(
+                    "max_worker_threads must be at least worker_threads ({workers}) and at most \
+                     {MAX_WORKERS} (got {n})"
+                )));
+            }
+            Some(n) => n,
         };
         if self.thread_name.is_empty() || self.thread_name.contains('\0') {
             return Err(BuildError::new(format!(
@@ -455,10 +514,11 @@ impl Builder {
         let rt = Runtime::start(
             Config {
                 workers,
+                max_workers,
                 thread_name: self.thread_name,
                 quantum: self.quantum,
                 on_task_panic: self.on_task_panic,
-                max_threads: workers + MAX_EXTRA_THREADS,
+                max_threads: max_workers + MAX_EXTRA_THREADS,
                 spare_keep_alive: SPARE_KEEP_ALIVE,
                 on_thread_start: self.on_thread_start,
                 on_thread_stop: self.on_thread_stop,

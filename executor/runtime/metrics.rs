@@ -59,6 +59,26 @@ pub struct RuntimeMetrics {
     /// Every group alive at the snapshot, the default group included, by id (see
     /// [`Group::metrics`](crate::Group::metrics)).
     pub groups: Vec<GroupMetrics>,
+    /// Workers running now (active cores): from
+    /// [`Builder::worker_threads`](crate::Builder::worker_threads) to
+    /// [`worker_cores_max`](Self::worker_cores_max), as the worker-count controller sets it.
+    pub worker_cores: usize,
+    /// The most workers that may run at once
+    /// ([`Builder::max_worker_threads`](crate::Builder::max_worker_threads)); `workers` has one
+    /// entry for each.
+    pub worker_cores_max: usize,
+    /// The most workers that ran at once since the runtime started.
+    pub worker_cores_peak: usize,
+    /// Decisions of the controller to add workers; reason: polls were blocked in the operating
+    /// system while tasks waited to run.
+    pub worker_core_adds: u64,
+    /// Workers those decisions added.
+    pub worker_cores_added: u64,
+    /// Decisions of the controller to retire workers; reason: over a window, fewer workers were
+    /// awake than ran.
+    pub worker_core_retires: u64,
+    /// Workers those decisions retired.
+    pub worker_cores_retired: u64,
 }
 
 /// One worker's counters since the runtime started (see [`RuntimeMetrics`]).
@@ -119,6 +139,7 @@ impl RuntimeMetrics {
             })
             .collect();
         let groups = shared.groups().snapshot();
+        let cores = shared.monitor().core_counts().snapshot();
         let (threads, spare_threads, rescues) = shared.threads().counts();
         let mut group_metrics: Vec<GroupMetrics> = groups
             .iter()
@@ -144,6 +165,13 @@ impl RuntimeMetrics {
             hand_offs: shared.hand_offs(),
             monitor_wakeups: shared.monitor().wakeups(),
             groups: group_metrics,
+            worker_cores: shared.idle().active(),
+            worker_cores_max: shared.cores().len(),
+            worker_cores_peak: cores.peak.max(shared.config().workers),
+            worker_core_adds: cores.adds,
+            worker_cores_added: cores.added,
+            worker_core_retires: cores.retires,
+            worker_cores_retired: cores.retired,
         }
     }
 
@@ -288,6 +316,56 @@ impl RuntimeMetrics {
             let _ = writeln!(
                 out,
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        }
+        let worker_cores = [
+            (
+                "rondo_worker_cores",
+                "gauge",
+                "Workers running now.",
+                self.worker_cores as u64,
+            ),
+            (
+                "rondo_worker_cores_max",
+                "gauge",
+                "The most workers that may run at once.",
+                self.worker_cores_max as u64,
+            ),
+            (
+                "rondo_worker_cores_peak",
+                "gauge",
+                "The most workers that ran at once.",
+                self.worker_cores_peak as u64,
+            ),
+            (
+                "rondo_worker_core_adds_total",
+                "counter",
+                "Decisions to add workers (polls blocked while tasks waited).",
+                self.worker_core_adds,
+            ),
+            (
+                "rondo_worker_cores_added_total",
+                "counter",
+                "Workers added.",
+                self.worker_cores_added,
+            ),
+            (
+                "rondo_worker_core_retires_total",
+                "counter",
+                "Decisions to retire workers (fewer awake than running over a window).",
+                self.worker_core_retires,
+            ),
+            (
+                "rondo_worker_cores_retired_total",
+                "counter",
+                "Workers retired.",
+                self.worker_cores_retired,
+            ),
+        ];
+        for (name, kind, help, v) in worker_cores {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
             );
         }
         self.write_groups(&mut out);
@@ -455,6 +533,21 @@ impl fmt::Display for RuntimeMetrics {
             self.rescues,
             self.hand_offs,
             self.monitor_wakeups
-        )
+        )?;
+        // Only where the count may change (`Builder::max_worker_threads`).
+        if self.worker_cores_max > self.worker_cores || self.worker_core_adds > 0 {
+            write!(
+                f,
+                " · worker cores {} of {} (peak {}; {} added in {} decisions, {} retired in {})",
+                self.worker_cores,
+                self.worker_cores_max,
+                self.worker_cores_peak,
+                self.worker_cores_added,
+                self.worker_core_adds,
+                self.worker_cores_retired,
+                self.worker_core_retires
+            )?;
+        }
+        Ok(())
     }
 }

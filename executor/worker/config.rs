@@ -22,7 +22,11 @@ pub(crate) type PoolOf = <Blocking as BlockingBinding>::Pool;
 
 /// The validated settings a runtime runs with.
 pub(crate) struct Config {
+    /// The cores that run at first, and at least (`Builder::worker_threads`).
     pub(crate) workers: usize,
+    /// All the cores, the most that run at once (`Builder::max_worker_threads`, at least
+    /// `workers`): the controller (`controller`) activates the cores beyond `workers`.
+    pub(crate) max_workers: usize,
     pub(crate) thread_name: String,
     pub(crate) quantum: Duration,
     pub(crate) on_task_panic: Option<PanicHook>,

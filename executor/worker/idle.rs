@@ -20,6 +20,23 @@
 //!    future was woken, or the re-check found work.
 //! 5. At most half the workers search (steal) at once ([`Idle::try_search`]).
 //!
+//! # Active cores
+//! A runtime with `max_worker_threads` above `worker_threads` has more cores than it runs at once:
+//! the cores with an index below the *active* count run; the others are *dormant*. A dormant
+//! core parks as any sleeper does (registered, so shutdown and activation reach it) but is never
+//! chosen by a notifier (step 1 chooses among the active sleepers only), takes no keeper role and
+//! no work from outside its own queues (`park`, `search`). The protocol of a change:
+//!
+//! 6. The controller (`controller`) stores the new count (SeqCst). Raising it, it then wakes each
+//!    newly active core that sleeps ([`Idle::activate`]: under the lock, counted awake and
+//!    searching, its notified flag set); a core not registered is awake, or between its
+//!    registration's fence and its re-check, which reads the count after the fence and so sees it
+//!    active. Lowering it wakes nobody: each newly dormant core finds out at its next quantum end
+//!    (where it hands its local work back to the global queues, `quantum`), search or park.
+//! 7. A dormant core that parks re-checks for work after its fence as any parker (step 3), but
+//!    instead of waking itself it calls a notification for the work it saw: a pusher that read it
+//!    as awake (and so woke nobody) is thus covered by an active sleeper.
+//!
 //! The stall monitor sleeps without a timeout while no worker is awake ([`Idle::wait_for_awake`]):
 //! it sets its `sleeping` flag, issues a SeqCst fence and re-reads the state word before it parks;
 //! whoever makes the first worker awake (the counts' read-modify-write in [`Idle::notify_one`] or
@@ -61,6 +78,8 @@ pub(crate) struct Idle {
     state: AtomicUsize,
     sleepers: Mutex<Vec<usize>>,
     workers: usize,
+    /// The cores that run (step 6): `workers` unless the controller changed it.
+    active: AtomicUsize,
     /// The stall monitor waits here while no worker is awake.
     watcher: Parker,
     /// The monitor is (about to be) parked on `watcher` without a timeout.
@@ -71,12 +90,20 @@ pub(crate) struct Idle {
 }
 
 impl Idle {
-    /// All `workers` start awake and not searching.
+    /// All `workers` start awake and not searching, and all are active (the loom models).
+    #[cfg(all(test, loom))]
     pub(crate) fn new(workers: usize) -> Self {
+        Self::with_active(workers, workers)
+    }
+
+    /// All `workers` cores start awake and not searching; the first `active` of them are active
+    /// (the others go dormant at their first park, step 6).
+    pub(crate) fn with_active(workers: usize, active: usize) -> Self {
         Idle {
             state: AtomicUsize::new(workers * AWAKE),
             sleepers: Mutex::new(Vec::with_capacity(workers)),
             workers,
+            active: AtomicUsize::new(active.clamp(1, workers.max(1))),
             watcher: Parker::new(),
             watcher_sleeping: AtomicBool::new(false),
             #[cfg(test)]
@@ -87,7 +114,7 @@ impl Idle {
     /// Cheap check (no fence) for local pushes: is waking someone worth the slow path?
     pub(crate) fn wants_notify(&self) -> bool {
         let s = self.state.load(Ordering::Relaxed);
-        s & SEARCH_MASK == 0 && s / AWAKE < self.workers
+        s & SEARCH_MASK == 0 && s / AWAKE < self.active.load(Ordering::Relaxed)
     }
 
     /// True if a notification would wake nobody now (a worker searches, or none sleeps): the
@@ -95,7 +122,7 @@ impl Idle {
     /// to compute before it. A caller that fenced after making its work visible may return on it.
     pub(crate) fn nobody_to_wake(&self) -> bool {
         let s = self.state.load(Ordering::SeqCst);
-        s & SEARCH_MASK != 0 || s / AWAKE >= self.workers
+        s & SEARCH_MASK != 0 || s / AWAKE >= self.active.load(Ordering::SeqCst)
     }
 
     /// [`Idle::notify_one`], choosing sleeper `prefer` if it is one (the keeper, see `reactor`),
@@ -113,10 +140,17 @@ impl Idle {
         if s & SEARCH_MASK != 0 {
             return None;
         }
-        let preferred = prefer.and_then(|p| sleepers.iter().position(|&i| i == p));
+        // Only active cores are chosen (step 6); with none dormant, the last is the last.
+        let active = self.active.load(Ordering::SeqCst);
+        let preferred = prefer
+            .filter(|&p| p < active)
+            .and_then(|p| sleepers.iter().position(|&i| i == p));
         let idx = match preferred {
             Some(pos) => sleepers.swap_remove(pos),
-            None => sleepers.pop()?,
+            None => {
+                let pos = sleepers.iter().rposition(|&i| i < active)?;
+                sleepers.remove(pos)
+            }
         };
         let prev = self.state.fetch_add(AWAKE + SEARCHING, Ordering::SeqCst);
         mark(idx);
@@ -127,7 +161,7 @@ impl Idle {
     /// Enters the searching state unless half the workers already search (step 5).
     pub(crate) fn try_search(&self) -> Search {
         let s = self.state.load(Ordering::SeqCst);
-        if 2 * (s & SEARCH_MASK) >= self.workers {
+        if 2 * (s & SEARCH_MASK) >= self.active.load(Ordering::Relaxed) {
             return Search::Enough;
         }
         self.state.fetch_add(SEARCHING, Ordering::SeqCst);
@@ -207,6 +241,39 @@ impl Idle {
     /// return at once.
     pub(crate) fn wake_watcher(&self) {
         self.watcher.unpark();
+    }
+
+    /// The number of active cores (step 6).
+    #[inline]
+    pub(crate) fn active(&self) -> usize {
+        self.active.load(Ordering::SeqCst)
+    }
+
+    /// True if core `idx` is dormant (step 6).
+    #[inline]
+    pub(crate) fn is_dormant(&self, idx: usize) -> bool {
+        idx >= self.active.load(Ordering::SeqCst)
+    }
+
+    /// Sets the number of active cores (step 6), within 1 and all the cores; the caller wakes
+    /// the newly active sleepers with [`Idle::activate`].
+    pub(crate) fn set_active(&self, n: usize) {
+        self.active
+            .store(n.clamp(1, self.workers.max(1)), Ordering::SeqCst);
+    }
+
+    /// Wakes core `idx` if it sleeps (step 6): counted awake and searching, `mark` run under the
+    /// lock. True if it slept: the caller unparks its thread.
+    pub(crate) fn activate(&self, idx: usize, mark: impl FnOnce(usize)) -> bool {
+        let mut sleepers = lock(&self.sleepers);
+        let Some(pos) = sleepers.iter().position(|&i| i == idx) else {
+            return false;
+        };
+        sleepers.swap_remove(pos);
+        let prev = self.state.fetch_add(AWAKE + SEARCHING, Ordering::SeqCst);
+        mark(idx);
+        self.first_awake(prev);
+        true
     }
 
     /// (awake, searching): for the monitor, a pick's extras (a group is left for each other

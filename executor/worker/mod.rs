@@ -5,6 +5,7 @@
 //! - `lifecycle`: starting a runtime's threads (one per core, and the stall monitor) and stopping
 //!   the monitor at shutdown.
 //! - `monitor`: the stall monitor, which rescues a core whose poll is stuck while work waits.
+//! - `controller`: the worker-count controller the monitor runs: how many cores are active.
 //! - `block_in_place`: running blocking code in a task's poll, with the core handed away first.
 //! - `block_on`: running a future on the calling thread, handing the core away when nested.
 //! - `runner`: the runtime's part of the hand-off protocol: handing a core to another thread, the
@@ -38,6 +39,7 @@
 //! - `lent`: the slot through which a poll reaches its core and a rescue claims it.
 //! - `metrics`: what each core counts for `Runtime::metrics`.
 //! - `os_thread`: whether a stuck poll's thread is blocked or only waiting for a CPU.
+//! - `cpus`: the default worker count (CPU affinity and the cgroup v2 quota).
 //!
 //! This layer builds on `fair` (which group to serve, what to charge), `group` and `task`.
 
@@ -45,7 +47,9 @@ mod block_in_place;
 mod block_on;
 mod config;
 pub(crate) mod context;
+mod controller;
 mod core;
+pub(crate) mod cpus;
 mod handoff;
 mod handover;
 pub(crate) mod idle;

@@ -80,6 +80,7 @@ use std::time::{Duration, Instant};
 
 use crate::shim::Ordering;
 
+use super::controller::{self, Controller, SAMPLE, Sample, TICK};
 use super::lent::{generation, hint, is_lent};
 use super::os_thread::{CpuTime, ThreadFiles, preempted};
 use super::shared::Shared;
@@ -142,11 +143,17 @@ fn run(shared: &Shared) {
     // Per core: its thread's `/proc` files, kept open while the core stays on that thread.
     let mut files: Vec<Option<ThreadFiles>> = shared.cores().iter().map(|_| None).collect();
     let mut stalled = Vec::with_capacity(shared.cores().len());
+    // The worker-count controller, if the count may grow (see `controller`), and the active
+    // cores in a poll at this tick.
+    let mut control = Controller::new(shared.config().workers, shared.config().max_workers, now);
+    let mut polling = Vec::with_capacity(shared.cores().len());
     let mut tick = short;
     // The last tick that saw a worker awake or a poll begin.
     let mut active_at = now;
     while !stopped() {
-        let resting = active_at.elapsed() >= IDLE_GRACE;
+        // Cores beyond `worker_threads` retire only at ticks: no idle sleep while any runs.
+        let resting =
+            active_at.elapsed() >= IDLE_GRACE && shared.idle().active() <= shared.config().workers;
         if resting && shared.idle().wait_for_awake(stopped) {
             // Slept through an idle spell: every poll seen before it is over. Look again soon:
             // a poll is timed from the first tick that sees it, and a worker just woke.
@@ -163,6 +170,8 @@ fn run(shared: &Shared) {
         // The earliest moment a poll seen now could count as stalled, if one spans a tick.
         let mut next_due: Option<Instant> = None;
         stalled.clear();
+        polling.clear();
+        let active = shared.idle().active();
         if shared.idle().counts().0 > 0 {
             active_at = now;
         }
@@ -174,6 +183,9 @@ fn run(shared: &Shared) {
             let s = &mut seen[i];
             let on_probation = probation_until[i].is_some_and(|until| now < until);
             probing |= on_probation;
+            if control.is_some() && i < active && is_lent(word) {
+                polling.push(i);
+            }
             if generation(word) != s.generation {
                 active_at = now;
                 *s = Seen {
@@ -202,6 +214,10 @@ fn run(shared: &Shared) {
                 probing = true;
             }
         }
+        if let Some(c) = control.as_mut() {
+            let sample = look_for_blocked(shared, c, &polling, &mut files);
+            controller::apply(shared, sample.active, c.decide(now, sample));
+        }
         let regular = match next_due {
             // A poll spans a tick: wake when it would be stalled, or at the bound that lets the
             // next tick see new polls in time.
@@ -216,7 +232,42 @@ fn run(shared: &Shared) {
         } else {
             regular
         };
+        if control.is_some() && shared.idle().counts().0 > 0 {
+            // Each round of additions takes a tick (see `controller`).
+            tick = tick.min(TICK);
+        }
     }
+}
+
+/// The controller's look at one tick (`controller`, step 1): the counts, and whether the threads
+/// of up to [`SAMPLE`] active cores in a poll are blocked, asked only while the count may grow
+/// and work waits.
+fn look_for_blocked(
+    shared: &Shared,
+    c: &Controller,
+    polling: &[usize],
+    files: &mut [Option<ThreadFiles>],
+) -> Sample {
+    let active = shared.idle().active();
+    let (awake, _) = shared.idle().counts();
+    let mut sample = Sample {
+        active,
+        awake,
+        asked: 0,
+        blocked: 0,
+    };
+    let waits = || shared.has_visible_work(usize::MAX) || shared.scheduler().has_queued_work();
+    if polling.is_empty() || !c.wants_sample(active, awake) || !waits() {
+        return sample;
+    }
+    for &i in polling.iter().take(SAMPLE) {
+        let tid = shared.cores()[i].tid.load(Ordering::Relaxed);
+        if let Some(blocked) = thread_files(&mut files[i], tid).and_then(ThreadFiles::blocked) {
+            sample.asked += 1;
+            sample.blocked += usize::from(blocked);
+        }
+    }
+    sample
 }
 
 /// What the monitor can learn about a poll's thread: [`ThreadFiles`] (tests use a fake).
@@ -296,7 +347,7 @@ fn rescue<'a>(shared: &'a Shared, stalled: &'a [(usize, u64)]) -> impl Iterator<
     let (awake, _) = shared.idle().counts();
     let nobody_free = awake <= stalled.len() && shared.scheduler().has_queued_work();
     let mut timer_waits =
-        stalled.len() >= shared.cores().len() && shared.timers().any_due(Instant::now());
+        stalled.len() >= shared.idle().active() && shared.timers().any_due(Instant::now());
     stalled.iter().filter_map(move |&(i, word)| {
         let c = &shared.cores()[i];
         // The first core looked at takes the timers, whatever else waits behind it.

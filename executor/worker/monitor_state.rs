@@ -1,7 +1,9 @@
-//! The stall monitor's state in `Shared`: its timed sleep between ticks, its stop flag and its
-//! count of wake-ups. The monitor's thread and its detection are in `monitor`.
+//! The stall monitor's state in `Shared`: its timed sleep between ticks, its stop flag, its
+//! count of wake-ups, and the worker-count controller's counts (`controller`). The monitor's thread and its detection are in `monitor`.
 
 use std::time::Duration;
+
+use std::sync::atomic::{AtomicU64 as StatU64, AtomicUsize as StatUsize};
 
 use crate::shim::{AtomicBool, AtomicU64, Ordering};
 
@@ -15,6 +17,57 @@ pub(crate) struct Monitor {
     stop: AtomicBool,
     /// Times the monitor thread woke up (timed ticks and wakes from an idle sleep).
     wakeups: AtomicU64,
+    /// The controller's decisions (statistics: relaxed).
+    cores: CoreCounts,
+}
+
+/// The worker-count controller's decisions, by reason (`controller`, step 4). Statistics, outside
+/// every protocol: plain atomics, also under loom.
+#[derive(Default)]
+pub(crate) struct CoreCounts {
+    /// The most cores active at once, once the controller added any (0 before).
+    peak: StatUsize,
+    /// Decisions to add cores (polls blocked while tasks waited), and the cores they added.
+    adds: StatU64,
+    added: StatU64,
+    /// Decisions to retire cores (fewer awake than active over a window), and the cores retired.
+    retires: StatU64,
+    retired: StatU64,
+}
+
+/// A snapshot of [`CoreCounts`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CoreCountsSnapshot {
+    pub(crate) peak: usize,
+    pub(crate) adds: u64,
+    pub(crate) added: u64,
+    pub(crate) retires: u64,
+    pub(crate) retired: u64,
+}
+
+impl CoreCounts {
+    /// Counts a decision that added `n` cores, to `now` active.
+    pub(crate) fn added(&self, n: usize, now: usize) {
+        self.adds.fetch_add(1, Ordering::Relaxed);
+        self.added.fetch_add(n as u64, Ordering::Relaxed);
+        self.peak.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// Counts a decision that retired `n` cores.
+    pub(crate) fn retired(&self, n: usize) {
+        self.retires.fetch_add(1, Ordering::Relaxed);
+        self.retired.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> CoreCountsSnapshot {
+        CoreCountsSnapshot {
+            peak: self.peak.load(Ordering::Relaxed),
+            adds: self.adds.load(Ordering::Relaxed),
+            added: self.added.load(Ordering::Relaxed),
+            retires: self.retires.load(Ordering::Relaxed),
+            retired: self.retired.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl Monitor {
@@ -23,6 +76,7 @@ impl Monitor {
             parker: Parker::new(),
             stop: AtomicBool::new(false),
             wakeups: AtomicU64::new(0),
+            cores: CoreCounts::default(),
         }
     }
 
@@ -46,6 +100,11 @@ impl Monitor {
     /// Counts one wake-up of the monitor thread.
     pub(crate) fn woke(&self) {
         self.wakeups.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The worker-count controller's decisions.
+    pub(crate) fn core_counts(&self) -> &CoreCounts {
+        &self.cores
     }
 
     pub(crate) fn wakeups(&self) -> u64 {

@@ -1,6 +1,9 @@
 //! Parking a core: the last place a worker looks for work (step 8 of `search`), the core's half of
 //! the idle protocol (`idle`, steps 3 and 4) and of keeping time (`time::keeper`).
 //!
+//! A dormant core (`idle`, steps 6 and 7) parks without a timer or keeper role and passes the
+//! work its re-check sees to an active sleeper.
+//!
 //! Due timers are fired first; one parked core, the keeper, sleeps until the earliest timer (see
 //! `time::driver`), the others until woken. With the `io` feature the keeper sleeps in the I/O
 //! reactor (see `reactor`), which runs the worker loop as a future with the same steps
@@ -59,7 +62,13 @@ impl Core {
             .idle()
             .sleep(self.idx, std::mem::replace(&mut self.searching, false));
         fence(Ordering::SeqCst);
-        if shared.has_visible_work(self.idx) || shared.is_shutdown() {
+        // Read after the fence: a core activated meanwhile sees it here (`idle`, step 6).
+        if shared.idle().is_dormant(self.idx) && !shared.is_shutdown() {
+            // Dormant: what it sees goes to an active sleeper (`idle`, step 7).
+            if shared.has_visible_work(self.idx) {
+                shared.notify_work();
+            }
+        } else if shared.has_visible_work(self.idx) || shared.is_shutdown() {
             self.wake_self();
             self.first_park_reached();
             return false;
@@ -94,6 +103,14 @@ impl Core {
         if shared.is_shutdown() {
             self.wake_self();
             return Step::Woke;
+        }
+        // A dormant core keeps no time and takes back no quota: it waits for activation
+        // (`idle`, step 6) or shutdown.
+        if shared.idle().is_dormant(self.idx) {
+            if std::mem::take(keeping) {
+                shared.keeper().stop();
+            }
+            return Step::Park;
         }
         if shared.timers().clock().is_paused() && self.auto_advance() {
             if std::mem::take(keeping) {

@@ -11,6 +11,9 @@
 //! it moves the older half of its local queue to the group's global queue, so other workers see
 //! the group's surplus and can serve it when it is behind (fairness is global, not per worker).
 //!
+//! A dormant core (`idle`, step 7) switches at every quantum end: its local work goes back to the
+//! global queues, where the active cores find it.
+//!
 //! A core a rescue took from a stuck poll starts on its new thread with that poll's quantum end
 //! (`resume_rescued`, run from step 1 of `search`, which the rescue makes due): the poll held the core for
 //! the stall threshold, many quanta, with no timer fired and no switch.
@@ -61,6 +64,8 @@ impl Core {
         // beside this group's local work instead, a group's task would queue behind that work
         // once it yields.)
         let verdict = match verdict {
+            // A dormant core hands its local work back and goes on to park (`idle`, step 7).
+            _ if shared.idle().is_dormant(self.idx) => Verdict::Switch,
             Verdict::Stay { .. } if shared.scheduler().lane_has_work() => Verdict::Switch,
             v => v,
         };

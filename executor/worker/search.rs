@@ -20,6 +20,9 @@
 //! 6. The group scheduler: the listed group with the smallest virtual runtime (one shard of the
 //!    rotation's lock); it takes a batch of that group's global queue (a short queue whole).
 //! 7. Stealing half of another core's local queue (at most half the workers search at once).
+//!
+//! A dormant core (`idle`, step 6: beyond the active count the controller set) stops after
+//! step 3 and parks.
 //! 8. Parking (see `idle`). Due timers are fired first; one parked core, the keeper, sleeps
 //!    until the earliest timer (see `time::driver`), the others until woken. With the `io`
 //!    feature the keeper sleeps in the I/O reactor (see `reactor`), which runs this loop as a
@@ -82,6 +85,10 @@ impl Core {
     }
 
     fn find_work(&mut self) -> Option<Runnable> {
+        // A dormant core runs out its own queues only, then parks (`idle`, step 6).
+        if self.shared.idle().is_dormant(self.idx) {
+            return None;
+        }
         // A capped group whose quota returned is put back before the look at the rotation.
         if self.shared.scheduler().unthrottle_if_due() {
             self.shared.notify_work();

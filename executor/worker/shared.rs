@@ -186,7 +186,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(config: Config, blocking: Arc<PoolOf>) -> Arc<Shared> {
-        let n = config.workers;
+        let n = config.max_workers;
         Arc::new_cyclic(|me: &Weak<Shared>| {
             let timers = Timers::new(n, me.clone());
             let cores = (0..n)
@@ -198,7 +198,7 @@ impl Shared {
                 io: Io::default(),
                 cores,
                 scheduler: Scheduler::new(n, config.quantum),
-                idle: Idle::new(n),
+                idle: Idle::with_active(n, config.workers),
                 shutdown: AtomicBool::new(false),
                 config,
                 groups: GroupList::new(),
