@@ -7,10 +7,12 @@ use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 
 use async_task::FallibleTask;
 
+use super::abort::{self, AbortHandle};
 use super::coop;
 use super::error::JoinError;
 use super::future::{
@@ -41,6 +43,9 @@ pub struct JoinHandle<T> {
     /// The task's metadata, inside the allocation that `task` keeps alive.
     meta: NonNull<TaskMeta>,
     polled: Polled,
+    /// Set by [`abort_handle`](JoinHandle::abort_handle): the handle's drop goes through the
+    /// task's abort cell (`task::abort`). In the padding after `polled`.
+    abortable: AtomicBool,
 }
 
 /// What the handle's last poll returned.
@@ -75,7 +80,23 @@ impl<T> JoinHandle<T> {
             task: Some(task.fallible()),
             meta,
             polled: Polled::Never,
+            abortable: AtomicBool::new(false),
         }
+    }
+
+    /// The task's metadata, for an abort cell.
+    pub(crate) fn meta_ptr(&self) -> NonNull<TaskMeta> {
+        self.meta
+    }
+
+    /// The handle's task reference (`None` only while the handle is dropped).
+    pub(crate) fn task_ref(&self) -> Option<&FallibleTask<TaskOutput<T>, TaskMeta>> {
+        self.task.as_ref()
+    }
+
+    /// Marks the handle as having an abort cell (`task::abort`); called under the cells' lock.
+    pub(crate) fn mark_abortable(&self) {
+        self.abortable.store(true, Ordering::Relaxed);
     }
 
     fn meta(&self) -> &TaskMeta {
@@ -131,9 +152,26 @@ impl<T> JoinHandle<T> {
         self.meta().id()
     }
 
-    /// The identity of the task, for the nested `block_on`'s inline check.
+    /// The identity of the task, for the nested `block_on`'s inline check and the abort cells.
     pub(crate) fn task_id(&self) -> usize {
         task_id(self.meta())
+    }
+}
+
+impl<T: Send + 'static> JoinHandle<T> {
+    /// An [`AbortHandle`] for the task (tokio's `JoinHandle::abort_handle`): aborts it, and tells
+    /// whether it finished, without this handle. Every call returns a handle to the same task.
+    ///
+    /// ```
+    /// rondo::block_on(async {
+    ///     let h = rondo::spawn(std::future::pending::<()>());
+    ///     let abort = h.abort_handle();
+    ///     std::thread::spawn(move || abort.abort()).join().unwrap();
+    ///     assert!(h.await.unwrap_err().is_cancelled());
+    /// });
+    /// ```
+    pub fn abort_handle(&self) -> AbortHandle {
+        abort::of(self)
     }
 }
 
@@ -199,6 +237,9 @@ impl<T> JoinHandle<T> {
     /// runtimes without an `on_task_panic` hook, skip the reference count (an `Arc` increment and
     /// decrement on a line the workers write).
     fn release(&mut self, take_back: bool) {
+        if *self.abortable.get_mut() && self.hand_to_abort_handles() {
+            return;
+        }
         let Some(mut task) = self.task.take() else {
             return;
         };
@@ -211,6 +252,25 @@ impl<T> JoinHandle<T> {
         } else {
             task.detach();
         }
+    }
+
+    /// The handle of a task with abort handles is being dropped: its hold on the task goes to
+    /// them if the task is unfinished and one is left (`task::abort`). Returns true if it went.
+    /// Out of line: only a handle that made an abort handle gets here.
+    #[cold]
+    #[inline(never)]
+    fn hand_to_abort_handles(&mut self) -> bool {
+        *self.abortable.get_mut() = false;
+        let finished = self.is_finished();
+        abort::handle_dropped(self.task_id(), finished, || {
+            let moved = JoinHandle {
+                task: self.task.take(),
+                meta: self.meta,
+                polled: self.polled,
+                abortable: AtomicBool::new(false),
+            };
+            (self.meta, Box::into_raw(Box::new(moved)) as *mut ())
+        })
     }
 
     /// Drops the handle the way `Drop` does when the task completes between the handle's look

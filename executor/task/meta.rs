@@ -17,6 +17,7 @@ use std::task::Waker;
 
 use crate::shim::{AtomicU32, AtomicUsize, Ordering};
 
+use super::dump::DumpTable;
 use super::hooks::{self, Id, TaskHooks};
 use super::names;
 
@@ -45,6 +46,9 @@ pub(crate) trait Owner: Send + Sync + Sized + 'static {
     fn finished(&self, meta: &TaskMeta, outcome: Outcome);
     /// Wakes the task if it is registered as idle (used by `abort`).
     fn wake_idle(&self, meta: &TaskMeta);
+    /// A copy of the task's waker if it is registered as idle (used by `AbortHandle::abort`,
+    /// which wakes it after releasing its own lock).
+    fn idle_waker(&self, meta: &TaskMeta) -> Option<Waker>;
     /// True once the whole set was cancelled.
     fn is_cancelled(&self) -> bool;
     /// Reports a panic caught in the task's future, its destructor or its output's destructor;
@@ -151,15 +155,39 @@ impl TaskMeta {
     #[inline(never)]
     pub(crate) fn spawned_with_hooks(&self) {
         self.flags.fetch_or(EXTRAS, Ordering::Relaxed);
+        if let Some(dump) = self.dump_table() {
+            dump.spawned(task_id(self), self.name(), self.group.clone());
+        }
         self.run_hook(|h| h.on_spawn.as_ref());
     }
 
+    /// The task dump's table of the task's runtime, if it keeps one (`task::dump`).
+    #[inline]
+    pub(crate) fn dump_table(&self) -> Option<&DumpTable> {
+        self.group.task_hooks().and_then(|h| h.dump.as_deref())
+    }
+
+    /// As the task is woken (its schedule function), for a task with
+    /// [`has_extras`](Self::has_extras): records it queued in the task dump, if its runtime keeps
+    /// one.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn woken_extras(&self) {
+        if let Some(dump) = self.dump_table() {
+            dump.woken(task_id(self));
+        }
+    }
+
     /// As the task's future is dropped (by its holder), for a task with
-    /// [`has_extras`](Self::has_extras): runs the end hook, then forgets the name.
+    /// [`has_extras`](Self::has_extras): runs the end hook, removes the task from the task dump,
+    /// then forgets the name.
     #[cold]
     #[inline(never)]
     pub(crate) fn end_extras(&self) {
         self.run_hook(|h| h.on_terminate.as_ref());
+        if let Some(dump) = self.dump_table() {
+            dump.ended(task_id(self));
+        }
         if self.flags.load(Ordering::Relaxed) & NAMED != 0 {
             names::remove(task_id(self));
         }
@@ -248,6 +276,13 @@ impl TaskMeta {
     pub(crate) fn abort(&self) {
         self.flags.fetch_or(ABORTED, Ordering::SeqCst);
         self.group.wake_idle(self);
+    }
+
+    /// `abort` for a caller holding a lock: marks the task aborted and returns its waker if it is
+    /// idle, for the caller to wake once the lock is released (the same pair as `abort`'s).
+    pub(crate) fn abort_deferred(&self) -> Option<Waker> {
+        self.flags.fetch_or(ABORTED, Ordering::SeqCst);
+        self.group.idle_waker(self)
     }
 }
 

@@ -28,8 +28,10 @@
 //! panics and does the task's bookkeeping exactly once; the output travels in a wrapper whose
 //! destructor never unwinds.
 
+mod abort;
 mod builder;
 pub(crate) mod coop;
+pub(crate) mod dump;
 mod error;
 pub(crate) mod future;
 pub(crate) mod hooks;
@@ -44,6 +46,7 @@ use std::future::Future;
 
 use async_task::{Builder as TaskBuilder, ScheduleInfo, WithInfo};
 
+pub use abort::AbortHandle;
 pub use builder::Builder;
 pub use coop::{BUDGET, consume_budget};
 pub use error::{JoinError, TaskPanic};
@@ -78,9 +81,17 @@ where
     // function is `Send + Sync + 'static`. So the conditions of `spawn_unchecked` (non-Send futures
     // used on one thread, borrowed non-metadata values outliving the runnable) are met trivially.
     let (runnable, task) = unsafe {
-        TaskBuilder::new()
-            .metadata(meta)
-            .spawn_unchecked(make, WithInfo(schedule))
+        TaskBuilder::new().metadata(meta).spawn_unchecked(
+            make,
+            WithInfo(move |r: Runnable, info: ScheduleInfo| {
+                // A marked task's wake is recorded for the task dump (`task::dump`); one test
+                // of a word the schedule function reads anyway (the metadata's first line).
+                if r.metadata().has_extras() {
+                    r.metadata().woken_extras();
+                }
+                schedule(r, info)
+            }),
+        )
     };
     (runnable, JoinHandle::new(task))
 }
