@@ -23,19 +23,20 @@ impl Handle {
     /// ```
     /// use rondo::runtime::TaskState;
     /// let rt = rondo::Runtime::builder().enable_task_dump().build().unwrap();
-    /// let (tx, rx) = std::sync::mpsc::channel::<()>();
     /// let waiting = rondo::task::Builder::new()
     ///     .name("waiting")
     ///     .spawn_on(std::future::pending::<()>(), rt.handle())
     ///     .unwrap();
-    /// drop((tx, rx));
+    /// // Once the waiting task was polled, it shows idle.
     /// let dump = rt.block_on(async {
-    ///     while rondo::Handle::current().dump().unwrap().tasks()[0].polls() == 0 {
+    ///     let polled = |d: &rondo::runtime::Dump| d.tasks().iter().any(|t| t.polls() > 0);
+    ///     while !polled(&rondo::Handle::current().dump().unwrap()) {
     ///         rondo::yield_now().await;
     ///     }
     ///     rondo::Handle::current().dump().unwrap()
     /// });
-    /// assert_eq!(dump.tasks()[0].state(), TaskState::Idle);
+    /// let waiting_line = dump.tasks().iter().find(|t| t.name() == Some("waiting")).unwrap();
+    /// assert_eq!(waiting_line.state(), TaskState::Idle);
     /// println!("{dump}");
     /// waiting.abort();
     /// assert!(rondo::Runtime::new().unwrap().handle().dump().is_err());
