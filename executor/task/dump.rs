@@ -7,18 +7,19 @@
 //!    hook set holding its [`DumpTable`], and announces it as a hooked runtime does. A spawn on it
 //!    marks the task (`EXTRAS`, the flag names and hooks use) and enters it here, on the spawning
 //!    thread, before it is queued, in the state `Queued`. A runtime without the switch stores no
-//!    table, and its tasks pay only the tests the hooks already cost (none added to a spawn or a
-//!    poll; a wake of any task tests the mark, one load of the metadata's first line).
+//!    table, and its tasks pay only the tests the hooks already cost: nothing is added to a
+//!    spawn, a poll or a wake.
 //! 2. The table is split into shards by the task's id, each a plain lock held only to enter,
 //!    update, copy or remove one entry (never while user code runs, never while a waker is
 //!    called): spawns and polls on different workers meet on a shard only when their tasks hash to
 //!    the same one.
-//! 3. A marked task's wake (its schedule function) sets `Queued`. The worker sets `Running`
-//!    before a poll and counts the poll (the poll's number is its ticket); after the poll, if the
-//!    entry still shows `Running` with that ticket, it sets `Idle`, or `Queued` if the task was
-//!    woken during the poll. A wake that lands between the poll's end and that check has already
-//!    set `Queued`, which the check leaves alone; a later poll on another worker has a newer
-//!    ticket, which the check leaves alone too.
+//! 3. The worker sets `Running` before a poll and counts the poll (the poll's number is its
+//!    ticket); after the poll, if the entry still shows `Running` with that ticket, it sets
+//!    `Queued` if the task was woken during the poll (a yield, or a wake that came while it ran:
+//!    the task went back to a run queue), `Idle` otherwise. A later poll on another worker has a
+//!    newer ticket, which the check leaves alone. Wakes are not recorded (recording them would
+//!    cost every wake of every task a test, dump or not): a task woken while idle shows `Idle`
+//!    until a worker polls it.
 //! 4. The task's entry is removed as its future is dropped (completed, panicked or cancelled),
 //!    before its group counts it finished: a dump lists exactly the tasks whose futures live.
 //! 5. A dump locks one shard at a time and copies its entries, so it never stops the workers for
@@ -40,11 +41,13 @@ const SHARDS: usize = 64;
 pub enum TaskState {
     /// A worker is polling it now.
     Running,
-    /// Spawned or woken, waiting in a run queue for a worker (or, for a
-    /// [`spawn_blocking`](crate::spawn_blocking) closure, queued for or running on the blocking
-    /// pool, whose threads are not tracked).
+    /// In a run queue, never polled yet (spawned), or woken during its last poll (a yield, or a
+    /// wake that came while it ran). A [`spawn_blocking`](crate::spawn_blocking) closure shows
+    /// queued until it ends: the blocking pool's threads are not tracked.
     Queued,
-    /// Its last poll returned `Pending` and nothing has woken it since.
+    /// Its last poll returned `Pending` and nothing woke it during that poll: waiting for a
+    /// wake. Wakes are not recorded (that would cost every task's wake a test), so a task woken
+    /// since shows idle until a worker polls it.
     Idle,
 }
 
@@ -100,13 +103,6 @@ impl DumpTable {
             last_poll: None,
         };
         self.shard(task).insert(task, entry);
-    }
-
-    /// The task was woken (step 3).
-    pub(crate) fn woken(&self, task: usize) {
-        if let Some(e) = self.shard(task).get_mut(&task) {
-            e.state = TaskState::Queued;
-        }
     }
 
     /// A poll of the task begins; returns its ticket (step 3).

@@ -167,17 +167,6 @@ impl TaskMeta {
         self.group.task_hooks().and_then(|h| h.dump.as_deref())
     }
 
-    /// As the task is woken (its schedule function), for a task with
-    /// [`has_extras`](Self::has_extras): records it queued in the task dump, if its runtime keeps
-    /// one.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn woken_extras(&self) {
-        if let Some(dump) = self.dump_table() {
-            dump.woken(task_id(self));
-        }
-    }
-
     /// As the task's future is dropped (by its holder), for a task with
     /// [`has_extras`](Self::has_extras): runs the end hook, removes the task from the task dump,
     /// then forgets the name.

@@ -81,17 +81,9 @@ where
     // function is `Send + Sync + 'static`. So the conditions of `spawn_unchecked` (non-Send futures
     // used on one thread, borrowed non-metadata values outliving the runnable) are met trivially.
     let (runnable, task) = unsafe {
-        TaskBuilder::new().metadata(meta).spawn_unchecked(
-            make,
-            WithInfo(move |r: Runnable, info: ScheduleInfo| {
-                // A marked task's wake is recorded for the task dump (`task::dump`); one test
-                // of a word the schedule function reads anyway (the metadata's first line).
-                if r.metadata().has_extras() {
-                    r.metadata().woken_extras();
-                }
-                schedule(r, info)
-            }),
-        )
+        TaskBuilder::new()
+            .metadata(meta)
+            .spawn_unchecked(make, WithInfo(schedule))
     };
     (runnable, JoinHandle::new(task))
 }
