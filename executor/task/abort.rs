@@ -10,7 +10,8 @@
 //!    existed: instead of detaching, the `JoinHandle` moved into the cell, whose reference keeps
 //!    the allocation alive. The cell drops it, detaching the task as a dropped `JoinHandle`
 //!    does, when the last abort handle goes. (The output of a task that completes meanwhile is
-//!    dropped then, not when the task completes.)
+//!    dropped then, not when the task completes; so is the waker of a poll of the `JoinHandle`
+//!    that returned `Pending`, unless the task completes first.)
 //! 3. `Done`: the `JoinHandle` was dropped with the task finished, or with no abort handle left.
 //!
 //! `JoinHandle::abort_handle` makes the cell (or finds it) in a process-wide table keyed by the
