@@ -7,7 +7,6 @@ use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 
 use async_task::FallibleTask;
@@ -43,9 +42,6 @@ pub struct JoinHandle<T> {
     /// The task's metadata, inside the allocation that `task` keeps alive.
     meta: NonNull<TaskMeta>,
     polled: Polled,
-    /// Set by [`abort_handle`](JoinHandle::abort_handle): the handle's drop goes through the
-    /// task's abort cell (`task::abort`). In the padding after `polled`.
-    abortable: AtomicBool,
 }
 
 /// What the handle's last poll returned.
@@ -80,7 +76,6 @@ impl<T> JoinHandle<T> {
             task: Some(task.fallible()),
             meta,
             polled: Polled::Never,
-            abortable: AtomicBool::new(false),
         }
     }
 
@@ -94,9 +89,9 @@ impl<T> JoinHandle<T> {
         self.task.as_ref()
     }
 
-    /// Marks the handle as having an abort cell (`task::abort`); called under the cells' lock.
+    /// Marks the task as having an abort cell (`task::abort`); called under the cells' lock.
     pub(crate) fn mark_abortable(&self) {
-        self.abortable.store(true, Ordering::Relaxed);
+        self.meta().mark_abortable();
     }
 
     fn meta(&self) -> &TaskMeta {
@@ -237,7 +232,7 @@ impl<T> JoinHandle<T> {
     /// runtimes without an `on_task_panic` hook, skip the reference count (an `Arc` increment and
     /// decrement on a line the workers write).
     fn release(&mut self, take_back: bool) {
-        if *self.abortable.get_mut() && self.hand_to_abort_handles() {
+        if self.meta().is_abortable() && self.hand_to_abort_handles() {
             return;
         }
         let Some(mut task) = self.task.take() else {
@@ -256,18 +251,17 @@ impl<T> JoinHandle<T> {
 
     /// The handle of a task with abort handles is being dropped: its hold on the task goes to
     /// them if the task is unfinished and one is left (`task::abort`). Returns true if it went.
-    /// Out of line: only a handle that made an abort handle gets here.
+    /// Out of line: only a handle whose task has abort handles gets here (and the handle the
+    /// cell took, as it drops, which finds no cell and returns false).
     #[cold]
     #[inline(never)]
     fn hand_to_abort_handles(&mut self) -> bool {
-        *self.abortable.get_mut() = false;
         let finished = self.is_finished();
         abort::handle_dropped(self.task_id(), finished, || {
             let moved = JoinHandle {
                 task: self.task.take(),
                 meta: self.meta,
                 polled: self.polled,
-                abortable: AtomicBool::new(false),
             };
             (self.meta, Box::into_raw(Box::new(moved)) as *mut ())
         })

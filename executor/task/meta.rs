@@ -86,7 +86,8 @@ pub(crate) struct TaskMeta {
     /// The set the task belongs to, for routing, accounting and cancellation.
     pub(crate) group: Arc<OwnerOf>,
     /// `ABORTED`, set once by `JoinHandle::abort` and never cleared (a set flag means: drop, do
-    /// not poll); `EXTRAS` and `NAMED`, set by the spawner before the task is queued (see
+    /// not poll); `ABORTABLE`, set once by `JoinHandle::abort_handle`; `EXTRAS` and `NAMED`, set
+    /// by the spawner before the task is queued (see
     /// [`has_extras`](Self::has_extras)). In the padding beside the group's pointer: free.
     flags: AtomicU32,
     /// Where the task's waker sits in its owner's registry, or `UNREGISTERED`. Written by the
@@ -102,6 +103,10 @@ const ABORTED: u32 = 1;
 const EXTRAS: u32 = 2;
 /// `TaskMeta::flags`: the task has an entry in the table of names.
 const NAMED: u32 = 4;
+
+/// `TaskMeta::flags`: the task has an abort cell (`task::abort`): its `JoinHandle`'s drop goes
+/// through it.
+const ABORTABLE: u32 = 8;
 
 /// A task's name, as `task::Builder` hands it to the spawn path.
 pub(crate) struct TaskName(pub(crate) String);
@@ -208,6 +213,18 @@ impl TaskMeta {
             let view = hooks::TaskMeta::new(self.id(), name, group.owner_name(), group.owner_id());
             hooks::call(hook, &view);
         }
+    }
+
+    /// Records that the task has an abort cell (`task::abort`); its `JoinHandle` holds the task.
+    pub(crate) fn mark_abortable(&self) {
+        self.flags.fetch_or(ABORTABLE, Ordering::Relaxed);
+    }
+
+    /// True if the task has (or had) an abort cell. Read by its `JoinHandle` as it drops, which
+    /// made the cell itself or through a shared borrow (so the mark happened before).
+    #[inline]
+    pub(crate) fn is_abortable(&self) -> bool {
+        self.flags.load(Ordering::Relaxed) & ABORTABLE != 0
     }
 
     /// True when the task must be dropped instead of polled.
