@@ -27,16 +27,17 @@ impl Handle {
     ///     .name("waiting")
     ///     .spawn_on(std::future::pending::<()>(), rt.handle())
     ///     .unwrap();
-    /// // Once the waiting task was polled, it shows idle.
+    /// // Its first poll returns `Pending`: it shows idle from then on.
     /// let dump = rt.block_on(async {
-    ///     let polled = |d: &rondo::runtime::Dump| d.tasks().iter().any(|t| t.polls() > 0);
-    ///     while !polled(&rondo::Handle::current().dump().unwrap()) {
+    ///     loop {
+    ///         let dump = rondo::Handle::current().dump().unwrap();
+    ///         if dump.tasks()[0].state() == TaskState::Idle {
+    ///             break dump;
+    ///         }
     ///         rondo::yield_now().await;
     ///     }
-    ///     rondo::Handle::current().dump().unwrap()
     /// });
-    /// let waiting_line = dump.tasks().iter().find(|t| t.name() == Some("waiting")).unwrap();
-    /// assert_eq!(waiting_line.state(), TaskState::Idle);
+    /// assert_eq!((dump.tasks()[0].name(), dump.tasks()[0].polls()), (Some("waiting"), 1));
     /// println!("{dump}");
     /// waiting.abort();
     /// assert!(rondo::Runtime::new().unwrap().handle().dump().is_err());

@@ -253,8 +253,8 @@ impl fmt::Display for Dump {
 ///     .group(&jobs)
 ///     .spawn(std::future::pending::<()>())
 ///     .unwrap();
-/// // Wait for its first poll.
-/// while rt.dump().unwrap().tasks()[0].polls() == 0 {
+/// // Wait for its first poll to end.
+/// while rt.dump().unwrap().tasks()[0].state() != TaskState::Idle {
 ///     std::thread::yield_now();
 /// }
 /// let dump = rt.dump().unwrap();
