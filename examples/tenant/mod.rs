@@ -151,11 +151,22 @@ impl RondoServer {
 
     /// Like [`start`](Self::start), on 127.0.0.1 at `port` (0 picks a free one).
     pub fn start_on(port: u16, workers: usize, placement: Placement) -> io::Result<RondoServer> {
-        let rt = rondo::Runtime::builder()
-            .worker_threads(workers)
+        let builder = rondo::Runtime::builder().worker_threads(workers);
+        Self::start_with(port, builder, placement)
+    }
+
+    /// Like [`start_on`](Self::start_on), on a runtime built from `builder` (its threads named
+    /// here).
+    pub fn start_with(
+        port: u16,
+        builder: rondo::Builder,
+        placement: Placement,
+    ) -> io::Result<RondoServer> {
+        let rt = builder
             .thread_name("srv-rondo")
             .build()
             .map_err(io::Error::other)?;
+        let workers = rt.handle().worker_count();
         let tenants = if placement == Placement::OneGroup {
             None
         } else {

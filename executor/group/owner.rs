@@ -52,6 +52,10 @@ impl Owner for GroupInner {
         self.registry.wake(meta);
     }
 
+    fn idle_waker(&self, meta: &TaskMeta) -> Option<std::task::Waker> {
+        self.registry.waker_of(meta)
+    }
+
     #[inline]
     fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)

@@ -187,19 +187,22 @@ impl Registry {
 
     /// Wakes `meta`'s task if it is registered as idle (the entry at its slot is its own).
     pub(crate) fn wake(&self, meta: &TaskMeta) {
-        let Some(slot) = meta.slot(Ordering::SeqCst) else {
-            return;
-        };
+        if let Some(w) = self.waker_of(meta) {
+            w.wake();
+        }
+    }
+
+    /// A copy of `meta`'s task's waker if it is registered as idle (the entry at its slot is its
+    /// own), for a caller that wakes it later (after releasing its own lock).
+    pub(crate) fn waker_of(&self, meta: &TaskMeta) -> Option<Waker> {
+        let slot = meta.slot(Ordering::SeqCst)?;
         let id = task_id(meta);
         let (shard, key) = shard_and_key(slot);
-        let waker = lock(&self.shards()[shard].0)
+        lock(&self.shards()[shard].0)
             .wakers
             .get(key)
             .filter(|(owner, _)| *owner == id)
-            .map(|(_, w)| w.clone());
-        if let Some(w) = waker {
-            w.wake();
-        }
+            .map(|(_, w)| w.clone())
     }
 
     /// Wakes every idle task; with `close`, also refuses every later registration (such tasks

@@ -735,3 +735,24 @@ fn next_runtime_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
+
+/// The task dump switch (see [`Handle::dump`](crate::Handle::dump)).
+impl Builder {
+    /// Keeps a table of the runtime's live tasks, so that [`Handle::dump`](crate::Handle::dump)
+    /// can list them (tokio's dumps are opt-in too). Without it, a spawn and a poll pay nothing
+    /// for the dump and `dump` returns an error. With it, each spawn, wake, poll and task end
+    /// updates the task's entry in a sharded table (one short lock of one shard), and the
+    /// runtime's tasks take the out-of-line path that task hooks take.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder().enable_task_dump().build().unwrap();
+    /// let h = rt.spawn(std::future::pending::<()>());
+    /// assert_eq!(rt.dump().unwrap().tasks().len(), 1);
+    /// h.abort();
+    /// assert!(rondo::Runtime::new().unwrap().dump().is_err());
+    /// ```
+    pub fn enable_task_dump(mut self) -> Self {
+        self.task_hooks.dump = Some(Arc::new(crate::task::dump::DumpTable::new()));
+        self
+    }
+}

@@ -47,6 +47,7 @@
 
 mod builder;
 pub(crate) mod context;
+mod dump;
 mod join_set;
 mod metrics;
 mod observe;
@@ -72,6 +73,7 @@ impl BlockingBinding for Blocking {
     type Pool = Pool;
 }
 
+pub use crate::task::dump::{Dump, DumpError, TaskDump, TaskState};
 pub use crate::task::hooks::TaskMeta;
 pub use builder::{
     BuildError, Builder, DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_MAX_BLOCKING_THREADS,

@@ -219,6 +219,8 @@ pub(crate) struct TaskHooks {
     pub(crate) on_terminate: Option<TaskCallback>,
     pub(crate) before_poll: Option<TaskCallback>,
     pub(crate) after_poll: Option<TaskCallback>,
+    /// The table of live tasks, on a runtime built with the task dump (`task::dump`).
+    pub(crate) dump: Option<Arc<super::dump::DumpTable>>,
 }
 
 impl TaskHooks {
@@ -228,6 +230,7 @@ impl TaskHooks {
             && self.on_terminate.is_none()
             && self.before_poll.is_none()
             && self.after_poll.is_none()
+            && self.dump.is_none()
     }
 }
 

@@ -11,6 +11,7 @@ use std::task::{Context, Poll, Waker};
 
 use async_task::FallibleTask;
 
+use super::abort::{self, AbortHandle};
 use super::coop;
 use super::error::JoinError;
 use super::future::{
@@ -78,6 +79,21 @@ impl<T> JoinHandle<T> {
         }
     }
 
+    /// The task's metadata, for an abort cell.
+    pub(crate) fn meta_ptr(&self) -> NonNull<TaskMeta> {
+        self.meta
+    }
+
+    /// The handle's task reference (`None` only while the handle is dropped).
+    pub(crate) fn task_ref(&self) -> Option<&FallibleTask<TaskOutput<T>, TaskMeta>> {
+        self.task.as_ref()
+    }
+
+    /// Marks the task as having an abort cell (`task::abort`); called under the cells' lock.
+    pub(crate) fn mark_abortable(&self) {
+        self.meta().mark_abortable();
+    }
+
     fn meta(&self) -> &TaskMeta {
         // SAFETY: `self.task` holds the task's handle reference until `self` drops, so the
         // allocation (and the metadata inside it) outlives this borrow of `self`.
@@ -131,9 +147,26 @@ impl<T> JoinHandle<T> {
         self.meta().id()
     }
 
-    /// The identity of the task, for the nested `block_on`'s inline check.
+    /// The identity of the task, for the nested `block_on`'s inline check and the abort cells.
     pub(crate) fn task_id(&self) -> usize {
         task_id(self.meta())
+    }
+}
+
+impl<T: Send + 'static> JoinHandle<T> {
+    /// An [`AbortHandle`] for the task (tokio's `JoinHandle::abort_handle`): aborts it, and tells
+    /// whether it finished, without this handle. Every call returns a handle to the same task.
+    ///
+    /// ```
+    /// rondo::block_on(async {
+    ///     let h = rondo::spawn(std::future::pending::<()>());
+    ///     let abort = h.abort_handle();
+    ///     std::thread::spawn(move || abort.abort()).join().unwrap();
+    ///     assert!(h.await.unwrap_err().is_cancelled());
+    /// });
+    /// ```
+    pub fn abort_handle(&self) -> AbortHandle {
+        abort::of(self)
     }
 }
 
@@ -199,6 +232,9 @@ impl<T> JoinHandle<T> {
     /// runtimes without an `on_task_panic` hook, skip the reference count (an `Arc` increment and
     /// decrement on a line the workers write).
     fn release(&mut self, take_back: bool) {
+        if self.meta().is_abortable() && self.hand_to_abort_handles() {
+            return;
+        }
         let Some(mut task) = self.task.take() else {
             return;
         };
@@ -211,6 +247,24 @@ impl<T> JoinHandle<T> {
         } else {
             task.detach();
         }
+    }
+
+    /// The handle of a task with abort handles is being dropped: its hold on the task goes to
+    /// them if the task is unfinished and one is left (`task::abort`). Returns true if it went.
+    /// Out of line: only a handle whose task has abort handles gets here (and the handle the
+    /// cell took, as it drops, which finds no cell and returns false).
+    #[cold]
+    #[inline(never)]
+    fn hand_to_abort_handles(&mut self) -> bool {
+        let finished = self.is_finished();
+        abort::handle_dropped(self.task_id(), finished, || {
+            let moved = JoinHandle {
+                task: self.task.take(),
+                meta: self.meta,
+                polled: self.polled,
+            };
+            (self.meta, Box::into_raw(Box::new(moved)) as *mut ())
+        })
     }
 
     /// Drops the handle the way `Drop` does when the task completes between the handle's look

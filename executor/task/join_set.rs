@@ -15,6 +15,7 @@ use std::task::{Context, Poll, Waker};
 use slab::Slab;
 
 use super::JoinHandle;
+use super::abort::AbortHandle;
 use super::error::JoinError;
 
 /// A set of tasks spawned by it, whose results are taken as they complete.
@@ -24,9 +25,8 @@ use super::error::JoinError;
 /// order. Dropping the set aborts every task still in it, as [`abort_all`](JoinSet::abort_all)
 /// does; [`detach_all`](JoinSet::detach_all) lets them run on instead.
 ///
-/// Unlike tokio's, the `spawn` methods return nothing: rondo has no `AbortHandle`, and a task in
-/// a set is aborted with the rest through [`abort_all`](JoinSet::abort_all) or
-/// [`shutdown`](JoinSet::shutdown).
+/// As tokio's, the `spawn` methods return an [`AbortHandle`] for the task; the set also
+/// implements `Extend` and `FromIterator` for futures (each spawned as by `spawn`).
 ///
 /// ```
 /// use rondo::task::JoinSet;
@@ -203,15 +203,17 @@ impl<T> JoinSet<T> {
         &mut self,
         future: F,
         spawn: impl FnOnce(Marked<F>) -> JoinHandle<T>,
-    ) where
+    ) -> AbortHandle
+    where
         F: Future<Output = T>,
+        T: Send + 'static,
     {
         self.insert(|finished| {
             spawn(Marked {
                 future,
                 _finished: finished,
             })
-        });
+        })
     }
 
     /// Puts a blocking task in the set: `spawn` runs `f` wrapped with the task's marker (through
@@ -220,14 +222,20 @@ impl<T> JoinSet<T> {
         &mut self,
         f: F,
         spawn: impl FnOnce(MarkedFn<F>) -> JoinHandle<T>,
-    ) where
+    ) -> AbortHandle
+    where
         F: FnOnce() -> T,
+        T: Send + 'static,
     {
-        self.insert(|finished| spawn(MarkedFn { f, finished }));
+        self.insert(|finished| spawn(MarkedFn { f, finished }))
     }
 
-    /// Spawns the task made by `spawn` with the marker, and keeps its handle.
-    fn insert(&mut self, spawn: impl FnOnce(Finished) -> JoinHandle<T>) {
+    /// Spawns the task made by `spawn` with the marker, keeps its handle, and returns an abort
+    /// handle for it.
+    fn insert(&mut self, spawn: impl FnOnce(Finished) -> JoinHandle<T>) -> AbortHandle
+    where
+        T: Send + 'static,
+    {
         let entry = self.tasks.vacant_entry();
         let notice = (entry.key(), self.next_gen);
         self.next_gen += 1;
@@ -235,7 +243,9 @@ impl<T> JoinSet<T> {
             shared: self.shared.clone(),
             notice,
         });
+        let abort = handle.abort_handle();
         entry.insert((notice.1, handle));
+        abort
     }
 
     /// Aborts every task in the set, as [`JoinHandle::abort`] does. They stay in the set: each

@@ -17,6 +17,7 @@ use std::task::Waker;
 
 use crate::shim::{AtomicU32, AtomicUsize, Ordering};
 
+use super::dump::DumpTable;
 use super::hooks::{self, Id, TaskHooks};
 use super::names;
 
@@ -45,6 +46,9 @@ pub(crate) trait Owner: Send + Sync + Sized + 'static {
     fn finished(&self, meta: &TaskMeta, outcome: Outcome);
     /// Wakes the task if it is registered as idle (used by `abort`).
     fn wake_idle(&self, meta: &TaskMeta);
+    /// A copy of the task's waker if it is registered as idle (used by `AbortHandle::abort`,
+    /// which wakes it after releasing its own lock).
+    fn idle_waker(&self, meta: &TaskMeta) -> Option<Waker>;
     /// True once the whole set was cancelled.
     fn is_cancelled(&self) -> bool;
     /// Reports a panic caught in the task's future, its destructor or its output's destructor;
@@ -82,7 +86,8 @@ pub(crate) struct TaskMeta {
     /// The set the task belongs to, for routing, accounting and cancellation.
     pub(crate) group: Arc<OwnerOf>,
     /// `ABORTED`, set once by `JoinHandle::abort` and never cleared (a set flag means: drop, do
-    /// not poll); `EXTRAS` and `NAMED`, set by the spawner before the task is queued (see
+    /// not poll); `ABORTABLE`, set once by `JoinHandle::abort_handle`; `EXTRAS` and `NAMED`, set
+    /// by the spawner before the task is queued (see
     /// [`has_extras`](Self::has_extras)). In the padding beside the group's pointer: free.
     flags: AtomicU32,
     /// Where the task's waker sits in its owner's registry, or `UNREGISTERED`. Written by the
@@ -98,6 +103,10 @@ const ABORTED: u32 = 1;
 const EXTRAS: u32 = 2;
 /// `TaskMeta::flags`: the task has an entry in the table of names.
 const NAMED: u32 = 4;
+
+/// `TaskMeta::flags`: the task has an abort cell (`task::abort`): its `JoinHandle`'s drop goes
+/// through it.
+const ABORTABLE: u32 = 8;
 
 /// A task's name, as `task::Builder` hands it to the spawn path.
 pub(crate) struct TaskName(pub(crate) String);
@@ -151,15 +160,28 @@ impl TaskMeta {
     #[inline(never)]
     pub(crate) fn spawned_with_hooks(&self) {
         self.flags.fetch_or(EXTRAS, Ordering::Relaxed);
+        if let Some(dump) = self.dump_table() {
+            dump.spawned(task_id(self), self.name(), self.group.clone());
+        }
         self.run_hook(|h| h.on_spawn.as_ref());
     }
 
+    /// The task dump's table of the task's runtime, if it keeps one (`task::dump`).
+    #[inline]
+    pub(crate) fn dump_table(&self) -> Option<&DumpTable> {
+        self.group.task_hooks().and_then(|h| h.dump.as_deref())
+    }
+
     /// As the task's future is dropped (by its holder), for a task with
-    /// [`has_extras`](Self::has_extras): runs the end hook, then forgets the name.
+    /// [`has_extras`](Self::has_extras): runs the end hook, removes the task from the task dump,
+    /// then forgets the name.
     #[cold]
     #[inline(never)]
     pub(crate) fn end_extras(&self) {
         self.run_hook(|h| h.on_terminate.as_ref());
+        if let Some(dump) = self.dump_table() {
+            dump.ended(task_id(self));
+        }
         if self.flags.load(Ordering::Relaxed) & NAMED != 0 {
             names::remove(task_id(self));
         }
@@ -191,6 +213,18 @@ impl TaskMeta {
             let view = hooks::TaskMeta::new(self.id(), name, group.owner_name(), group.owner_id());
             hooks::call(hook, &view);
         }
+    }
+
+    /// Records that the task has an abort cell (`task::abort`); its `JoinHandle` holds the task.
+    pub(crate) fn mark_abortable(&self) {
+        self.flags.fetch_or(ABORTABLE, Ordering::Relaxed);
+    }
+
+    /// True if the task has (or had) an abort cell. Read by its `JoinHandle` as it drops, which
+    /// made the cell itself or through a shared borrow (so the mark happened before).
+    #[inline]
+    pub(crate) fn is_abortable(&self) -> bool {
+        self.flags.load(Ordering::Relaxed) & ABORTABLE != 0
     }
 
     /// True when the task must be dropped instead of polled.
@@ -248,6 +282,13 @@ impl TaskMeta {
     pub(crate) fn abort(&self) {
         self.flags.fetch_or(ABORTED, Ordering::SeqCst);
         self.group.wake_idle(self);
+    }
+
+    /// `abort` for a caller holding a lock: marks the task aborted and returns its waker if it is
+    /// idle, for the caller to wake once the lock is released (the same pair as `abort`'s).
+    pub(crate) fn abort_deferred(&self) -> Option<Waker> {
+        self.flags.fetch_or(ABORTED, Ordering::SeqCst);
+        self.group.idle_waker(self)
     }
 }
 

@@ -28,8 +28,10 @@
 //! panics and does the task's bookkeeping exactly once; the output travels in a wrapper whose
 //! destructor never unwinds.
 
+mod abort;
 mod builder;
 pub(crate) mod coop;
+pub(crate) mod dump;
 mod error;
 pub(crate) mod future;
 mod hint;
@@ -45,6 +47,7 @@ use std::future::Future;
 
 use async_task::{Builder as TaskBuilder, ScheduleInfo, WithInfo};
 
+pub use abort::AbortHandle;
 pub use builder::Builder;
 pub use coop::{BUDGET, consume_budget};
 pub use error::{JoinError, TaskPanic};

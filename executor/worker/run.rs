@@ -10,7 +10,7 @@ use crate::task::Runnable;
 use crate::task::TaskMeta;
 use crate::task::coop::PollBudget;
 use crate::task::future::{drop_payload, take_deferred_panic};
-use crate::task::meta::Owner;
+use crate::task::meta::{Owner, task_id};
 
 use super::context;
 use super::core::Core;
@@ -120,14 +120,33 @@ impl Core {
     }
 }
 
-/// Polls `r` between the runtime's `on_before_task_poll` and `on_after_task_poll` hooks. Out of line
-/// and cold: only a runtime with task hooks comes here.
+/// Polls `r` between the runtime's `on_before_task_poll` and `on_after_task_poll` hooks, and
+/// records the poll in the task dump if the runtime keeps one. Out of line and cold: only a
+/// runtime with task hooks or the dump comes here.
 #[cold]
 #[inline(never)]
 fn run_hooked(r: Runnable) {
-    if r.metadata().group.task_hooks().is_none() {
+    let Some(hooks) = r.metadata().group.task_hooks() else {
         // A named task, or another runtime of the process has hooks; this one has none.
         r.run();
+        return;
+    };
+    let poll_hooks = hooks.before_poll.is_some() || hooks.after_poll.is_some();
+    // The task dump's bookkeeping (`task::dump`): its table (held, since the poll may drop the
+    // task's group, and the runtime with it), and the poll's ticket, taken before it.
+    let id = task_id(r.metadata());
+    let dump = hooks.dump.clone().map(|d| {
+        let ticket = d.poll_started(id);
+        (d, ticket)
+    });
+    if !poll_hooks {
+        // Held across the poll, so the task's id cannot pass to a task spawned during it.
+        let keep = r.waker();
+        let woken = r.run();
+        if let Some((d, ticket)) = dump {
+            d.poll_ended(id, ticket, woken);
+        }
+        drop(keep);
         return;
     }
     let meta: *const TaskMeta = r.metadata();
@@ -140,7 +159,10 @@ fn run_hooked(r: Runnable) {
     // The poll may end the future, and the name with it: the after-poll hook uses this copy.
     let name = meta.name();
     meta.run_hook_named(|h| h.before_poll.as_ref(), name.as_deref());
-    r.run();
+    let woken = r.run();
     meta.run_hook_named(|h| h.after_poll.as_ref(), name.as_deref());
+    if let Some((d, ticket)) = dump {
+        d.poll_ended(id, ticket, woken);
+    }
     drop(keep);
 }
