@@ -88,7 +88,13 @@ where
     F::Output: Send + 'static,
     S: Fn(crate::task::Runnable, async_task::ScheduleInfo) + Send + Sync + 'static,
 {
+    // The task's span (feature `tracing`): entered around each poll of the task and closed as
+    // its future is dropped; its id is known once the task exists.
+    #[cfg(feature = "tracing")]
+    let (future, span) = task_span(group, name.as_ref(), future);
     let (runnable, handle) = task::create(TaskMeta::new(group.clone()), future, schedule);
+    #[cfg(feature = "tracing")]
+    span.record("task.id", runnable.metadata().id().as_u64());
     trace_event!(
         TRACE,
         task = name.as_ref().map(|n| n.0.as_str()),
@@ -108,4 +114,27 @@ where
         drop(runnable);
     }
     handle
+}
+
+cfg_tracing! {
+    /// `future` inside its task's span: `runtime.spawn` (tokio's name), at level TRACE, with
+    /// fields `task.name` (when named), `task.id` (recorded once the task exists), `group` and
+    /// `group.id`. As tokio's, it has no parent, so a task spawned inside another task's span is
+    /// not nested under it.
+    fn task_span<F: Future>(
+        group: &GroupInner,
+        name: Option<&TaskName>,
+        future: F,
+    ) -> (tracing::instrument::Instrumented<F>, tracing::Span) {
+        let span = tracing::trace_span!(
+            target: "rondo",
+            parent: None,
+            "runtime.spawn",
+            task.name = name.map(|n| n.0.as_str()),
+            task.id = tracing::field::Empty,
+            group = group.name(),
+            group.id = group.id(),
+        );
+        (tracing::Instrument::instrument(future, span.clone()), span)
+    }
 }
