@@ -304,7 +304,12 @@ fn rescue<'a>(shared: &'a Shared, stalled: &'a [(usize, u64)]) -> impl Iterator<
             return None;
         }
         // The rescue of core `i`, as a span while it runs (feature `tracing`).
-        trace_span!(WARN, "stall.rescue", worker = i);
+        trace_span!(
+            WARN,
+            "stall.rescue",
+            runtime.id = shared.config().runtime_id,
+            worker = i
+        );
         let rescued = shared.threads().rescue(shared, i, word);
         if rescued {
             trace_event!(WARN, worker = i, "a stalled poll's core rescued");
