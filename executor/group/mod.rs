@@ -947,7 +947,9 @@ pub struct GroupMetrics {
     /// no worker serving it, how long until a worker took that work (the waits whose sum is
     /// [`wait`](Self::wait), a wait still under way left out); a task woken from outside into
     /// the scheduler's lane counts its own wait there. Its [`p99`](ScheduleDelayHistogram::p99)
-    /// is the group's p99 schedule delay.
+    /// is the group's p99 schedule delay. A tenant tree waits as one (its root is what the
+    /// scheduler's rotation holds): its waits are recorded on its root group, and
+    /// [`Group::subtree_metrics`] adds up every group's.
     pub schedule_delay: ScheduleDelayHistogram,
 }
 
