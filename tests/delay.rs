@@ -88,7 +88,10 @@ fn the_histogram_shows_in_display_and_in_the_subtree_total() {
         let m = tenant.metrics();
         let p99 = m.schedule_delay_p99().expect("waits were recorded");
         assert_eq!(Some(p99), m.schedule_delay.p99());
-        assert!(m.to_string().ends_with(&format!("p99 delay {p99:.1?}")), "{m}");
+        assert!(
+            m.to_string().ends_with(&format!("p99 delay {p99:.1?}")),
+            "{m}"
+        );
         // The subtree's histogram adds up its groups'.
         let sub = tenant.subtree_metrics().schedule_delay;
         let child = conn.metrics().schedule_delay;

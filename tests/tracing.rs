@@ -275,7 +275,10 @@ fn the_runtime_and_its_worker_threads_have_spans() {
         .filter(|s| s.parent == Some(("runtime", runtime_span)))
         .collect();
     assert_eq!(shutdown.len(), 1, "{shutdown:#?}");
-    assert!(shutdown[0].enters == 1 && shutdown[0].closed, "{shutdown:#?}");
+    assert!(
+        shutdown[0].enters == 1 && shutdown[0].closed,
+        "{shutdown:#?}"
+    );
     // The worker threads were joined by the shutdown: their spans ended with them.
     assert!(workers().iter().all(|w| w.closed), "{:#?}", workers());
 }
@@ -301,7 +304,10 @@ fn a_stall_rescue_runs_in_its_span() {
     assert!(rt.metrics().rescues >= 1);
     let rescues = collect.spans("stall.rescue", &[&rid, "worker=0"]);
     assert!(!rescues.is_empty(), "{rescues:#?}");
-    assert!(rescues.iter().all(|s| s.enters == 1 && s.closed), "{rescues:#?}");
+    assert!(
+        rescues.iter().all(|s| s.enters == 1 && s.closed),
+        "{rescues:#?}"
+    );
 }
 
 /// Polls `f` every millisecond for up to 5 s.

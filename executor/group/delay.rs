@@ -248,6 +248,28 @@ impl ScheduleDelayHistogram {
         self.quantile(0.99)
     }
 
+    /// The waits recorded after `earlier`, a snapshot of the same group taken before this one:
+    /// counts and sum less `earlier`'s (at zero where `earlier` is not in fact earlier). For a
+    /// view over the last interval, as `top` shows.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let g = rt.group().build().unwrap();
+    /// let before = g.metrics().schedule_delay;
+    /// rt.block_on(g.spawn(async {})).unwrap();
+    /// let after = g.metrics().schedule_delay;
+    /// assert_eq!(after.since(&before).count(), after.count() - before.count());
+    /// assert_eq!(after.since(&after).count(), 0);
+    /// ```
+    pub fn since(&self, earlier: &ScheduleDelayHistogram) -> ScheduleDelayHistogram {
+        let mut h = self.clone();
+        for (c, e) in h.counts.iter_mut().zip(&earlier.counts) {
+            *c = c.saturating_sub(*e);
+        }
+        h.sum = h.sum.saturating_sub(earlier.sum);
+        h
+    }
+
     /// Adds `other`'s counts and sum to these (a subtree's total).
     pub(crate) fn add(&mut self, other: &ScheduleDelayHistogram) {
         for (c, o) in self.counts.iter_mut().zip(&other.counts) {
