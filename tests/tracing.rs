@@ -1,5 +1,8 @@
 //! The `tracing` feature: what rondo records, collected by a subscriber of the test's own.
 
+// A blocking task returns the handle of the task it spawned before it blocked, to await it after.
+#![allow(clippy::async_yields_async)]
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
