@@ -19,7 +19,7 @@
 //! shutting down, its list of groups, its panic hook) that the worker layer implements.
 
 mod current;
-mod delay;
+pub(crate) mod delay;
 pub(crate) mod inner;
 pub(crate) mod limiter;
 pub(crate) mod list;

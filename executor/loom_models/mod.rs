@@ -1,7 +1,7 @@
 //! The loom models, one module per area: `runtime` (the runtime's lock-free protocols), `sync`
 //! (the sync primitives' acquire / release / cancel races), `blocking` (the blocking pool),
-//! `rescue` (starvation rescue's claim), `handoff` (the core hand-off's rendezvous) and `clock`
-//! (the paused clock's auto-advance). They drive
+//! `rescue` (starvation rescue's claim), `handoff` (the core hand-off's rendezvous), `clock`
+//! (the paused clock's auto-advance) and `delay` (a group's schedule-delay record). They drive
 //! the crate's own types, built under `--cfg loom` so that their atomics and locks are loom's
 //! (`shim.rs`).
 //!
@@ -13,6 +13,7 @@
 
 mod blocking;
 mod clock;
+mod delay;
 mod handoff;
 mod rescue;
 mod runtime;
