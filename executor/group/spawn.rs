@@ -143,8 +143,12 @@ cfg_tracing! {
     /// (when named), `task.id` (recorded once the task exists), `group` and `group.id`; `None`
     /// if no subscriber wants it. As tokio's, it has no parent, so a task spawned inside another
     /// task's span is not nested under it.
-    #[inline]
+    #[inline(always)]
     fn task_span(group: &GroupInner, name: Option<&TaskName>) -> Option<tracing::Span> {
+        // The span's level against the one all subscribers together want: one load.
+        if !tracing::level_enabled!(tracing::Level::TRACE) {
+            return None;
+        }
         let span = tracing::trace_span!(
             target: "rondo",
             parent: None,
