@@ -9,6 +9,11 @@
 //!
 //! `RONDO_ICOUNT` is one of remote, local, yield, chain, pingpong (the shapes of `compare`'s
 //! workloads), or all.
+//!
+//! Built with the `tracing` feature, `RONDO_ICOUNT_SUBSCRIBER=enabled` installs a subscriber that
+//! enables every span and event and does nothing with them, so the counts include building each
+//! record (the cost a real subscriber adds on top is its own); without it no subscriber is
+//! installed, and every callsite is disabled.
 
 use std::time::Instant;
 fn chain(n: u32, tx: futures::channel::oneshot::Sender<()>) {
@@ -34,9 +39,45 @@ fn main() {
                 panic!("RONDO_ICOUNT must be one of {all:?} or all (got {which})")
             })]
         };
+    if std::env::var("RONDO_ICOUNT_SUBSCRIBER").is_ok_and(|s| s == "enabled") {
+        install_enabled_subscriber();
+    }
     for which in selected {
         run(which, workers);
     }
+}
+
+#[cfg(feature = "tracing")]
+fn install_enabled_subscriber() {
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Metadata, subscriber::Interest};
+
+    /// Enables everything, keeps nothing.
+    struct Enabled;
+
+    impl tracing::Subscriber for Enabled {
+        fn register_callsite(&self, _: &'static Metadata<'static>) -> Interest {
+            Interest::always()
+        }
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, _: &Event<'_>) {}
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    tracing::subscriber::set_global_default(Enabled).expect("the first global subscriber");
+}
+
+#[cfg(not(feature = "tracing"))]
+fn install_enabled_subscriber() {
+    panic!("RONDO_ICOUNT_SUBSCRIBER needs the `tracing` feature");
 }
 
 fn run(which: &str, workers: usize) {

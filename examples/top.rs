@@ -1,7 +1,8 @@
 //! A live view of a running server's groups, refreshed every second, like `top`: each tenant and
 //! its connection groups (the tree), their weight and cap, the share of the workers they used
-//! over the last second, their runnable tasks, and the time they waited for a worker or were held
-//! back by their cap in that second.
+//! over the last second, their runnable tasks, the time they waited for a worker or were held
+//! back by their cap in that second, and the p99 of their waits in that second (the schedule
+//! delay: from having runnable work and no worker to a worker taking it).
 //!
 //! It starts the tenant server of `examples/tenant_server.rs` (each tenant a group, each connection
 //! a child group) with its load driver: tenant A floods a 1 ms CPU endpoint from 32 connections,
@@ -18,6 +19,7 @@ mod tenant;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use rondo::group::ScheduleDelayHistogram;
 use tenant::{Placement, RondoServer, TenantLoad, run_tenants};
 
 /// One group's line: its place in the tree, then what it used in the last interval.
@@ -31,6 +33,8 @@ struct Line {
     runnable: usize,
     wait: Duration,
     throttled: Duration,
+    /// The p99 of the waits that ended in the interval; `None` if none did.
+    p99_delay: Option<Duration>,
 }
 
 fn depth(g: &rondo::Group) -> usize {
@@ -58,7 +62,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let driver = std::thread::spawn(move || run_tenants(addr, &load));
     let rt = server.runtime();
-    let mut last: HashMap<u64, (Duration, Duration, Duration)> = HashMap::new();
+    let mut last: HashMap<u64, (Duration, Duration, Duration, ScheduleDelayHistogram)> =
+        HashMap::new();
     let mut at = Instant::now();
     for i in 0..refreshes {
         std::thread::sleep(Duration::from_secs(1));
@@ -74,8 +79,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // The tree's top two levels: tenants and their connections, summed per tenant
             // when the connections are many.
             let m = g.subtree_metrics();
-            let (b0, w0, t0) = last.get(&g.id()).copied().unwrap_or_default();
-            last.insert(g.id(), (m.busy, m.wait, m.throttled));
+            let (b0, w0, t0, d0) = last.remove(&g.id()).unwrap_or_default();
+            let delays = m.schedule_delay.since(&d0);
+            last.insert(
+                g.id(),
+                (m.busy, m.wait, m.throttled, m.schedule_delay.clone()),
+            );
             if depth(&g) > 0 || m.name == "default" {
                 continue;
             }
@@ -89,6 +98,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 runnable: m.runnable,
                 wait: m.wait.saturating_sub(w0),
                 throttled: m.throttled.saturating_sub(t0),
+                p99_delay: delays.p99(),
             });
         }
         lines.sort_by(|a, b| a.name.cmp(&b.name));
@@ -98,13 +108,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             elapsed.as_secs_f64()
         );
         println!(
-            "{:<16} {:>6} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10}",
-            "group", "weight", "cap", "conns", "cpu %", "runnable", "wait", "throttled"
+            "{:<16} {:>6} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10}",
+            "group",
+            "weight",
+            "cap",
+            "conns",
+            "cpu %",
+            "runnable",
+            "wait",
+            "throttled",
+            "p99 delay"
         );
         for l in &lines {
             let cpu = l.busy.as_secs_f64() / (elapsed.as_secs_f64() * workers as f64) * 100.0;
             println!(
-                "{:<16} {:>6} {:>5} {:>6} {:>8.1}% {:>9} {:>7.0}ms {:>8.0}ms",
+                "{:<16} {:>6} {:>5} {:>6} {:>8.1}% {:>9} {:>7.0}ms {:>8.0}ms {:>10}",
                 format!("{}{}", "  ".repeat(l.depth), l.name),
                 l.weight,
                 l.cap.map_or("-".to_string(), |c| format!("{c:.1}")),
@@ -113,6 +131,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 l.runnable,
                 l.wait.as_secs_f64() * 1e3,
                 l.throttled.as_secs_f64() * 1e3,
+                l.p99_delay.map_or("-".to_string(), |d| format!("{d:.1?}")),
             );
         }
     }

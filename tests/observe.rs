@@ -446,11 +446,13 @@ fn group_metrics_display_as_one_line() {
     assert_eq!(line.lines().count(), 1, "{line}");
     let want = format!(
         "group 'api' (id {}, weight 3): tasks 2 spawned, 1 completed, 0 cancelled, 1 panicked, \
-         0 unfinished; polls {}, busy {:.1?}, runnable 0, wait {:.1?}",
+         0 unfinished; polls {}, busy {:.1?}, runnable 0, wait {:.1?}, p99 delay {}",
         g.id(),
         m.polls,
         m.busy,
-        m.wait
+        m.wait,
+        m.schedule_delay_p99()
+            .map_or("-".to_string(), |p| format!("{p:.1?}"))
     );
     assert_eq!(line, want);
 }
@@ -480,7 +482,7 @@ fn parse_exposition(text: &str) -> Vec<Sample> {
         }
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, kind) = rest.split_once(' ').expect(line);
-            assert!(["counter", "gauge"].contains(&kind), "{line}");
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
             assert!(
                 typed.insert(name.to_string(), kind.to_string()).is_none(),
                 "TYPE twice: {line}"
@@ -526,7 +528,15 @@ fn parse_exposition(text: &str) -> Vec<Sample> {
             }
         };
         assert!(is_name(&name), "{line}");
-        assert!(typed.contains_key(&name), "sample before its TYPE: {line}");
+        // A histogram's samples are its name with `_bucket`, `_sum` or `_count`.
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .filter(|base| typed.get(*base).is_some_and(|k| k == "histogram"));
+        assert!(
+            typed.contains_key(&name) || family.is_some(),
+            "sample before its TYPE: {line}"
+        );
         samples.push((name, labels, value));
     }
     samples

@@ -26,6 +26,7 @@ use crate::shim::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, MutexGua
 use crate::task::hooks::TaskHooks;
 use crate::task::{Runnable, TaskPanic};
 
+use super::delay::Delays;
 use super::limiter::Limiter;
 use super::list::GroupList;
 use super::listed::{LaneEntry, LaneFlag, ListFlag, Listing};
@@ -146,8 +147,9 @@ pub(crate) struct GroupInner {
     /// flushed them (`record_service`); only rise.
     pub(super) polls: AtomicU64,
     pub(super) busy_ns: AtomicU64,
-    /// Nanoseconds the group waited with work no worker took (`GroupMetrics::wait`); only rises.
-    pub(super) wait_ns: AtomicU64,
+    /// The group's waits with work no worker took: their sum (`GroupMetrics::wait`) and
+    /// histogram (`GroupMetrics::schedule_delay`), in a record its first wait allocates.
+    pub(super) delays: Delays,
     /// The clock stamp (`clock::stamp`) at which the group entered the rotation with work no
     /// worker has taken since; 0 when none waits so. Read before a worker serving the group takes
     /// from its queue, so only the time before the first take counts as waiting.
@@ -187,8 +189,7 @@ impl GroupInner {
         if self.waiting_since.load(Ordering::Relaxed) != 0 {
             let since = self.waiting_since.swap(0, Ordering::Relaxed);
             if since != 0 {
-                self.wait_ns
-                    .fetch_add(now().saturating_sub(since), Ordering::Relaxed);
+                self.delays.record(now().saturating_sub(since));
             }
         }
     }
@@ -226,7 +227,7 @@ impl GroupInner {
                 weight_hint: AtomicU32::new(weight),
                 polls: AtomicU64::new(0),
                 busy_ns: AtomicU64::new(0),
-                wait_ns: AtomicU64::new(0),
+                delays: Delays::new(),
                 waiting_since: AtomicU64::new(0),
                 queue: GroupQueue::new(),
                 host: host.clone(),
@@ -481,10 +482,10 @@ impl GroupInner {
         }
     }
 
-    /// Adds `ns` that one of the group's tasks waited (in the lane) to the group's wait.
+    /// Records a wait of `ns` by one of the group's tasks (in the lane) in the group's waits.
     #[inline]
     pub(crate) fn add_wait(&self, ns: u64) {
-        self.wait_ns.fetch_add(ns, Ordering::Relaxed);
+        self.delays.record(ns);
     }
 
     /// Adds a worker's polls of the group's tasks and the nanoseconds it spent on them to the

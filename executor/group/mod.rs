@@ -19,6 +19,7 @@
 //! shutting down, its list of groups, its panic hook) that the worker layer implements.
 
 mod current;
+pub(crate) mod delay;
 pub(crate) mod inner;
 pub(crate) mod limiter;
 pub(crate) mod list;
@@ -40,6 +41,7 @@ use crate::shim::{AtomicUsize, Ordering, lock};
 use crate::task::JoinHandle;
 
 pub(crate) use current::{GroupScope, with_current};
+pub use delay::{DELAY_BUCKETS, ScheduleDelayHistogram};
 pub(crate) use inner::{GroupInner, Host, HostBinding, HostOf, Hosts, PanicHook};
 use limiter::Limiter;
 pub use scope::Scoped;
@@ -849,7 +851,7 @@ impl Group {
                 + usize::from(inner.has_task_in_lane())
                 + inner.host.locally_queued(inner)
                 + inner.limiter().map_or(0, |l| l.waiting()),
-            wait: Duration::from_nanos(inner.wait_ns.load(Ordering::Relaxed) + pending_wait),
+            wait: Duration::from_nanos(inner.delays.sum_ns() + pending_wait),
             throttled: Duration::from_nanos(
                 inner
                     .node()
@@ -857,14 +859,15 @@ impl Group {
             ),
             id: inner.id(),
             parent: inner.parent().map(|p| p.id()),
+            schedule_delay: inner.delays.snapshot(),
         }
     }
 }
 
 impl Group {
     /// [`metrics`](Self::metrics) summed over the group and every group nested under it (a
-    /// snapshot, one group after another): counts, polls, busy, runnable and waiting time add
-    /// up; the name, the weight and the throttled time are this group's (a cap holds back the
+    /// snapshot, one group after another): counts, polls, busy, runnable, waiting time and the
+    /// schedule-delay histogram add up; the name, the weight and the throttled time are this group's (a cap holds back the
     /// whole subtree at once).
     ///
     /// ```
@@ -890,6 +893,7 @@ impl Group {
             total.busy += m.busy;
             total.runnable += m.runnable;
             total.wait += m.wait;
+            total.schedule_delay.add(&m.schedule_delay);
         }
         total
     }
@@ -941,6 +945,28 @@ pub struct GroupMetrics {
     /// The id of the group this one is nested under ([`Group::parent`]); `None` for a top-level
     /// group.
     pub parent: Option<u64>,
+    /// The group's waits one by one, as a histogram: each time the group had runnable work and
+    /// no worker serving it, how long until a worker took that work (the waits whose sum is
+    /// [`wait`](Self::wait), a wait still under way left out); a task woken from outside into
+    /// the scheduler's lane counts its own wait there. Its [`p99`](ScheduleDelayHistogram::p99)
+    /// is the group's p99 schedule delay. A tenant tree waits as one (its root is what the
+    /// scheduler's rotation holds): its waits are recorded on its root group, and
+    /// [`Group::subtree_metrics`] adds up every group's.
+    pub schedule_delay: ScheduleDelayHistogram,
+}
+
+impl GroupMetrics {
+    /// The group's p99 schedule delay: [`schedule_delay`](Self::schedule_delay)'s
+    /// [`p99`](ScheduleDelayHistogram::p99), `None` before any wait is recorded.
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::new().unwrap();
+    /// let g = rt.group().build().unwrap();
+    /// assert_eq!(g.metrics().schedule_delay_p99(), None);
+    /// ```
+    pub fn schedule_delay_p99(&self) -> Option<Duration> {
+        self.schedule_delay.p99()
+    }
 }
 
 /// The group's id, for telling groups of equal names apart (listings, exported metrics).
@@ -962,7 +988,8 @@ impl Group {
 }
 
 /// One line: `group 'name' (id N, weight W): tasks S spawned, C completed, X cancelled, P
-/// panicked, U unfinished; polls N, busy T, runnable R, wait T`.
+/// panicked, U unfinished; polls N, busy T, runnable R, wait T, p99 delay T` (the p99 of
+/// [`schedule_delay`](GroupMetrics::schedule_delay); `-` before any wait is recorded).
 ///
 /// ```
 /// let rt = rondo::Runtime::new().unwrap();
@@ -977,7 +1004,7 @@ impl fmt::Display for GroupMetrics {
         write!(
             f,
             "group '{}' (id {}, weight {}): tasks {} spawned, {} completed, {} cancelled, {} \
-             panicked, {} unfinished; polls {}, busy {:.1?}, runnable {}, wait {:.1?}",
+             panicked, {} unfinished; polls {}, busy {:.1?}, runnable {}, wait {:.1?}, p99 delay ",
             self.name,
             self.id,
             self.weight,
@@ -990,6 +1017,10 @@ impl fmt::Display for GroupMetrics {
             self.busy,
             self.runnable,
             self.wait
-        )
+        )?;
+        match self.schedule_delay_p99() {
+            Some(p) => write!(f, "{p:.1?}"),
+            None => f.write_str("-"),
+        }
     }
 }

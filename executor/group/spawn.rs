@@ -88,7 +88,35 @@ where
     F::Output: Send + 'static,
     S: Fn(crate::task::Runnable, async_task::ScheduleInfo) + Send + Sync + 'static,
 {
+    // The task's span (feature `tracing`), if a subscriber wants it: the future is wrapped to
+    // enter it around each poll, and the span closes as the future is dropped. A task whose
+    // span is disabled is created exactly as without the feature.
+    #[cfg(feature = "tracing")]
+    if let Some(span) = task_span(group, name.as_ref()) {
+        let record = span.clone();
+        let (runnable, handle) = task::create(
+            TaskMeta::new(group.clone()),
+            Spanned { future, span },
+            schedule,
+        );
+        // The id is the task's address: known once the task exists.
+        record.record("task.id", runnable.metadata().id().as_u64());
+        return start(group, name, runnable, handle, first);
+    }
     let (runnable, handle) = task::create(TaskMeta::new(group.clone()), future, schedule);
+    start(group, name, runnable, handle, first)
+}
+
+/// The rest of [`spawn_meta`], once the task exists: names it, counts it and hands it to
+/// `first`, or drops it unpolled if its group is cancelled or its runtime shutting down.
+#[inline(always)]
+fn start<T>(
+    group: &Arc<GroupInner>,
+    name: Option<TaskName>,
+    runnable: crate::task::Runnable,
+    handle: JoinHandle<T>,
+    first: impl FnOnce(crate::task::Runnable),
+) -> JoinHandle<T> {
     trace_event!(
         TRACE,
         task = name.as_ref().map(|n| n.0.as_str()),
@@ -108,4 +136,52 @@ where
         drop(runnable);
     }
     handle
+}
+
+cfg_tracing! {
+    /// The task's span, `runtime.spawn` (tokio's name), at level TRACE, with fields `task.name`
+    /// (when named), `task.id` (recorded once the task exists), `group` and `group.id`; `None`
+    /// if no subscriber wants it. As tokio's, it has no parent, so a task spawned inside another
+    /// task's span is not nested under it.
+    #[inline(always)]
+    fn task_span(group: &GroupInner, name: Option<&TaskName>) -> Option<tracing::Span> {
+        // The span's level against the one all subscribers together want: one load.
+        if !tracing::level_enabled!(tracing::Level::TRACE) {
+            return None;
+        }
+        let span = tracing::trace_span!(
+            target: "rondo",
+            parent: None,
+            "runtime.spawn",
+            task.name = name.map(|n| n.0.as_str()),
+            task.id = tracing::field::Empty,
+            group = group.name(),
+            group.id = group.id(),
+        );
+        (!span.is_disabled()).then_some(span)
+    }
+
+    pin_project_lite::pin_project! {
+        /// A task's future and its span: the span is entered around each poll, and closes as
+        /// the task's future is dropped (after it).
+        pub(crate) struct Spanned<F> {
+            #[pin]
+            future: F,
+            span: tracing::Span,
+        }
+    }
+
+    impl<F: Future> Future for Spanned<F> {
+        type Output = F::Output;
+
+        #[inline]
+        fn poll(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<F::Output> {
+            let this = self.project();
+            let _entered = this.span.enter();
+            this.future.poll(cx)
+        }
+    }
 }

@@ -1,9 +1,9 @@
 //! The loom models, one module per area: `runtime` (the runtime's lock-free protocols), `sync`
 //! (the sync primitives' acquire / release / cancel races), `blocking` (the blocking pool),
 //! `rescue` (starvation rescue's claim), `handoff` (the core hand-off's rendezvous), `clock`
-//! (the paused clock's auto-advance) and `workers` (the active count). They drive
-//! the crate's own types, built under `--cfg loom` so that their atomics and locks are loom's
-//! (`shim.rs`).
+//! (the paused clock's auto-advance), `workers` (the active count) and `delay` (a group's
+//! schedule-delay record). They drive the crate's own types, built under `--cfg loom` so that
+//! their atomics and locks are loom's (`shim.rs`).
 //!
 //! Run them with `RUSTFLAGS="--cfg loom" cargo test --release --lib` (or `--lib loom_models::sync`
 //! for one module); `scripts/verify` runs them all.
@@ -13,6 +13,7 @@
 
 mod blocking;
 mod clock;
+mod delay;
 mod handoff;
 mod rescue;
 mod runtime;

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::group::{Group, GroupMetrics, Host};
+use crate::group::{Group, GroupMetrics, Host, ScheduleDelayHistogram};
 use crate::worker::Shared;
 
 /// A snapshot of a runtime's counters, from [`Runtime::metrics`](crate::Runtime::metrics) or
@@ -179,7 +179,9 @@ impl RuntimeMetrics {
     /// `rondo_*`, per-worker series labelled `worker="N"`, per-group series (`rondo_group_*`)
     /// labelled `group="name",group_id="N"` (the id keeps groups of equal names apart; a name's
     /// backslashes, double quotes and line feeds are escaped), and a nested group's series also
-    /// `parent_id="N"`, so the tenant tree can be rebuilt from the series. Serve it from any HTTP
+    /// `parent_id="N"`, so the tenant tree can be rebuilt from the series. Each group's schedule
+    /// delays ([`GroupMetrics::schedule_delay`]) are the histogram
+    /// `rondo_group_schedule_delay_seconds` (`_bucket` by `le`, `_sum`, `_count`). Serve it from any HTTP
     /// endpoint, or write it to a file for a node exporter's textfile collector.
     ///
     /// ```
@@ -188,6 +190,7 @@ impl RuntimeMetrics {
     /// let text = rt.metrics().to_prometheus();
     /// assert!(text.contains("# TYPE rondo_worker_polls_total counter"));
     /// assert!(text.contains("rondo_groups_alive 1"));
+    /// assert!(text.contains("# TYPE rondo_group_schedule_delay_seconds histogram"));
     /// ```
     pub fn to_prometheus(&self) -> String {
         use fmt::Write;
@@ -462,6 +465,46 @@ impl RuntimeMetrics {
                     value(g)
                 );
             }
+        }
+        self.write_delay_histograms(out);
+    }
+
+    /// The per-group histogram `rondo_group_schedule_delay_seconds` of
+    /// [`to_prometheus`](Self::to_prometheus): cumulative `_bucket` series by upper bound `le`
+    /// (powers of two of microseconds, then `+Inf`), `_sum` and `_count`
+    /// ([`GroupMetrics::schedule_delay`]).
+    fn write_delay_histograms(&self, out: &mut String) {
+        use fmt::Write;
+        let name = "rondo_group_schedule_delay_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} How long the group waited with runnable work before a worker took it, \
+             per wait.\n# TYPE {name} histogram"
+        );
+        for g in &self.groups {
+            let labels = match g.parent {
+                Some(p) => format!(
+                    "group=\"{}\",group_id=\"{}\",parent_id=\"{p}\"",
+                    LabelValue(&g.name),
+                    g.id
+                ),
+                None => format!("group=\"{}\",group_id=\"{}\"", LabelValue(&g.name), g.id),
+            };
+            let h = &g.schedule_delay;
+            let mut cumulative = 0;
+            for (i, &c) in h.counts().iter().enumerate() {
+                cumulative += c;
+                let le = match ScheduleDelayHistogram::bucket_range(i) {
+                    Some(r) if r.end != Duration::MAX => r.end.as_secs_f64().to_string(),
+                    _ => "+Inf".to_string(),
+                };
+                let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+            }
+            let _ = writeln!(
+                out,
+                "{name}_sum{{{labels}}} {:.9}\n{name}_count{{{labels}}} {cumulative}",
+                h.sum().as_secs_f64()
+            );
         }
     }
 }

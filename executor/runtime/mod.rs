@@ -329,6 +329,11 @@ impl Handle {
 pub struct Runtime {
     handle: Handle,
     shut_down: bool,
+    /// The runtime's span (feature `tracing`), `runtime` at level INFO with fields `runtime.id`,
+    /// `runtime.name` (when named) and `workers`: opened as the runtime starts, closed when it is
+    /// dropped, after its shutdown (the `runtime.shutdown` span, nested in it).
+    #[cfg(feature = "tracing")]
+    span: tracing::Span,
 }
 
 impl fmt::Debug for Runtime {
@@ -365,6 +370,15 @@ impl Runtime {
     }
 
     pub(crate) fn start(config: Config, pool: Pool) -> Result<Runtime, BuildError> {
+        #[cfg(feature = "tracing")]
+        let span = tracing::info_span!(
+            target: "rondo",
+            parent: None,
+            "runtime",
+            runtime.id = config.runtime_id,
+            runtime.name = config.runtime_name.as_deref(),
+            workers = config.workers,
+        );
         let shared = Shared::new(config, Arc::new(pool));
         let default_group = GroupInner::new(&shared, Some("default".to_string()), 1, None, true);
         let rt = Runtime {
@@ -373,6 +387,8 @@ impl Runtime {
                 default_group: default_group.clone(),
             },
             shut_down: false,
+            #[cfg(feature = "tracing")]
+            span,
         };
         // Pool threads run with the runtime entered, and are runtime threads for the thread hooks
         // (as tokio's blocking threads are). The pool holds this handle until shutdown closes it.
@@ -521,6 +537,9 @@ impl Runtime {
         if std::mem::replace(&mut self.shut_down, true) {
             return;
         }
+        #[cfg(feature = "tracing")]
+        let _span =
+            tracing::info_span!(target: "rondo", parent: &self.span, "runtime.shutdown").entered();
         trace_event!(INFO, timeout = ?timeout, "runtime shutting down");
         let shared = &self.handle.shared;
         // The futures dropped on this thread (steps 4 and 5) see this runtime as the current one,

@@ -208,7 +208,6 @@ fn run(shared: &Shared) {
         let mut rescued = false;
         if !stalled.is_empty() {
             for i in rescue(shared, &stalled) {
-                trace_event!(WARN, worker = i, "a stalled poll's core rescued");
                 probation_until[i] = Some(now + threshold);
                 rescued = true;
                 probing = true;
@@ -352,8 +351,21 @@ fn rescue<'a>(shared: &'a Shared, stalled: &'a [(usize, u64)]) -> impl Iterator<
         let c = &shared.cores()[i];
         // The first core looked at takes the timers, whatever else waits behind it.
         let timers = std::mem::take(&mut timer_waits);
-        let waits = timers || nobody_free || hint(word) || !c.local.is_empty();
-        (waits && shared.threads().rescue(shared, i, word)).then_some(i)
+        if !(timers || nobody_free || hint(word) || !c.local.is_empty()) {
+            return None;
+        }
+        // The rescue of core `i`, as a span while it runs (feature `tracing`).
+        trace_span!(
+            WARN,
+            "stall.rescue",
+            runtime.id = shared.config().runtime_id,
+            worker = i
+        );
+        let rescued = shared.threads().rescue(shared, i, word);
+        if rescued {
+            trace_event!(WARN, worker = i, "a stalled poll's core rescued");
+        }
+        rescued.then_some(i)
     })
 }
 

@@ -143,6 +143,13 @@ fn thread_main(
     });
     let config = shared.config();
     let threads = shared.threads();
+    // The thread's span for its whole life (feature `tracing`): its runtime's id, its name.
+    trace_span!(
+        DEBUG,
+        "runtime.worker",
+        runtime.id = config.runtime_id,
+        thread = thread::current().name()
+    );
     run_hook(config.on_thread_start.as_ref());
     let tid = super::os_thread::current_tid();
     // A thread started without a core was counted on its way by `place` (`Placed::StartThread`).
