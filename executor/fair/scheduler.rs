@@ -374,36 +374,9 @@ impl Scheduler {
     /// own lock, as entering the rotation would lift it: an idle group banks no credit, through
     /// the lane or not. Otherwise this reads hints only, no lock.
     pub(crate) fn lane_admits(&self, g: &GroupInner) -> LaneEntry {
-        let Some((vtime, floor)) = self.first_pick(g) else {
-            return LaneEntry::Refused;
-        };
-        let entry = g.enter_lane();
-        if entry == LaneEntry::Entered && vtime < floor {
-            lift_to(g, floor);
-        }
-        entry
-    }
-
-    /// May a task of `g`, woken by the reactor's dispatch on a worker's thread, run on that
-    /// worker at once (`worker::reactor`, *Where readiness wakes go*)? Yes on the terms of
-    /// [`lane_admits`](Self::lane_admits): what the worker runs there is charged to `g` as a lane
-    /// task is. A group behind the floor is lifted to it, as for the lane.
-    pub(crate) fn runs_where_dispatched(&self, g: &GroupInner) -> bool {
-        let Some((vtime, floor)) = self.first_pick(g) else {
-            return false;
-        };
-        if vtime < floor {
-            lift_to(g, floor);
-        }
-        true
-    }
-
-    /// `g`'s virtual runtime hint and the floor, if a pick would choose `g` first (the terms of
-    /// [`lane_admits`](Self::lane_admits), without the lane's flag); `None` otherwise, and for a
-    /// tree's group, which its tree reaches (`tree`).
-    fn first_pick(&self, g: &GroupInner) -> Option<(u64, u64)> {
+        // A tree's groups are reached through their tree (`tree`), never the lane.
         if g.is_listed() || g.has_task_in_lane() || g.node().is_some() {
-            return None;
+            return LaneEntry::Refused;
         }
         let floor = self.floor.load(Ordering::Relaxed);
         let front = self.front.load(Ordering::Relaxed);
@@ -412,7 +385,14 @@ impl Scheduler {
         let limit = floor
             .saturating_add(slack)
             .min(front.saturating_add(slack / LANE_PASS));
-        (vtime <= limit).then_some((vtime, floor))
+        if vtime > limit {
+            return LaneEntry::Refused;
+        }
+        let entry = g.enter_lane();
+        if entry == LaneEntry::Entered && vtime < floor {
+            lift_to(g, floor);
+        }
+        entry
     }
 
     /// Pushes `r`, a task of `g`, to the lane, after [`lane_admits`](Self::lane_admits) gave

@@ -59,10 +59,12 @@
 //! # Where readiness wakes go
 //! The wakes a reactor pass dispatches run on the keeper's thread, between two polls of its loop,
 //! where it holds no lent core. While the keeper waits, its thread is marked
-//! (`reacting::reacting_core`), and a woken task that waited before, of a group a pick would
-//! choose first (the lane's terms, `Scheduler::runs_where_dispatched`: idle, flat, not ahead of
-//! the rotation's first group by more than an eighth of its own quantum nor of the floor by more
-//! than a quantum), is kept on the thread for the keeper (`reacting::keep_dispatched`). The first
+//! (`reacting::reacting_core`), and a woken task that the lane would admit (`Scheduler::lane_admits`:
+//! it waited before; its group is idle, flat, not ahead of the rotation's first group by more than
+//! an eighth of its own quantum nor of the floor by more than a quantum, and has no task in the
+//! lane or kept) is kept on the thread for the keeper (`reacting::keep_dispatched`), holding its
+//! group's lane flag until the keeper takes it, so a second wake of that group in the same pass
+//! goes through the group's queue, as with the lane. The first
 //! one kept claims the keeper itself as the woken core (`Idle::claim`: counted awake, not
 //! searching; no other thread woken, no system call, since async-io's waker skips the reactor
 //! notification on the reactor's own thread). When block_on polls the loop again, right after the
@@ -72,7 +74,7 @@
 //! segment charged to its own group, as a lane task is: so a group's share is what it would be had
 //! its task gone through the lane, and no other worker is woken for work the keeper is about to
 //! run. A task of a group that is not due (listed, ahead, a tree's group, or with a task in the
-//! lane) or a new one goes the way of any wake from outside (`schedule`): the lane or its group's
+//! lane or kept) or a new one goes the way of any wake from outside (`schedule`): the lane or its group's
 //! global queue, whose notification claims the keeper the same way (`Remote::claimed` tells its
 //! parking loop so) and, for a second such wake in the same pass, wakes a sleeping core, as for
 //! any batch.
@@ -161,7 +163,11 @@ impl Future for RunLoop {
                 park.stop_waiting(&core);
                 core.park_end(park.keeping);
             }
-            let mut kept = this.dispatched.drain(..);
+            let mut kept = this.dispatched.drain(..).map(|r| {
+                // Taken: the group's next wake may be kept, or use the lane, again.
+                r.metadata().group.lane_flag().leave();
+                r
+            });
             if let Some(first) = kept.next() {
                 core.schedule_local(first, false);
             }
@@ -322,7 +328,10 @@ impl Drop for RunLoop {
         }
         // Tasks a dispatch kept for the core and no poll took: to their groups' queues.
         take_dispatched(&mut self.dispatched);
-        spill(self.dispatched.drain(..));
+        spill(self.dispatched.drain(..).map(|r| {
+            r.metadata().group.lane_flag().leave();
+            r
+        }));
     }
 }
 

@@ -14,10 +14,10 @@
 //! - A task of a group that is ahead of the served one: the group's global queue, which lists the
 //!   group and wakes a sleeping worker if nobody searches.
 //! - Woken by the reactor's dispatch on the thread of a keeper waiting there (feature `io`): a task
-//!   that has waited before, of a group a pick would choose first (the lane's terms,
-//!   `Scheduler::runs_where_dispatched`), is kept for that keeper, which runs it next, from its
-//!   LIFO slot (the first) or its local queue (see `reactor`, *Where readiness wakes go*); no
-//!   other core is woken for it.
+//!   that the lane would admit (it has waited before, its group was idle at the floor:
+//!   `Scheduler::lane_admits`, which takes the group's lane flag) is kept for that keeper, which
+//!   runs it next, from its LIFO slot (the first) or its local queue (see `reactor`, *Where
+//!   readiness wakes go*); no other core is woken for it.
 //! - Anywhere else (a thread that holds no core of the runtime: async-io's fallback thread, a
 //!   channel's sender, a `block_on` caller, a thread-local destructor, shutdown), and a reactor
 //!   wake of a group that is not due: a task that has waited before goes to the scheduler's lane
@@ -146,24 +146,31 @@ cfg_reactor! {
     /// task takes [`push_from_outside`].
     #[inline(never)]
     fn from_outside(r: Runnable) {
+        use crate::group::listed::LaneEntry;
+
         use super::reacting::{keep_dispatched, reacting_core};
 
         let g = r.metadata().group.clone();
         let shared = g.host();
-        if let Some(idx) = reacting_core(shared) {
-            if r.metadata().has_waited() && shared.scheduler().runs_where_dispatched(&g) {
-                match keep_dispatched(r) {
-                    Ok(first) => {
-                        if first {
-                            shared.claim_keeper(idx);
-                        }
-                        return;
-                    }
-                    Err(r) => return push_from_outside(&g, r),
+        let Some(idx) = reacting_core(shared) else {
+            return push_from_outside(&g, r);
+        };
+        if !r.metadata().has_waited() || shared.scheduler().lane_admits(&g) == LaneEntry::Refused {
+            return push_from_outside(&g, r);
+        }
+        // The group's lane flag, now held, stays set until the keeper takes the task, so a
+        // second wake of the group in this pass goes through its queue, as with the lane.
+        match keep_dispatched(r) {
+            Ok(first) => {
+                if first {
+                    shared.claim_keeper(idx);
                 }
             }
+            Err(r) => {
+                g.lane_flag().leave();
+                push_global(&g, r);
+            }
         }
-        push_from_outside(&g, r);
     }
 }
 
