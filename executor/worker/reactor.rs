@@ -163,10 +163,9 @@ impl Future for RunLoop {
                 park.stop_waiting(&core);
                 core.park_end(park.keeping);
             }
-            let mut kept = this.dispatched.drain(..).map(|r| {
+            let mut kept = this.dispatched.drain(..).inspect(|r| {
                 // Taken: the group's next wake may be kept, or use the lane, again.
                 r.metadata().group.lane_flag().leave();
-                r
             });
             if let Some(first) = kept.next() {
                 core.schedule_local(first, false);
@@ -328,10 +327,11 @@ impl Drop for RunLoop {
         }
         // Tasks a dispatch kept for the core and no poll took: to their groups' queues.
         take_dispatched(&mut self.dispatched);
-        spill(self.dispatched.drain(..).map(|r| {
-            r.metadata().group.lane_flag().leave();
-            r
-        }));
+        spill(
+            self.dispatched
+                .drain(..)
+                .inspect(|r| r.metadata().group.lane_flag().leave()),
+        );
     }
 }
 
