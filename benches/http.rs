@@ -8,7 +8,9 @@
 //!   switches (voluntary + involuntary) during that window, per request, read from
 //!   `/proc/self/task/*` for the threads named `srv-*` plus async-io's reactor thread (`async-io`,
 //!   which rondo and smol use and tokio does not), so the load client's threads are not counted;
-//! - **light p50**: one connection sending 40 requests a second;
+//! - **light p50** and **light csw/req**: one connection sending 40 requests a second; the
+//!   server's context switches per request meanwhile, counted as above (they include the wakes
+//!   a runtime makes between requests, such as rondo's reactor passes while I/O is recent);
 //! - **tenant B p50/p99**: the tenant workload of `examples/tenant_server.rs` (tenant A floods a
 //!   1 ms CPU endpoint from 32 connections, tenant B sends light requests from 2), with A idle
 //!   ("alone") and with A's flood; and, as "B steps", with A flooding an endpoint that burns the
@@ -24,6 +26,8 @@
 //!
 //! `cargo bench --features hyper --bench http`. Worker threads: `RONDO_BENCH_WORKERS` (default 2).
 //! Rounds: `HTTP_BENCH_ROUNDS` (default 3); seconds per measurement: `HTTP_BENCH_SECS` (default 2).
+//! Servers: `HTTP_BENCH_SERVERS`, a comma-separated subset of `conn`, `tokio`, `smol`, `request`,
+//! `one`, `reserved`, `tree` (default: all, in that order).
 //! The whole run takes about 40 s per round with the defaults (2 minutes in all), plus the build.
 
 #[path = "../examples/tenant/mod.rs"]
@@ -57,6 +61,19 @@ enum Kind {
 }
 
 impl Kind {
+    /// The name `HTTP_BENCH_SERVERS` selects the server by.
+    fn key(self) -> &'static str {
+        match self {
+            Kind::Rondo(Placement::PerConnection) => "conn",
+            Kind::Rondo(Placement::PerRequest) => "request",
+            Kind::Rondo(Placement::OneGroup) => "one",
+            Kind::Rondo(Placement::Reserved) => "reserved",
+            Kind::Rondo(Placement::Tree) => "tree",
+            Kind::Tokio => "tokio",
+            Kind::Smol => "smol",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Kind::Rondo(Placement::PerConnection) => "rondo (group per connection)",
@@ -95,6 +112,7 @@ struct Row {
     cpu_per_req: Option<Duration>,
     switches_per_req: Option<f64>,
     light_p50: Option<Duration>,
+    light_switches: Option<f64>,
     b_alone: Option<(Duration, Duration)>,
     b_flood: Option<(Duration, Duration)>,
     a_per_sec: Option<f64>,
@@ -171,8 +189,11 @@ fn measure(kind: Kind, workers: usize, secs: f64, wrk: bool) -> io::Result<Row> 
         row.req_per_sec = Some(requests as f64 / took.as_secs_f64());
         row.cpu_per_req = Some(usage.cpu / u32::try_from(requests).unwrap_or(u32::MAX));
         row.switches_per_req = Some(usage.switches as f64 / requests as f64);
+        let before = ThreadUsage::sample(SERVER_THREADS);
         let light = tenant::run_paced(addr, 40, Duration::from_secs_f64(secs))?;
+        let usage = ThreadUsage::sample(SERVER_THREADS).since(before);
         row.light_p50 = Some(tenant::percentile(&light, 0.5));
+        row.light_switches = Some(usage.switches as f64 / light.len().max(1) as f64);
         let alone = tenant::run_tenants(addr, &tenant_alone)?;
         row.b_alone = Some((alone.b_p50(), alone.b_p99()));
         drop(server);
@@ -233,12 +254,13 @@ fn num(v: Option<f64>, digits: usize) -> String {
 
 fn print_table(rows: &[(Kind, Row)]) {
     println!(
-        "{:<38} {:>9} {:>10} {:>8} {:>9} {:>19} {:>19} {:>8} {:>19}",
+        "{:<38} {:>9} {:>10} {:>8} {:>9} {:>9} {:>19} {:>19} {:>8} {:>19}",
         "server",
         "req/s",
         "CPU/req",
         "csw/req",
         "light p50",
+        "light csw",
         "B alone p50/p99",
         "B flood p50/p99",
         "A req/s",
@@ -250,12 +272,13 @@ fn print_table(rows: &[(Kind, Row)]) {
             None => "-".into(),
         };
         println!(
-            "{:<38} {:>9} {:>10} {:>8} {:>9} {:>19} {:>19} {:>8} {:>19}",
+            "{:<38} {:>9} {:>10} {:>8} {:>9} {:>9} {:>19} {:>19} {:>8} {:>19}",
             kind.name(),
             num(r.req_per_sec, 0),
             us(r.cpu_per_req),
             num(r.switches_per_req, 2),
             ms(r.light_p50),
+            num(r.light_switches, 2),
             pair(r.b_alone),
             pair(r.b_flood),
             num(r.a_per_sec, 0),
@@ -269,7 +292,7 @@ fn main() -> io::Result<()> {
     let rounds: usize = env_or("HTTP_BENCH_ROUNDS", 3);
     let secs: f64 = env_or("HTTP_BENCH_SECS", 2.0);
     let wrk = Command::new("wrk").arg("--version").output().is_ok();
-    let kinds = [
+    let all_kinds = [
         Kind::Rondo(Placement::PerConnection),
         Kind::Tokio,
         Kind::Smol,
@@ -278,6 +301,26 @@ fn main() -> io::Result<()> {
         Kind::Rondo(Placement::Reserved),
         Kind::Rondo(Placement::Tree),
     ];
+    let kinds: Vec<Kind> = match std::env::var("HTTP_BENCH_SERVERS") {
+        Ok(list) => {
+            let mut kinds = Vec::new();
+            for key in list.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+                let Some(&kind) = all_kinds.iter().find(|k| k.key() == key) else {
+                    let known: Vec<&str> = all_kinds.iter().map(|k| k.key()).collect();
+                    return Err(io::Error::other(format!(
+                        "HTTP_BENCH_SERVERS: unknown server {key:?} (known: {})",
+                        known.join(", ")
+                    )));
+                };
+                kinds.push(kind);
+            }
+            if kinds.is_empty() {
+                return Err(io::Error::other("HTTP_BENCH_SERVERS names no server"));
+            }
+            kinds
+        }
+        Err(_) => all_kinds.to_vec(),
+    };
     println!(
         "HTTP/1.1 hello world and the tenant workload; {workers} worker threads per server, \
          {rounds} interleaved rounds of {secs} s per measurement; load client: {}.",
@@ -329,6 +372,10 @@ fn main() -> io::Result<()> {
                 light_p50: median(
                     rows.iter().filter_map(|r| r.light_p50).collect(),
                     mid_duration,
+                ),
+                light_switches: median(
+                    rows.iter().filter_map(|r| r.light_switches).collect(),
+                    mid_f64,
                 ),
                 b_alone: pick(&|r| r.b_alone),
                 b_flood: pick(&|r| r.b_flood),

@@ -30,7 +30,10 @@
 //! # Bounds
 //! - A group has at most one task in the lane (its `LaneFlag`): a group woken many times while
 //!   its task waits goes through its global queue and the rotation, so a flood of one group never
-//!   fills the lane ahead of other groups.
+//!   fills the lane ahead of other groups. A task the lane admits that was woken by the reactor's
+//!   dispatch on a keeper's thread does not enter the lane: that keeper runs it
+//!   (`worker::reactor`), and the group's flag stays set until the keeper takes it, with the
+//!   same effect.
 //! - A group that is listed (its global queue holds tasks) never uses the lane, so its tasks stay
 //!   in its queue's order.
 //! - A group with `max_concurrency` never uses it (its tasks go through its limiter).

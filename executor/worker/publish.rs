@@ -35,7 +35,6 @@ cfg_reactor! {
         /// a wake from outside the runtime (see `reactor`). The caller has fenced after making its
         /// work visible.
         pub(crate) fn notify_work(&self) {
-            use super::idle::Claim;
             use super::reacting::{note_io, on_fallback_thread, reacting_core};
 
             let cores = self.cores();
@@ -44,13 +43,7 @@ cfg_reactor! {
             if let Some(idx) = reacting_core(self) {
                 // This thread dispatches readiness wakes for the keeper `idx`: wake the keeper
                 // itself, unless it is awake already (see `reactor`).
-                let claim = |i: usize| {
-                    cores[i].claimed.set();
-                    mark(i);
-                };
-                if idle.claim(idx, claim) == Claim::Claimed {
-                    note_io(self);
-                    cores[idx].parker.unpark();
+                if self.claim_keeper(idx) {
                     return;
                 }
             }
@@ -72,6 +65,25 @@ cfg_reactor! {
             if let Some(idx) = chosen {
                 cores[idx].parker.unpark();
             }
+        }
+
+        /// Wakes the keeper `idx` from its own thread's reactor dispatch, counted awake but not
+        /// searching, unless it is awake already (see `reactor`): true if this call woke it.
+        pub(crate) fn claim_keeper(&self, idx: usize) -> bool {
+            use super::idle::Claim;
+            use super::reacting::note_io;
+
+            let remote = &self.cores()[idx];
+            let claim = |_| {
+                remote.claimed.set();
+                remote.notified.store(true, Ordering::Release);
+            };
+            if self.idle().claim(idx, claim) == Claim::Claimed {
+                note_io(self);
+                remote.parker.unpark();
+                return true;
+            }
+            false
         }
     }
 }

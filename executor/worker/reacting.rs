@@ -1,11 +1,14 @@
 //! Who dispatches readiness wakes (feature `io`): the marks the I/O-aware wake policy reads
-//! (`Shared::notify_work` in `publish`) and the reactor's loop sets (`reactor`). Which thread waits
-//! in the reactor for which keeper, whether this thread is async-io's fallback thread, and when I/O
-//! last woke the keeper. The policy they serve is described in `reactor`.
+//! (`Shared::notify_work` in `publish`, `schedule`) and the reactor's loop sets (`reactor`). Which
+//! thread waits in the reactor for which keeper, the tasks its dispatch keeps for that keeper to
+//! run, whether this thread is async-io's fallback thread, and when I/O last woke the keeper. The
+//! policy they serve is described in `reactor`.
 
 use std::cell::Cell;
 use std::ptr;
 use std::time::{Duration, Instant};
+
+use crate::task::Runnable;
 
 use super::shared::Shared;
 
@@ -13,6 +16,13 @@ thread_local! {
     /// The runtime and core index of the keeper waiting in the reactor on this thread (see
     /// `reactor`); null while the thread runs its loop.
     static REACTING: Cell<(*const Shared, usize)> = const { Cell::new((ptr::null(), 0)) };
+}
+
+thread_local! {
+    /// The tasks this thread's reactor dispatch woke for the keeper marked in [`REACTING`] to run
+    /// itself, in the order woken (see `reactor`, *Where readiness wakes go*). Filled only while
+    /// the mark is set, emptied by the keeper's loop when it is polled next, on this thread.
+    static DISPATCHED: Cell<Vec<Runnable>> = const { Cell::new(Vec::new()) };
 }
 
 /// How long the keeper keeps waking at least every `reactor::REACTOR_TICK` after a readiness wake
@@ -65,4 +75,32 @@ pub(crate) fn reacting_core(shared: &Shared) -> Option<usize> {
 /// Marks this thread as waiting in the reactor for core `v.1` of `v.0` (null: not waiting).
 pub(crate) fn set_reacting(v: (*const Shared, usize)) {
     let _ = REACTING.try_with(|c| c.set(v));
+}
+
+/// Keeps `r`, woken by this thread's reactor dispatch, for the keeper waiting here (see
+/// [`DISPATCHED`]): `Ok(true)` if it is the first kept since the keeper's loop last looked. Gives
+/// `r` back during the thread's teardown.
+pub(crate) fn keep_dispatched(r: Runnable) -> Result<bool, Runnable> {
+    let mut r = Some(r);
+    DISPATCHED
+        .try_with(|d| {
+            let mut kept = d.take();
+            kept.extend(r.take());
+            let first = kept.len() == 1;
+            d.set(kept);
+            first
+        })
+        .map_err(|_| r.take().expect("kept only inside the closure"))
+}
+
+/// Moves the tasks kept by [`keep_dispatched`] to the end of `into` (a buffer the caller reuses,
+/// so that keeping allocates only while the thread's own buffer grows).
+pub(crate) fn take_dispatched(into: &mut Vec<Runnable>) {
+    let _ = DISPATCHED.try_with(|d| {
+        let mut kept = d.take();
+        if !kept.is_empty() {
+            into.append(&mut kept);
+        }
+        d.set(kept);
+    });
 }

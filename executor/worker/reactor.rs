@@ -58,13 +58,25 @@
 //!
 //! # Where readiness wakes go
 //! The wakes a reactor pass dispatches run on the keeper's thread, between two polls of its loop,
-//! where it holds no lent core: the tasks go to their groups' global queues. While the keeper
-//! waits, its thread is marked (`reacting::reacting_core`), so the first such wake claims the
-//! keeper itself as the woken core (`Idle::claim`, no other thread woken, no system call: async-io's
-//! waker skips the reactor notification on the reactor's own thread) instead of waking a sleeping
-//! core; the keeper leaves the reactor and runs what it dispatched. The claim counts it awake but
-//! not searching (`Remote::claimed` tells its parking loop so), so finding that work wakes nobody
-//! else; a second wake in the same dispatch sees no searcher and wakes a sleeping core, as for
+//! where it holds no lent core. While the keeper waits, its thread is marked
+//! (`reacting::reacting_core`), and a woken task that the lane would admit (`Scheduler::lane_admits`:
+//! it waited before; its group is idle, flat, not ahead of the rotation's first group by more than
+//! an eighth of its own quantum nor of the floor by more than a quantum, and has no task in the
+//! lane or kept) is kept on the thread for the keeper (`reacting::keep_dispatched`), holding its
+//! group's lane flag until the keeper takes it, so a second wake of that group in the same pass
+//! goes through the group's queue, as with the lane. The first
+//! one kept claims the keeper itself as the woken core (`Idle::claim`: counted awake, not
+//! searching; no other thread woken, no system call, since async-io's waker skips the reactor
+//! notification on the reactor's own thread). When block_on polls the loop again, right after the
+//! pass, the keeper leaves its park and puts what was kept on its own core: the first task in its
+//! LIFO slot, the others in its local queue in the order woken (where a sleeper is woken to steal
+//! them only if nobody searches, as for any local push). It runs them as its next tasks, each in a
+//! segment charged to its own group, as a lane task is: so a group's share is what it would be had
+//! its task gone through the lane, and no other worker is woken for work the keeper is about to
+//! run. A task of a group that is not due (listed, ahead, a tree's group, or with a task in the
+//! lane or kept) or a new one goes the way of any wake from outside (`schedule`): the lane or its group's
+//! global queue, whose notification claims the keeper the same way (`Remote::claimed` tells its
+//! parking loop so) and, for a second such wake in the same pass, wakes a sleeping core, as for
 //! any batch.
 //!
 //! A wake from outside the runtime (async-io's fallback thread dispatching while it holds the
@@ -82,9 +94,12 @@ use std::time::{Duration, Instant};
 
 use async_io::Timer;
 
+use crate::task::Runnable;
+
 use super::core::Core;
 use super::park::Step;
-use super::reacting::{io_recent, set_reacting};
+use super::publish::spill;
+use super::reacting::{io_recent, set_reacting, take_dispatched};
 
 /// Held by the one keeper in the process that sleeps in the reactor (see the module docs).
 static REACTOR: AtomicBool = AtomicBool::new(false);
@@ -99,6 +114,7 @@ pub(crate) fn run(core: Box<Core>) -> Option<Box<Core>> {
         core: Some(core),
         park: None,
         timer: None,
+        dispatched: Vec::new(),
     })
 }
 
@@ -113,6 +129,9 @@ struct RunLoop {
     /// pass of `epoll_wait`) every time a timer is inserted, so a keeper that parks again before
     /// the timer fires keeps it rather than insert a new one (see [`Parking::poll`]).
     timer: Option<(Instant, Timer)>,
+    /// Reused buffer for the tasks this thread's reactor dispatch kept for the core
+    /// (`reacting::take_dispatched`).
+    dispatched: Vec<Runnable>,
 }
 
 /// A parked core's state across polls.
@@ -135,6 +154,28 @@ impl Future for RunLoop {
             // Polled after completion: block_on never does that.
             return Poll::Ready(None);
         };
+        take_dispatched(&mut this.dispatched);
+        if !this.dispatched.is_empty() {
+            // The reactor's dispatch kept tasks for this core while it waited there: it wakes
+            // and runs them first (see the module docs, *Where readiness wakes go*).
+            if let Some(mut park) = this.park.take() {
+                core.wake_self();
+                park.stop_waiting(&core);
+                core.park_end(park.keeping);
+            }
+            let mut kept = this.dispatched.drain(..).inspect(|r| {
+                // Taken: the group's next wake may be kept, or use the lane, again.
+                r.metadata().group.lane_flag().leave();
+            });
+            if let Some(first) = kept.next() {
+                core.schedule_local(first, false);
+            }
+            for r in kept {
+                // The local queue, where other workers may steal it: a sleeper is woken if
+                // nobody searches (`Core::schedule_local`).
+                core.schedule_local(r, true);
+            }
+        }
         loop {
             // Looked at before it is taken: `take` would copy the whole (large) state out on every
             // turn of the loop, one per task run.
@@ -284,6 +325,13 @@ impl Drop for RunLoop {
         if let (Some(park), Some(core)) = (&mut self.park, &self.core) {
             park.stop_waiting(core);
         }
+        // Tasks a dispatch kept for the core and no poll took: to their groups' queues.
+        take_dispatched(&mut self.dispatched);
+        spill(
+            self.dispatched
+                .drain(..)
+                .inspect(|r| r.metadata().group.lane_flag().leave()),
+        );
     }
 }
 

@@ -13,10 +13,16 @@
 //!   that sent it, with its time charged to the receiver's group; otherwise as below.
 //! - A task of a group that is ahead of the served one: the group's global queue, which lists the
 //!   group and wakes a sleeping worker if nobody searches.
-//! - Anywhere else (a thread that holds no core of the runtime: the I/O reactor's, a channel's
-//!   sender, a `block_on` caller, a thread-local destructor, shutdown): a task that has waited
-//!   before goes to the scheduler's lane if its group was idle at the floor (`fair::lane`); a new
-//!   task, and any other, to the group's global queue as above.
+//! - Woken by the reactor's dispatch on the thread of a keeper waiting there (feature `io`): a task
+//!   that the lane would admit (it has waited before, its group was idle at the floor:
+//!   `Scheduler::lane_admits`, which takes the group's lane flag) is kept for that keeper, which
+//!   runs it next, from its LIFO slot (the first) or its local queue (see `reactor`, *Where
+//!   readiness wakes go*); no other core is woken for it.
+//! - Anywhere else (a thread that holds no core of the runtime: async-io's fallback thread, a
+//!   channel's sender, a `block_on` caller, a thread-local destructor, shutdown), and a reactor
+//!   wake of a group that is not due: a task that has waited before goes to the scheduler's lane
+//!   if its group was idle at the floor (`fair::lane`); a new task, and any other, to the group's
+//!   global queue as above.
 
 use std::ptr;
 use std::sync::Arc;
@@ -128,9 +134,51 @@ fn route(r: Runnable, woken_while_running: bool) {
             let g = r.metadata().group.clone();
             push_global(&g, r);
         }
-        Err(r) => {
-            let g = r.metadata().group.clone();
-            push_from_outside(&g, r);
+        Err(r) => from_outside(r),
+    }
+}
+
+cfg_reactor! {
+    /// A task woken or spawned on a thread that polls no task with a core of its runtime. On
+    /// the thread of a keeper waiting in the reactor (its dispatch woke the task), a task that
+    /// waited before, of a group a pick would choose first, is kept for that keeper to run itself
+    /// (see `reactor`, *Where readiness wakes go*); the first kept wakes the keeper. Any other
+    /// task takes [`push_from_outside`].
+    #[inline(never)]
+    fn from_outside(r: Runnable) {
+        use crate::group::listed::LaneEntry;
+
+        use super::reacting::{keep_dispatched, reacting_core};
+
+        let g = r.metadata().group.clone();
+        let shared = g.host();
+        let Some(idx) = reacting_core(shared) else {
+            return push_from_outside(&g, r);
+        };
+        if !r.metadata().has_waited() || shared.scheduler().lane_admits(&g) == LaneEntry::Refused {
+            return push_from_outside(&g, r);
         }
+        // The group's lane flag, now held, stays set until the keeper takes the task, so a
+        // second wake of the group in this pass goes through its queue, as with the lane.
+        match keep_dispatched(r) {
+            Ok(first) => {
+                if first {
+                    shared.claim_keeper(idx);
+                }
+            }
+            Err(r) => {
+                g.lane_flag().leave();
+                push_global(&g, r);
+            }
+        }
+    }
+}
+
+cfg_not_reactor! {
+    /// A task woken or spawned on a thread that polls no task with a core of its runtime.
+    #[inline(never)]
+    fn from_outside(r: Runnable) {
+        let g = r.metadata().group.clone();
+        push_from_outside(&g, r);
     }
 }
