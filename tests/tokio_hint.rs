@@ -1,7 +1,8 @@
 //! A task that panics because it ran tokio-bound code outside a tokio runtime: rondo's report of
 //! the panic adds one line pointing to the remedy (the guide's "tokio-bound crates").
 
-use std::process::Command;
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -46,12 +47,11 @@ fn other_panics_get_no_hint() {
     assert_eq!(err.to_string(), "task panicked: a tokio-free failure");
 }
 
-/// Run in a child process by `stderr_names_the_remedy_once`: two tokio-bound panics, no hook.
+/// Run in a child process by `stderr_names_the_remedy_once` (ignored otherwise): two
+/// tokio-bound panics, no panic hook.
 #[test]
+#[ignore = "run in a child process by stderr_names_the_remedy_once"]
 fn child_two_tokio_bound_panics() {
-    if std::env::var_os("RONDO_TOKIO_HINT_CHILD").is_none() {
-        return;
-    }
     let rt = rondo::Runtime::new().unwrap();
     for _ in 0..2 {
         assert!(rt.block_on(rt.spawn(tokio_sleep())).is_err());
@@ -60,15 +60,26 @@ fn child_two_tokio_bound_panics() {
 
 #[test]
 fn stderr_names_the_remedy_once() {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_two_tokio_bound_panics", "--nocapture"])
-        .env("RONDO_TOKIO_HINT_CHILD", "1")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let limit = Duration::from_secs(30);
+    let out = common::child::run_child(
+        "child_two_tokio_bound_panics",
+        &[
+            "--ignored",
+            "--exact",
+            "child_two_tokio_bound_panics",
+            "--nocapture",
+        ],
+        limit,
+    );
+    assert!(
+        out.status.is_some_and(|s| s.success()),
+        "{}: {}",
+        out.verdict(limit),
+        out.stderr
+    );
     // The standard library's panic hook prints tokio's message for each panic; rondo's note
     // follows the first.
+    let stderr = &out.stderr;
     assert_eq!(stderr.matches("Tokio 1.x runtime").count(), 2, "{stderr}");
     assert_eq!(stderr.matches(REMEDY).count(), 1, "{stderr}");
 }

@@ -1,0 +1,2 @@
+#[rondo::main(shutdown_timeout = "10")]
+async fn main() {}
