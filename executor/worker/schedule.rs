@@ -151,11 +151,16 @@ cfg_reactor! {
         use super::reacting::{keep_dispatched, reacting_core};
 
         let g = r.metadata().group.clone();
+        // A new task (a spawn from outside) is neither kept nor admitted to the lane: straight to
+        // its group's queue, before any thread-local is read.
+        if !r.metadata().has_waited() {
+            return push_global(&g, r);
+        }
         let shared = g.host();
         let Some(idx) = reacting_core(shared) else {
             return push_from_outside(&g, r);
         };
-        if !r.metadata().has_waited() || shared.scheduler().lane_admits(&g) == LaneEntry::Refused {
+        if shared.scheduler().lane_admits(&g) == LaneEntry::Refused {
             return push_from_outside(&g, r);
         }
         // The group's lane flag, now held, stays set until the keeper takes the task, so a
