@@ -116,8 +116,60 @@ fn a_cpu_bound_load_adds_no_core() {
     });
 }
 
-/// Two groups of equal weight, one with three times the other's tasks, each task blocking and
-/// computing in turn: each group's task-counted CPU time stays near half (a share by task count
+/// Two groups on an adaptive runtime (2 to 32 cores), `n` tasks each with its weight, through two
+/// phases of tasks that block 1 ms and compute 300 µs in turn, the extra cores retired between the
+/// phases: the first group's share of the CPU time its tasks count.
+fn share_while_cores_change(groups: [(u32, usize); 2]) -> f64 {
+    let rt = adaptive(2, 32);
+    let gs = groups.map(|(w, _)| rt.group().weight(w).build().unwrap());
+    let cpu = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
+    for phase in 0..2 {
+        let deadline = Instant::now() + Duration::from_millis(1200);
+        let mut tasks = Vec::new();
+        for ((g, (_, n)), total) in gs.iter().zip(groups).zip(&cpu) {
+            for _ in 0..n {
+                let total = total.clone();
+                tasks.push(g.spawn(async move {
+                    while Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(1));
+                        let t = thread_cpu();
+                        spin(Duration::from_micros(300));
+                        total.fetch_add((thread_cpu() - t).as_nanos() as u64, Ordering::Relaxed);
+                        rondo::yield_now().await;
+                    }
+                }));
+            }
+        }
+        rt.block_on(async {
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+        let m = rt.metrics();
+        assert!(m.worker_core_adds >= 1, "phase {phase}: no core added: {m}");
+        if phase == 0 {
+            assert!(
+                eventually(5, || rt.metrics().worker_cores == 2),
+                "extra cores did not retire: {}",
+                rt.metrics()
+            );
+        }
+    }
+    let m = rt.metrics();
+    assert!(m.worker_core_retires >= 1);
+    let (a, b) = (
+        cpu[0].load(Ordering::Relaxed) as f64,
+        cpu[1].load(Ordering::Relaxed) as f64,
+    );
+    let share = a / (a + b);
+    eprintln!(
+        "share of the first group: {share:.3} (peak {} cores)",
+        m.worker_cores_peak
+    );
+    share
+}
+
+/// Equal weights, 48 tasks against 16: each group's share stays near half (a share by task count
 /// would be three quarters) while the controller adds cores and retires them between the phases.
 /// The bound is 8%, not the 5% of the weighted test below: with more busy worker threads than
 /// CPUs the operating system shares the CPUs by thread, and the group with more tasks holds more
@@ -126,124 +178,26 @@ fn a_cpu_bound_load_adds_no_core() {
 #[cfg(target_os = "linux")]
 #[test]
 fn groups_keep_their_shares_while_cores_are_added_and_retired() {
-    watchdog(120, || {
-        let rt = adaptive(2, 32);
-        let many = rt.group().name("many").build().unwrap();
-        let few = rt.group().name("few").build().unwrap();
-        let cpu = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
-        for phase in 0..2 {
-            let deadline = Instant::now() + Duration::from_millis(1200);
-            let mut tasks = Vec::new();
-            for (g, n, total) in [(&many, 48, &cpu[0]), (&few, 16, &cpu[1])] {
-                for _ in 0..n {
-                    let total = total.clone();
-                    tasks.push(g.spawn(async move {
-                        while Instant::now() < deadline {
-                            std::thread::sleep(Duration::from_millis(1));
-                            let t = thread_cpu();
-                            spin(Duration::from_micros(300));
-                            total
-                                .fetch_add((thread_cpu() - t).as_nanos() as u64, Ordering::Relaxed);
-                            rondo::yield_now().await;
-                        }
-                    }));
-                }
-            }
-            rt.block_on(async {
-                for t in tasks {
-                    t.await.unwrap();
-                }
-            });
-            let m = rt.metrics();
-            assert!(m.worker_core_adds >= 1, "phase {phase}: no core added: {m}");
-            if phase == 0 {
-                assert!(
-                    eventually(5, || rt.metrics().worker_cores == 2),
-                    "extra cores did not retire: {}",
-                    rt.metrics()
-                );
-            }
-        }
-        let m = rt.metrics();
-        assert!(m.worker_core_retires >= 1);
-        let (a, b) = (
-            cpu[0].load(Ordering::Relaxed) as f64,
-            cpu[1].load(Ordering::Relaxed) as f64,
-        );
-        let share = a / (a + b);
-        eprintln!(
-            "share of the first group: {share:.3} (peak {} cores)",
-            m.worker_cores_peak
-        );
-        assert!(
-            (share - 0.5).abs() <= 0.08,
-            "equal weights, shares {share:.3} and {:.3}",
-            1.0 - share
-        );
-    });
+    let share = watchdog(120, || share_while_cores_change([(1, 48), (1, 16)]));
+    assert!(
+        (share - 0.5).abs() <= 0.08,
+        "equal weights, shares {share:.3} and {:.3}",
+        1.0 - share
+    );
 }
 
-/// The same with weights 2 and 1 and as many tasks each: the heavier group's share stays within
-/// 5% of two thirds.
+/// Weights 2 and 1 and as many tasks each: the heavier group's share stays within 5% of two
+/// thirds.
 // The controller tells a blocked thread through `/proc`.
 #[cfg(target_os = "linux")]
 #[test]
 fn weighted_groups_keep_their_shares_while_cores_are_added_and_retired() {
-    watchdog(120, || {
-        let rt = adaptive(2, 32);
-        let many = rt.group().name("heavy").weight(2).build().unwrap();
-        let few = rt.group().name("few").build().unwrap();
-        let cpu = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
-        for phase in 0..2 {
-            let deadline = Instant::now() + Duration::from_millis(1200);
-            let mut tasks = Vec::new();
-            for (g, n, total) in [(&many, 32, &cpu[0]), (&few, 32, &cpu[1])] {
-                for _ in 0..n {
-                    let total = total.clone();
-                    tasks.push(g.spawn(async move {
-                        while Instant::now() < deadline {
-                            std::thread::sleep(Duration::from_millis(1));
-                            let t = thread_cpu();
-                            spin(Duration::from_micros(300));
-                            total
-                                .fetch_add((thread_cpu() - t).as_nanos() as u64, Ordering::Relaxed);
-                            rondo::yield_now().await;
-                        }
-                    }));
-                }
-            }
-            rt.block_on(async {
-                for t in tasks {
-                    t.await.unwrap();
-                }
-            });
-            let m = rt.metrics();
-            assert!(m.worker_core_adds >= 1, "phase {phase}: no core added: {m}");
-            if phase == 0 {
-                assert!(
-                    eventually(5, || rt.metrics().worker_cores == 2),
-                    "extra cores did not retire: {}",
-                    rt.metrics()
-                );
-            }
-        }
-        let m = rt.metrics();
-        assert!(m.worker_core_retires >= 1);
-        let (a, b) = (
-            cpu[0].load(Ordering::Relaxed) as f64,
-            cpu[1].load(Ordering::Relaxed) as f64,
-        );
-        let share = a / (a + b);
-        eprintln!(
-            "share of the first group: {share:.3} (peak {} cores)",
-            m.worker_cores_peak
-        );
-        assert!(
-            (share - 2.0 / 3.0).abs() <= 0.05,
-            "weights 2 and 1, shares {share:.3} and {:.3}",
-            1.0 - share
-        );
-    });
+    let share = watchdog(120, || share_while_cores_change([(2, 32), (1, 32)]));
+    assert!(
+        (share - 2.0 / 3.0).abs() <= 0.05,
+        "weights 2 and 1, shares {share:.3} and {:.3}",
+        1.0 - share
+    );
 }
 
 #[test]
