@@ -1,5 +1,7 @@
 //! A task that panics because it ran tokio-bound code outside a tokio runtime: rondo's report of
 //! the panic adds one line pointing to the remedy (the guide's "tokio-bound crates").
+// tokio does not build under `--cfg loom`.
+#![cfg(not(loom))]
 
 mod common;
 

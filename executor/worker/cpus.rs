@@ -29,15 +29,13 @@ const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
 /// The default worker count of this process (see the module docs), at most `max`.
 pub(crate) fn default_worker_count(max: usize) -> usize {
-    let affinity = std::fs::read_to_string("/proc/self/status")
-        .ok()
+    let affinity = read_system_file("/proc/self/status")
         .and_then(|s| affinity_count(&s))
         .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()));
     let root = std::env::var_os(CGROUP_ROOT_VAR)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(CGROUP_ROOT));
-    let quota = std::fs::read_to_string("/proc/self/cgroup")
-        .ok()
+    let quota = read_system_file("/proc/self/cgroup")
         .and_then(|s| cgroup_path(&s).map(str::to_owned))
         .and_then(|path| tightest_quota(&path, |dir| read_cpu_max(&root, dir)));
     default_workers(affinity, quota).min(max)
@@ -51,7 +49,16 @@ fn read_cpu_max(root: &Path, dir: &str) -> Option<String> {
     } else {
         root.join(rel).join("cpu.max")
     };
-    std::fs::read_to_string(file).ok()
+    read_system_file(file)
+}
+
+/// A system file's text, or `None` if it cannot be read; always `None` under Miri, whose
+/// isolation has no file system (an open there is an error that stops the program).
+fn read_system_file(path: impl AsRef<Path>) -> Option<String> {
+    if cfg!(miri) {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
 }
 
 /// The default count from the affinity count and the quota in CPUs (each `None` when unknown or
