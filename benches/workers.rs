@@ -13,7 +13,8 @@
 //! Runs are interleaved: round r runs every configuration once, then round r + 1; each figure is
 //! the best of `ROUNDS`. Before each run the adaptive runtime waits, outside the timing, until
 //! its controller has retired the cores of the last run, so each run starts at 2 cores. Run with
-//! `cargo bench --bench workers`; about a minute.
+//! `cargo bench --bench workers`; about a minute. Arguments name the rows to run (`blocking`,
+//! `cpu`, `mixed`; all by default): `cargo bench --bench workers -- mixed`.
 
 use std::time::{Duration, Instant};
 
@@ -127,105 +128,117 @@ fn main() {
          CPUs",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
+    let rows: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let row = |name: &str| rows.is_empty() || rows.iter().any(|r| r == name);
     let rondos: Vec<_> = SWEEP.iter().map(|&n| rondo_fixed(n)).collect();
     let tokios: Vec<_> = SWEEP.iter().map(|&n| tokio_fixed(n)).collect();
     let adaptive_rt = rondo_adaptive();
 
     // 1. Blocking.
-    let mut adaptive = Duration::MAX;
-    let mut adaptive_peak = 0;
-    let mut r = vec![Duration::MAX; SWEEP.len()];
-    let mut t = vec![Duration::MAX; SWEEP.len()];
-    for _ in 0..ROUNDS {
-        let (d, peak) = run_adaptive(&adaptive_rt, Load::Blocking);
-        best(&mut adaptive, d);
-        adaptive_peak = adaptive_peak.max(peak);
-        for (i, rt) in rondos.iter().enumerate() {
-            best(&mut r[i], run_rondo(rt, Load::Blocking));
+    if row("blocking") {
+        let mut adaptive = Duration::MAX;
+        let mut adaptive_peak = 0;
+        let mut r = vec![Duration::MAX; SWEEP.len()];
+        let mut t = vec![Duration::MAX; SWEEP.len()];
+        for _ in 0..ROUNDS {
+            let (d, peak) = run_adaptive(&adaptive_rt, Load::Blocking);
+            best(&mut adaptive, d);
+            adaptive_peak = adaptive_peak.max(peak);
+            for (i, rt) in rondos.iter().enumerate() {
+                best(&mut r[i], run_rondo(rt, Load::Blocking));
+            }
+            for (i, rt) in tokios.iter().enumerate() {
+                best(&mut t[i], run_tokio(rt, Load::Blocking));
+            }
         }
-        for (i, rt) in tokios.iter().enumerate() {
-            best(&mut t[i], run_tokio(rt, Load::Blocking));
+        println!("\n1. blocking: each task blocks {BLOCK:?}, then computes {COMPUTE:?}");
+        println!("{:>8} {:>12} {:>12}", "workers", "rondo", "tokio");
+        for (i, n) in SWEEP.iter().enumerate() {
+            println!("{n:>8} {:>12} {:>12}", ms(r[i]), ms(t[i]));
         }
+        let (bi, best_fixed) = r
+            .iter()
+            .chain(t.iter())
+            .enumerate()
+            .min_by_key(|(_, d)| **d)
+            .map(|(i, d)| (i, *d))
+            .unwrap();
+        let best_name = if bi < SWEEP.len() {
+            format!("rondo {}", SWEEP[bi])
+        } else {
+            format!("tokio {}", SWEEP[bi - SWEEP.len()])
+        };
+        println!(
+            "adaptive rondo (2 to 64): {} (peak {adaptive_peak} cores)\n\
+             adaptive / best fixed ({best_name}, {}): {:.2} (target at most 1.25)\n\
+             rondo 2 fixed / adaptive: {:.1} (target at least 4)   tokio 2 / adaptive: {:.1}",
+            ms(adaptive),
+            ms(best_fixed),
+            adaptive.as_secs_f64() / best_fixed.as_secs_f64(),
+            r[0].as_secs_f64() / adaptive.as_secs_f64(),
+            t[0].as_secs_f64() / adaptive.as_secs_f64(),
+        );
     }
-    println!("\n1. blocking: each task blocks {BLOCK:?}, then computes {COMPUTE:?}");
-    println!("{:>8} {:>12} {:>12}", "workers", "rondo", "tokio");
-    for (i, n) in SWEEP.iter().enumerate() {
-        println!("{n:>8} {:>12} {:>12}", ms(r[i]), ms(t[i]));
-    }
-    let (bi, best_fixed) = r
-        .iter()
-        .chain(t.iter())
-        .enumerate()
-        .min_by_key(|(_, d)| **d)
-        .map(|(i, d)| (i, *d))
-        .unwrap();
-    let best_name = if bi < SWEEP.len() {
-        format!("rondo {}", SWEEP[bi])
-    } else {
-        format!("tokio {}", SWEEP[bi - SWEEP.len()])
-    };
-    println!(
-        "adaptive rondo (2 to 64): {} (peak {adaptive_peak} cores)\n\
-         adaptive / best fixed ({best_name}, {}): {:.2} (target at most 1.25)\n\
-         rondo 2 fixed / adaptive: {:.1} (target at least 4)   tokio 2 / adaptive: {:.1}",
-        ms(adaptive),
-        ms(best_fixed),
-        adaptive.as_secs_f64() / best_fixed.as_secs_f64(),
-        r[0].as_secs_f64() / adaptive.as_secs_f64(),
-        t[0].as_secs_f64() / adaptive.as_secs_f64(),
-    );
 
     // 2. CPU-bound.
-    let mut adaptive = Duration::MAX;
-    let mut adaptive_peak = 0;
-    let mut fixed = Duration::MAX;
-    // A runtime of its own, so that its peak is this workload's.
-    let cpu_rt = rondo_adaptive();
-    for _ in 0..ROUNDS {
-        let (d, peak) = run_adaptive(&cpu_rt, Load::Cpu);
-        best(&mut adaptive, d);
-        adaptive_peak = adaptive_peak.max(peak);
-        best(&mut fixed, run_rondo(&rondos[0], Load::Cpu));
+    if row("cpu") {
+        let mut adaptive = Duration::MAX;
+        let mut adaptive_peak = 0;
+        let mut fixed = Duration::MAX;
+        // A runtime of its own, so that its peak is this workload's.
+        let cpu_rt = rondo_adaptive();
+        for _ in 0..ROUNDS {
+            let (d, peak) = run_adaptive(&cpu_rt, Load::Cpu);
+            best(&mut adaptive, d);
+            adaptive_peak = adaptive_peak.max(peak);
+            best(&mut fixed, run_rondo(&rondos[0], Load::Cpu));
+        }
+        println!(
+            "\n2. CPU-bound: each task computes {CPU_TASK:?}\n\
+             adaptive {} (peak {adaptive_peak} cores, {} core adds), rondo 2 fixed {}: ratio {:.2}",
+            ms(adaptive),
+            cpu_rt.metrics().worker_core_adds,
+            ms(fixed),
+            adaptive.as_secs_f64() / fixed.as_secs_f64()
+        );
+        drop(cpu_rt);
     }
-    println!(
-        "\n2. CPU-bound: each task computes {CPU_TASK:?}\n\
-         adaptive {} (peak {adaptive_peak} cores, {} core adds), rondo 2 fixed {}: ratio {:.2}",
-        ms(adaptive),
-        cpu_rt.metrics().worker_core_adds,
-        ms(fixed),
-        adaptive.as_secs_f64() / fixed.as_secs_f64()
-    );
-    drop(cpu_rt);
 
     // 3. Mixed.
-    let mut adaptive = Duration::MAX;
-    let mut adaptive_peak = 0;
-    let mut r = vec![Duration::MAX; SWEEP.len()];
-    for _ in 0..ROUNDS {
-        let (d, peak) = run_adaptive(&adaptive_rt, Load::Mixed);
-        best(&mut adaptive, d);
-        adaptive_peak = adaptive_peak.max(peak);
-        for (i, rt) in rondos.iter().enumerate() {
-            best(&mut r[i], run_rondo(rt, Load::Mixed));
+    if row("mixed") {
+        let mut adaptive = Duration::MAX;
+        let mut adaptive_peak = 0;
+        let mut r = vec![Duration::MAX; SWEEP.len()];
+        for _ in 0..ROUNDS {
+            let (d, peak) = run_adaptive(&adaptive_rt, Load::Mixed);
+            best(&mut adaptive, d);
+            adaptive_peak = adaptive_peak.max(peak);
+            for (i, rt) in rondos.iter().enumerate() {
+                best(&mut r[i], run_rondo(rt, Load::Mixed));
+            }
         }
+        println!("\n3. mixed: every other task blocking as in 1, the rest computing {CPU_TASK:?}");
+        for (i, n) in SWEEP.iter().enumerate() {
+            println!("{n:>8} {:>12}", ms(r[i]));
+        }
+        let (bi, best_fixed) = r
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, d)| **d)
+            .map(|(i, d)| (i, *d))
+            .unwrap();
+        println!(
+            "adaptive {} (peak {adaptive_peak} cores) / best fixed (rondo {}, {}): {:.2} (target at \
+             most 1)",
+            ms(adaptive),
+            SWEEP[bi],
+            ms(best_fixed),
+            adaptive.as_secs_f64() / best_fixed.as_secs_f64()
+        );
     }
-    println!("\n3. mixed: every other task blocking as in 1, the rest computing {CPU_TASK:?}");
-    for (i, n) in SWEEP.iter().enumerate() {
-        println!("{n:>8} {:>12}", ms(r[i]));
-    }
-    let (bi, best_fixed) = r
-        .iter()
-        .enumerate()
-        .min_by_key(|(_, d)| **d)
-        .map(|(i, d)| (i, *d))
-        .unwrap();
-    println!(
-        "adaptive {} (peak {adaptive_peak} cores) / best fixed (rondo {}, {}): {:.2} (target at \
-         most 1)",
-        ms(adaptive),
-        SWEEP[bi],
-        ms(best_fixed),
-        adaptive.as_secs_f64() / best_fixed.as_secs_f64()
-    );
+
     println!("\ntotal {:.1} s", started.elapsed().as_secs_f64());
 }

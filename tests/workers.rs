@@ -169,18 +169,18 @@ fn share_while_cores_change(groups: [(u32, usize); 2]) -> f64 {
     share
 }
 
-/// Equal weights, 48 tasks against 16: each group's share stays near half (a share by task count
-/// would be three quarters) while the controller adds cores and retires them between the phases.
-/// The bound is 8%, not the 5% of the weighted test below: with more busy worker threads than
-/// CPUs the operating system shares the CPUs by thread, and the group with more tasks holds more
-/// of the threads (measured 0.51 to 0.56).
+/// Equal weights, 48 tasks against 16: each group's share stays within 5% of half (a share by
+/// task count would be three quarters) while the controller adds cores and retires them between
+/// the phases. With more busy worker threads than CPUs the operating system shares the CPUs by
+/// thread; the controller sheds cores while the group with more tasks runs ahead on saturated
+/// CPUs (`controller`, step 5).
 // The controller tells a blocked thread through `/proc`.
 #[cfg(target_os = "linux")]
 #[test]
 fn groups_keep_their_shares_while_cores_are_added_and_retired() {
     let share = watchdog(120, || share_while_cores_change([(1, 48), (1, 16)]));
     assert!(
-        (share - 0.5).abs() <= 0.08,
+        (share - 0.5).abs() <= 0.05,
         "equal weights, shares {share:.3} and {:.3}",
         1.0 - share
     );

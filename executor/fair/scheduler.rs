@@ -349,6 +349,24 @@ impl Scheduler {
         }
     }
 
+    /// The smallest and the largest virtual runtime among the first listed group and the
+    /// groups the workers published as served within `fresh` (clock-stamp nanoseconds), in
+    /// virtual nanoseconds (a hint; `None` for no such group).
+    pub(crate) fn spread_hint(&self, fresh: u64) -> Option<(u64, u64)> {
+        let fresh_since = crate::clock::stamp().saturating_sub(fresh);
+        let front = self.front.load(Ordering::Relaxed);
+        self.served
+            .iter()
+            .filter(|s| s.at.load(Ordering::Relaxed) >= fresh_since)
+            .map(|s| s.vtime.load(Ordering::Relaxed))
+            .chain(std::iter::once(front))
+            .filter(|&v| v != u64::MAX)
+            .fold(None, |r, v| match r {
+                None => Some((v, v)),
+                Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
+            })
+    }
+
     /// Tasks waiting in the lane (a snapshot, for metrics).
     pub(crate) fn lane_len(&self) -> usize {
         self.lane.len()

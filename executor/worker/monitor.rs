@@ -215,7 +215,7 @@ fn run(shared: &Shared) {
         }
         if let Some(c) = control.as_mut() {
             let sample = look_for_blocked(shared, c, &polling, &mut files);
-            controller::apply(shared, sample.active, c.decide(now, sample));
+            controller::control(shared, c, now, sample);
         }
         let regular = match next_due {
             // A poll spans a tick: wake when it would be stalled, or at the bound that lets the
