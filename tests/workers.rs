@@ -66,7 +66,19 @@ fn blocking_polls_add_cores_and_the_extra_cores_retire_within_seconds_after() {
         );
         let m = rt.metrics();
         assert!(m.worker_core_retires >= 1);
-        assert_eq!(m.worker_cores_added, m.worker_cores_retired);
+        assert_eq!(
+            m.worker_cores_added,
+            m.worker_cores_retired + m.worker_cores_shed
+        );
+        // Each decision shows with its reason.
+        let text = m.to_string();
+        assert!(
+            text.contains("decisions for blocked polls") && text.contains("for idle ones"),
+            "{text}"
+        );
+        let prometheus = m.to_prometheus();
+        assert!(prometheus.contains("rondo_worker_core_adds_total"));
+        assert!(prometheus.contains("rondo_worker_core_sheds_total"));
         eprintln!(
             "peak {} cores, back to 2 in {:?}",
             m.worker_cores_peak,
@@ -238,6 +250,34 @@ fn max_worker_threads_below_worker_threads_or_zero_is_an_error() {
     );
     let rt = rondo::Runtime::builder().worker_threads(3).build().unwrap();
     assert_eq!(rt.metrics().worker_cores_max, 3);
+}
+
+/// An adaptive runtime counts all its worker threads, as tokio's `num_workers` does (every index
+/// below it names a worker), and reports the active ones apart, while the count moves.
+#[test]
+fn worker_count_and_num_workers_count_every_worker_thread_and_worker_cores_the_active_ones() {
+    watchdog(60, || {
+        let rt = adaptive(2, 12);
+        let m = rt.metrics();
+        assert_eq!(rt.handle().worker_count(), 12);
+        assert_eq!((m.num_workers(), m.workers.len()), (12, 12));
+        assert_eq!((m.worker_cores, m.worker_cores_max), (2, 12));
+        #[cfg(target_os = "linux")]
+        {
+            blocking_load(&rt, 300, Duration::from_millis(1), Duration::ZERO);
+            let m = rt.metrics();
+            assert!(m.worker_cores_peak > 2, "{m}");
+            assert_eq!(m.num_workers(), 12);
+            assert_eq!(rt.handle().worker_count(), 12);
+        }
+        // A fixed count: all three agree.
+        let rt = rondo::Runtime::builder().worker_threads(3).build().unwrap();
+        let m = rt.metrics();
+        assert_eq!(
+            (rt.handle().worker_count(), m.num_workers(), m.worker_cores),
+            (3, 3, 3)
+        );
+    });
 }
 
 #[test]

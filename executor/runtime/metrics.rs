@@ -79,6 +79,12 @@ pub struct RuntimeMetrics {
     pub worker_core_retires: u64,
     /// Workers those decisions retired.
     pub worker_cores_retired: u64,
+    /// Decisions of the controller to retire workers for the groups' shares; reason: the CPUs
+    /// were saturated while a group ran ahead of its share (the operating system shares the CPUs
+    /// by thread, so more workers would only run more of that group).
+    pub worker_core_sheds: u64,
+    /// Workers those decisions retired.
+    pub worker_cores_shed: u64,
 }
 
 /// One worker's counters since the runtime started (see [`RuntimeMetrics`]).
@@ -172,6 +178,8 @@ impl RuntimeMetrics {
             worker_cores_added: cores.added,
             worker_core_retires: cores.retires,
             worker_cores_retired: cores.retired,
+            worker_core_sheds: cores.sheds,
+            worker_cores_shed: cores.shed,
         }
     }
 
@@ -363,6 +371,19 @@ impl RuntimeMetrics {
                 "counter",
                 "Workers retired.",
                 self.worker_cores_retired,
+            ),
+            (
+                "rondo_worker_core_sheds_total",
+                "counter",
+                "Decisions to retire workers for the groups' shares (CPUs saturated, a group \
+                 ahead).",
+                self.worker_core_sheds,
+            ),
+            (
+                "rondo_worker_cores_shed_total",
+                "counter",
+                "Workers retired for the groups' shares.",
+                self.worker_cores_shed,
             ),
         ];
         for (name, kind, help, v) in worker_cores {
@@ -581,16 +602,45 @@ impl fmt::Display for RuntimeMetrics {
         if self.worker_cores_max > self.worker_cores || self.worker_core_adds > 0 {
             write!(
                 f,
-                " · worker cores {} of {} (peak {}; {} added in {} decisions, {} retired in {})",
+                " · worker cores {} of {} (peak {}; {} added in {} decisions for blocked polls, {} \
+                 retired in {} for idle ones, {} in {} for shares)",
                 self.worker_cores,
                 self.worker_cores_max,
                 self.worker_cores_peak,
                 self.worker_cores_added,
                 self.worker_core_adds,
                 self.worker_cores_retired,
-                self.worker_core_retires
+                self.worker_core_retires,
+                self.worker_cores_shed,
+                self.worker_core_sheds
             )?;
         }
         Ok(())
+    }
+}
+
+impl RuntimeMetrics {
+    /// The number of worker threads, tokio's `RuntimeMetrics::num_workers`: every worker the
+    /// runtime has, one per entry of [`workers`](Self::workers), so an index below it is a valid
+    /// worker index. With [`Builder::max_worker_threads`](crate::Builder::max_worker_threads)
+    /// above `worker_threads`, all those threads exist from the start and this is the maximum
+    /// ([`worker_cores_max`](Self::worker_cores_max)), as
+    /// [`Handle::worker_count`](crate::runtime::Handle::worker_count) reports; how many of them
+    /// run now is [`worker_cores`](Self::worker_cores). (tokio's count is fixed, so it has no such
+    /// difference.)
+    ///
+    /// ```
+    /// let rt = rondo::Runtime::builder()
+    ///     .worker_threads(2)
+    ///     .max_worker_threads(8)
+    ///     .build()
+    ///     .unwrap();
+    /// let m = rt.metrics();
+    /// assert_eq!(m.num_workers(), 8);
+    /// assert_eq!(m.num_workers(), rt.handle().worker_count());
+    /// assert_eq!(m.worker_cores, 2);
+    /// ```
+    pub fn num_workers(&self) -> usize {
+        self.workers.len()
     }
 }

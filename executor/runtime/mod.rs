@@ -279,7 +279,10 @@ impl Handle {
         GroupBuilder::new(self.shared.clone())
     }
 
-    /// The number of worker threads.
+    /// The number of worker threads: with [`Builder::max_worker_threads`] above
+    /// `worker_threads`, all of them (they exist from the start), as
+    /// [`RuntimeMetrics::num_workers`] reports; how many run now is
+    /// [`RuntimeMetrics::worker_cores`].
     ///
     /// ```
     /// let rt = rondo::Runtime::builder().worker_threads(2).build().unwrap();

@@ -255,7 +255,7 @@ fn apply(shared: &Shared, active: usize, decision: Decision) {
         }
         Decision::Shed(to) => {
             idle.set_active(to);
-            counts.retired(active - to);
+            counts.shed(active - to);
             trace_event!(
                 DEBUG,
                 from = active,

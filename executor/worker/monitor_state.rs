@@ -33,6 +33,10 @@ pub(crate) struct CoreCounts {
     /// Decisions to retire cores (fewer awake than active over a window), and the cores retired.
     retires: StatU64,
     retired: StatU64,
+    /// Decisions to retire cores for the groups' shares (the CPUs saturated while a group ran
+    /// ahead), and the cores retired.
+    sheds: StatU64,
+    shed: StatU64,
 }
 
 /// A snapshot of [`CoreCounts`].
@@ -43,6 +47,8 @@ pub(crate) struct CoreCountsSnapshot {
     pub(crate) added: u64,
     pub(crate) retires: u64,
     pub(crate) retired: u64,
+    pub(crate) sheds: u64,
+    pub(crate) shed: u64,
 }
 
 impl CoreCounts {
@@ -59,6 +65,12 @@ impl CoreCounts {
         self.retired.fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// Counts a decision that retired `n` cores for the groups' shares.
+    pub(crate) fn shed(&self, n: usize) {
+        self.sheds.fetch_add(1, Ordering::Relaxed);
+        self.shed.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
     pub(crate) fn snapshot(&self) -> CoreCountsSnapshot {
         CoreCountsSnapshot {
             peak: self.peak.load(Ordering::Relaxed),
@@ -66,6 +78,8 @@ impl CoreCounts {
             added: self.added.load(Ordering::Relaxed),
             retires: self.retires.load(Ordering::Relaxed),
             retired: self.retired.load(Ordering::Relaxed),
+            sheds: self.sheds.load(Ordering::Relaxed),
+            shed: self.shed.load(Ordering::Relaxed),
         }
     }
 }
