@@ -350,3 +350,57 @@ fn the_default_worker_count_follows_a_supplied_cgroup_quota() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
 }
+
+/// With the `tracing` feature, each decision of the controller is an event with its reason.
+#[cfg(all(feature = "tracing", target_os = "linux"))]
+#[test]
+fn each_decision_is_traced_with_its_reason() {
+    use std::sync::Mutex;
+
+    use tracing::field::{Field, Visit};
+    use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+
+    /// The text of every event rondo records.
+    #[derive(Clone, Default)]
+    struct Events(Arc<Mutex<Vec<String>>>);
+    struct Text(String);
+    impl Visit for Text {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0.push_str(&format!("{}={:?} ", field.name(), value));
+        }
+    }
+    impl<S: tracing::Subscriber> Layer<S> for Events {
+        fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+            if event.metadata().target() == "rondo" {
+                let mut t = Text(String::new());
+                event.record(&mut t);
+                self.0.lock().unwrap().push(t.0);
+            }
+        }
+    }
+
+    let events = Events::default();
+    // The monitor's thread records the decisions: a thread's default subscriber would miss them.
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(events.clone()))
+        .unwrap();
+    watchdog(60, || {
+        let rt = adaptive(2, 16);
+        blocking_load(&rt, 300, Duration::from_millis(1), Duration::ZERO);
+        assert!(eventually(5, || rt.metrics().worker_cores == 2));
+    });
+    let events = events.0.lock().unwrap().clone();
+    let has = |words: &[&str]| events.iter().any(|e| words.iter().all(|w| e.contains(w)));
+    assert!(
+        has(&["worker cores added", "reason=", "polls blocked", "from=2"]),
+        "{events:#?}"
+    );
+    assert!(
+        has(&[
+            "worker cores retired",
+            "reason=",
+            "fewer cores awake",
+            "to=2"
+        ]),
+        "{events:#?}"
+    );
+}
