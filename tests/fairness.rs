@@ -565,8 +565,8 @@ fn share_after_short_polls(workers: usize, cycles: u32, burst: u32) -> f64 {
 /// while they are short (`fair::segment`). With an interval adapted to the mean length of the
 /// polls (up to 256 short ones), the first long polls ran unmeasured: a weight-1 group's one task
 /// that had waited by yielding then kept a worker to itself through its bursts of 1 ms polls
-/// against a weight-10 group's eight (0.75 of the CPU at 1 worker, about 0.5 at 2, where its share
-/// is 1/11).
+/// against a weight-10 group's eight (0.70–0.75 of the CPU at 1 worker, about 0.5 at 2, where its
+/// share is 1/11).
 #[test]
 fn a_task_whose_polls_grow_long_is_switched_at_its_quantum_end() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
