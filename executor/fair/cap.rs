@@ -10,8 +10,10 @@
 //! for it) puts the node back (`Scheduler::unthrottle_due`).
 //!
 //! Periods are aligned on the clock (`stamp / period`), the same for every cap. Charges arrive at
-//! most a quantum late and a poll is never interrupted, so a period can overshoot its quota by up
-//! to a quantum plus one poll per worker; the overshoot is carried into the next period (it
+//! most a quantum late, a poll is never interrupted, and a worker notices that its quantum ended
+//! within four polls, counting the one in which it ran out (`segment`: the clock is read at least
+//! every fourth poll), so a period can overshoot its quota by up to a quantum plus four polls per
+//! worker; the overshoot is carried into the next period (it
 //! starts with that much used), so over several periods the average stays at the cap.
 
 use crate::group::tree::{CapState, Node};

@@ -16,8 +16,16 @@
 //! outside into groups of their own, through the lane) so visits the scheduler at its picks and
 //! quantum ends only.
 //!
-//! The clock is read at segment boundaries and every `interval` polls, an interval adapted so that
-//! reading it costs about one read per [`CLOCK_EVERY`] of work.
+//! The clock is read at segment boundaries, and after every poll while polls are long; while they
+//! are short (the polls since the last read took less than [`CLOCK_EVERY`] together), after every
+//! second, then every fourth poll ([`MAX_CLOCK_INTERVAL`]), so that the read (a time-stamp counter
+//! read, several nanoseconds on a virtual machine) costs little against polls of tens of
+//! nanoseconds. The interval is bounded by a count, not adapted to the polls' mean length, because
+//! a poll's length is known only after it: a worker notices that its quantum ended within
+//! `MAX_CLOCK_INTERVAL` polls, counting the one in which it ran out, however the lengths of its
+//! polls change. (A task that yielded in polls of nanoseconds and then computes in polls of a
+//! millisecond is switched within four of them; an interval grown to hundreds of short polls would
+//! let it keep its worker for hundreds of milliseconds, whatever its weight.)
 //!
 //! # Preempted time is not service
 //! Segments are measured with the wall clock, but the operating system may preempt a worker in the
@@ -45,10 +53,10 @@ use super::scheduler::{Charge, Scheduler};
 /// the groups one pick hands it (the picked group and its extras) and one more, so the groups of a
 /// pick are charged at the next pick.
 const MAX_PENDING_CHARGES: usize = super::scheduler::EXTRA_GROUPS + 2;
-/// Target amount of work between two clock reads.
-const CLOCK_EVERY: Duration = Duration::from_micros(10);
-/// Most polls between two clock reads.
-const MAX_CLOCK_INTERVAL: u32 = 256;
+/// Polls since the last clock read shorter than this together double the interval between reads.
+const CLOCK_EVERY: u64 = 10_000;
+/// Most polls between two clock reads (see the module docs).
+const MAX_CLOCK_INTERVAL: u32 = 4;
 /// `Service::current` when no segment is open.
 const NONE: usize = usize::MAX;
 /// Least segment time (nanoseconds) between two readings of the thread's CPU clock (see the
@@ -108,6 +116,7 @@ pub(crate) struct Service {
     polls: u64,
     quantum_start: u64,
     last_clock: u64,
+    /// Polls between two clock reads (1 to `MAX_CLOCK_INTERVAL`), and polls left to the next.
     interval: u32,
     countdown: u32,
     /// The thread's CPU time at the last reading (see the module docs), if the system has the
@@ -277,17 +286,18 @@ impl Service {
         self.countdown == 0
     }
 
-    /// Reads the clock, adapts the interval to the measured poll length, and returns the stamp if
-    /// the quantum is over.
+    /// Reads the clock, sets the interval to the next read (doubled while the polls are short,
+    /// one poll once they are not), and returns the stamp if the quantum is over.
     pub(crate) fn read_clock(&mut self, quantum: Duration) -> Option<u64> {
         let now = crate::clock::stamp();
-        let elapsed = now.saturating_sub(self.last_clock);
+        let short = now.saturating_sub(self.last_clock) < CLOCK_EVERY;
         self.last_clock = now;
-        let per_poll = elapsed / u64::from(self.interval).max(1);
-        let interval = (CLOCK_EVERY.as_nanos() as u64 / per_poll.max(1))
-            .clamp(1, u64::from(MAX_CLOCK_INTERVAL)) as u32;
-        self.interval = interval;
-        self.countdown = interval;
+        self.interval = if short {
+            (self.interval * 2).min(MAX_CLOCK_INTERVAL)
+        } else {
+            1
+        };
+        self.countdown = self.interval;
         (now.saturating_sub(self.quantum_start) >= crate::clock::nanos(quantum)).then_some(now)
     }
 

@@ -197,9 +197,10 @@ impl GroupBuilder {
     /// nothing else waits for it. Caps nest: a child never gets more than its parent's cap.
     ///
     /// A poll is never interrupted and charges reach the cap up to a quantum late, so a period
-    /// may overshoot by up to a quantum ([`Builder::quantum`](crate::Builder::quantum)) plus one
-    /// poll per worker; the overshoot is taken from the next period, so the average over
-    /// several periods stays at the cap. Change or remove it on a live group with
+    /// may overshoot by up to a quantum ([`Builder::quantum`](crate::Builder::quantum)) plus four
+    /// polls per worker (a worker reads the clock after every poll while polls are long, after
+    /// every fourth while they are short); the overshoot is taken from the next period, so the
+    /// average over several periods stays at the cap. Change or remove it on a live group with
     /// [`Group::set_cpu_limit`].
     ///
     /// # Errors
