@@ -82,14 +82,13 @@ use crate::shim::Ordering;
 
 use super::controller::{self, Controller, SAMPLE, Sample, TICK};
 use super::lent::{generation, hint, is_lent};
+use super::monitor_state::{MIN_TICK, longest_tick};
 use super::os_thread::{CpuTime, ThreadFiles, preempted};
 use super::shared::Shared;
 
-/// The shortest interval between two ticks, whatever the threshold.
-const MIN_TICK: Duration = Duration::from_micros(100);
-/// For this long after it last saw a worker awake or a poll begin, the monitor keeps ticking on its
-/// own timer while every worker is parked, instead of sleeping until the first worker wakes (see
-/// the module docs, *Cost and backing off*).
+/// Without a kernel timer for its idle sleep, for this long after it last saw a worker awake or a
+/// poll begin, the monitor keeps ticking on its own timer while every worker is parked, instead of
+/// sleeping until the first worker wakes (see the module docs, *Cost and backing off*).
 const IDLE_GRACE: Duration = Duration::from_millis(20);
 /// The threshold of a poll on probation (see the module docs, *Probation*) is the stall threshold
 /// divided by this, and at least [`MIN_TICK`].
@@ -125,7 +124,7 @@ fn run(shared: &Shared) {
     let threshold = shared.config().stall_threshold;
     let probation = (threshold / PROBATION_DIVISOR).max(MIN_TICK);
     let short = (threshold / 4).max(MIN_TICK);
-    let long = (threshold / 2).max(MIN_TICK);
+    let long = longest_tick(threshold);
     let monitor = shared.monitor();
     let stopped = || monitor.stopped();
     let now = Instant::now();
@@ -150,19 +149,38 @@ fn run(shared: &Shared) {
     let mut tick = short;
     // The last tick that saw a worker awake or a poll begin.
     let mut active_at = now;
+    // With a kernel timer, the first worker to wake arms the monitor's idle sleep to end one
+    // `long` tick later instead of waking it (`idle`, *The stall monitor's idle sleep*).
+    let deferred = shared.idle().defers_watch();
     while !stopped() {
-        // Cores beyond `worker_threads` retire only at ticks: no idle sleep while any runs.
-        let resting =
-            active_at.elapsed() >= IDLE_GRACE && shared.idle().active() <= shared.config().workers;
+        // Cores beyond `worker_threads` retire only at ticks: no idle sleep while any runs. A
+        // core on probation needs ticks that see its next poll in time, from its first.
+        let probing_now = {
+            let now = Instant::now();
+            probation_until.iter().any(|u| u.is_some_and(|u| now < u))
+        };
+        let resting = (deferred || active_at.elapsed() >= IDLE_GRACE)
+            && !probing_now
+            && shared.idle().active() <= shared.config().workers;
+        let mut look_now = false;
         if resting && shared.idle().wait_for_awake(stopped) {
-            // Slept through an idle spell: every poll seen before it is over. Look again soon:
-            // a poll is timed from the first tick that sees it, and a worker just woke.
+            // Slept through an idle spell: every poll seen before it is over.
             monitor.woke();
-            tick = MIN_TICK;
-            continue;
+            if deferred {
+                // The alarm fired a `long` tick after the first worker woke, and a worker is
+                // awake still: look now.
+                look_now = true;
+            } else {
+                // Look again soon: a poll is timed from the first tick that sees it, and a worker
+                // just woke.
+                tick = MIN_TICK;
+                continue;
+            }
         }
-        monitor.sleep(tick);
-        monitor.woke();
+        if !look_now {
+            monitor.sleep(tick);
+            monitor.woke();
+        }
         if stopped() {
             break;
         }
