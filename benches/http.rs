@@ -29,8 +29,8 @@
 //! Servers: `HTTP_BENCH_SERVERS`, a comma-separated subset of `conn`, `tokio`, `smol`, `request`,
 //! `one`, `reserved`, `tree` (default: all, in that order). Rows: `HTTP_BENCH_ROWS`, a
 //! comma-separated subset of `hello`, `light`, `alone`, `flood`, `steps` (default: all). With
-//! `HTTP_BENCH_THREADS=1` the light row also prints each server thread's voluntary and involuntary
-//! switches per request, to attribute them (worker, monitor, async-io's thread).
+//! `HTTP_BENCH_THREADS=1` the hello and light rows also print each server thread's voluntary and
+//! involuntary switches per request, to attribute them (worker, monitor, async-io's thread).
 //! The whole run takes about 40 s per round with the defaults (2 minutes in all), plus the build.
 
 #[path = "../examples/tenant/mod.rs"]
@@ -261,15 +261,13 @@ fn thread_switches() -> Vec<(String, u64, u64)> {
 /// Prints each server thread's switches per request between two [`thread_switches`] samples.
 fn print_thread_switches(
     kind: Kind,
+    row: &str,
     before: &[(String, u64, u64)],
     after: &[(String, u64, u64)],
     requests: usize,
 ) {
     let n = requests.max(1) as f64;
-    println!(
-        "  {} light load, switches per request by thread:",
-        kind.name()
-    );
+    println!("  {} {row}: switches per request by thread:", kind.name());
     for (name, vol, invol) in after {
         let (v0, i0) = before
             .iter()
@@ -296,12 +294,17 @@ fn measure(kind: Kind, workers: usize, secs: f64, wrk: bool, rows: Rows) -> io::
     if full && (rows.hello || rows.light || rows.alone) {
         let (addr, server) = kind.start(workers)?;
         if rows.hello {
+            let threads_before = thread_switches();
             let (requests, took, usage) = if wrk {
                 flood_wrk(addr, secs)?
             } else {
                 flood_rust(addr, secs)?
             };
             let requests = requests.max(1);
+            if rows.threads {
+                let n = usize::try_from(requests).unwrap_or(usize::MAX);
+                print_thread_switches(kind, "hello", &threads_before, &thread_switches(), n);
+            }
             row.req_per_sec = Some(requests as f64 / took.as_secs_f64());
             row.cpu_per_req = Some(usage.cpu / u32::try_from(requests).unwrap_or(u32::MAX));
             row.switches_per_req = Some(usage.switches as f64 / requests as f64);
@@ -312,7 +315,13 @@ fn measure(kind: Kind, workers: usize, secs: f64, wrk: bool, rows: Rows) -> io::
             let light = tenant::run_paced(addr, 40, Duration::from_secs_f64(secs))?;
             let usage = ThreadUsage::sample(SERVER_THREADS).since(before);
             if rows.threads {
-                print_thread_switches(kind, &threads_before, &thread_switches(), light.len());
+                print_thread_switches(
+                    kind,
+                    "light",
+                    &threads_before,
+                    &thread_switches(),
+                    light.len(),
+                );
             }
             row.light_p50 = Some(tenant::percentile(&light, 0.5));
             row.light_switches = Some(usage.switches as f64 / light.len().max(1) as f64);
