@@ -147,6 +147,13 @@ impl Idle {
         self
     }
 
+    /// The same without the kernel timer: the first waker unparks the monitor (loom models both).
+    #[cfg(all(loom, test))]
+    pub(crate) fn without_alarm(mut self) -> Self {
+        self.alarm = None;
+        self
+    }
+
     /// True if the first waker arms a kernel timer for the monitor instead of unparking it (see
     /// the module docs): a wait that returns true has lasted the watch delay already.
     pub(crate) fn defers_watch(&self) -> bool {
@@ -414,8 +421,8 @@ cfg_reactor! {
     }
 }
 
-/// The monitor's kernel timer (Linux `timerfd`; see the module docs). Not under loom or Miri,
-/// which model the monitor's wait with its parker.
+/// The monitor's kernel timer (Linux `timerfd`; see the module docs). Not under Miri, which does
+/// not emulate it; loom has a stand-in below.
 #[cfg(all(
     not(loom),
     not(miri),
@@ -520,13 +527,58 @@ mod alarm {
     }
 }
 
-/// No kernel timer here (another system, loom, Miri): the first waker unparks the monitor.
-#[cfg(not(all(
+/// loom's stand-in for the kernel timer: an armed alarm fires eventually (a wait returns), a
+/// disarmed one never; a new setting replaces a pending expiry, as `timerfd_settime` does.
+#[cfg(loom)]
+mod alarm {
+    use std::time::Duration;
+
+    use crate::shim::{Condvar, Mutex, lock};
+
+    pub(super) struct Alarm {
+        armed: Mutex<bool>,
+        cv: Condvar,
+    }
+
+    impl Alarm {
+        pub(super) fn new() -> Option<Alarm> {
+            Some(Alarm {
+                armed: Mutex::new(false),
+                cv: Condvar::new(),
+            })
+        }
+
+        pub(super) fn set(&self, after: Duration) {
+            let mut armed = lock(&self.armed);
+            *armed = !after.is_zero();
+            if *armed {
+                self.cv.notify_one();
+            }
+        }
+
+        pub(super) fn wait(&self) -> bool {
+            let mut armed = lock(&self.armed);
+            while !*armed {
+                armed = match self.cv.wait(armed) {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+            }
+            *armed = false;
+            true
+        }
+    }
+}
+
+/// No kernel timer here (another system, Miri): the first waker unparks the monitor.
+#[cfg(all(
     not(loom),
-    not(miri),
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-)))]
+    not(all(
+        not(miri),
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))
+))]
 mod alarm {
     use std::time::Duration;
 

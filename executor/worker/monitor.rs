@@ -47,17 +47,21 @@
 //! a task in the lane) makes it switch before it runs the local queue, whose tasks may block too.
 //!
 //! # Cost and backing off
-//! - While every worker is parked the monitor sleeps without a timeout ([`Idle::wait_for_awake`]):
-//!   an idle runtime never wakes it, and the first worker to wake unparks it (one read of a flag,
-//!   and a system call when the monitor sleeps). It then looks a minimum tick later: a poll is
-//!   timed from the first tick that sees it, so a full tick there would add a tick to the
-//!   detection of the first stall.
-//! - Except for [`IDLE_GRACE`] after it last saw a worker awake or a poll begin: then it keeps
+//! - While every worker is parked (and no core is on probation) the monitor sleeps without a
+//!   timeout ([`Idle::wait_for_awake`]): an idle runtime never wakes it.
+//! - On Linux it sleeps on a kernel timer (`idle`, *The stall monitor's idle sleep*): the first
+//!   worker to wake arms it to fire one bound (below) later, and the last worker to park disarms
+//!   it. A busy spell shorter than that (a request under light load) never wakes the monitor; a
+//!   longer one wakes it once the bound has passed, and it looks at once: a poll that began at the
+//!   wake is seen within one bound, as with its regular ticks.
+//! - Elsewhere the first worker to wake unparks it (one read of a flag, and a system call when
+//!   the monitor sleeps), and it looks a minimum tick later: a poll is timed from the first tick
+//!   that sees it, so a full tick there would add a tick to the detection of the first stall.
+//!   Except for [`IDLE_GRACE`] after it last saw a worker awake or a poll begin: then it keeps
 //!   ticking on its timer (doubling its interval up to the bound below), and nobody unparks it.
-//!   Under light load (a request every few milliseconds, each an idle-to-busy transition) the
-//!   unpark would be made by the worker that starts serving the request, before it reads it, and
-//!   the woken monitor would often preempt that worker on its CPU; the ticks instead land at
-//!   random, rarely during a request.
+//!   Under light load the unpark would be made by the worker that starts serving the request,
+//!   before it reads it, and the woken monitor would often preempt that worker on its CPU; the
+//!   ticks instead land at random, rarely during a request.
 //! - While workers are awake it ticks every `stall_threshold / 2` at most: exactly when a poll it
 //!   saw span a tick would reach the threshold, if that is sooner; while no poll spans a tick, it
 //!   doubles its interval (from `stall_threshold / 4` after a stall) up to that bound. A new poll
