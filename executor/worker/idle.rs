@@ -478,9 +478,8 @@ mod alarm {
                 return None;
             }
             // SAFETY: `fd` is a descriptor this call just opened and nothing else owns.
-            Some(Alarm {
-                fd: unsafe { OwnedFd::from_raw_fd(fd) },
-            })
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            Some(Alarm { fd })
         }
 
         /// Arms the timer to fire once `after` from now, replacing any earlier setting (a
