@@ -50,8 +50,9 @@
 //!   longest tick, so a poll that begins at the wake is still seen within one tick). The last
 //!   worker to park *disarms* it. Both happen under the sleepers lock, where every change of the
 //!   awake count happens, so arms and disarms follow the count's order: a disarm never cancels
-//!   the alarm of a later wake. A busy spell shorter than the delay (a request under light load)
-//!   thus costs two timer calls on the workers' side and no wake-up of the monitor's thread.
+//!   the alarm of a later wake (loom model: `loom_models/rescue.rs`, with a stand-in timer). A
+//!   busy spell shorter than the delay (a request under light load) thus costs two timer calls on
+//!   the workers' side and no wake-up of the monitor's thread.
 //! - **Otherwise** the first waker unparks the monitor at once, which then keeps ticking on its
 //!   own timer for a grace period after activity (`monitor`, *Cost and backing off*).
 
