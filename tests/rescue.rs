@@ -439,18 +439,18 @@ fn the_monitor_sleeps_through_light_load() {
         const REQUESTS: u64 = 40;
         let before = rt.metrics().monitor_wakeups;
         for _ in 0..REQUESTS {
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(15));
             rt.block_on(rt.spawn(async { std::hint::black_box(1) }))
                 .unwrap();
         }
         let woke = rt.metrics().monitor_wakeups - before;
-        // Ticking through each 10 ms gap wakes it every half threshold (2.5 ms) at most: four
+        // Ticking through each 15 ms gap wakes it every half threshold (2.5 ms) at most: six
         // times per request or more. Sleeping through the gaps, it wakes only for a request that
         // outlasts half a threshold, which happens when the machine is busy enough to keep the
-        // woken worker off a CPU that long (other tests of this file spin on every CPU): at most
-        // about once per request.
+        // woken worker off a CPU that long (other tests of this file spin on every CPU): about
+        // twice per request at worst.
         assert!(
-            woke <= 2 * REQUESTS,
+            woke <= 3 * REQUESTS,
             "the monitor woke {woke} times for {REQUESTS} light requests"
         );
         // A blocked poll right after a light request is still rescued.
