@@ -27,7 +27,10 @@
 //! `cargo bench --features hyper --bench http`. Worker threads: `RONDO_BENCH_WORKERS` (default 2).
 //! Rounds: `HTTP_BENCH_ROUNDS` (default 3); seconds per measurement: `HTTP_BENCH_SECS` (default 2).
 //! Servers: `HTTP_BENCH_SERVERS`, a comma-separated subset of `conn`, `tokio`, `smol`, `request`,
-//! `one`, `reserved`, `tree` (default: all, in that order).
+//! `one`, `reserved`, `tree` (default: all, in that order). Rows: `HTTP_BENCH_ROWS`, a
+//! comma-separated subset of `hello`, `light`, `alone`, `flood`, `steps` (default: all). With
+//! `HTTP_BENCH_THREADS=1` the hello and light rows also print each server thread's voluntary and
+//! involuntary switches per request, to attribute them (worker, monitor, async-io's thread).
 //! The whole run takes about 40 s per round with the defaults (2 minutes in all), plus the build.
 
 #[path = "../examples/tenant/mod.rs"]
@@ -168,7 +171,117 @@ fn flood_rust(addr: SocketAddr, secs: f64) -> io::Result<(u64, Duration, ThreadU
     Ok((requests, took, usage))
 }
 
-fn measure(kind: Kind, workers: usize, secs: f64, wrk: bool) -> io::Result<Row> {
+/// The rows of the table `HTTP_BENCH_ROWS` selects.
+#[derive(Clone, Copy)]
+struct Rows {
+    hello: bool,
+    light: bool,
+    alone: bool,
+    flood: bool,
+    steps: bool,
+    /// Print the light row's switches per thread.
+    threads: bool,
+}
+
+impl Rows {
+    fn from_env() -> io::Result<Rows> {
+        let threads = std::env::var("HTTP_BENCH_THREADS").is_ok_and(|v| v.trim() == "1");
+        let Ok(list) = std::env::var("HTTP_BENCH_ROWS") else {
+            return Ok(Rows {
+                hello: true,
+                light: true,
+                alone: true,
+                flood: true,
+                steps: true,
+                threads,
+            });
+        };
+        let mut rows = Rows {
+            hello: false,
+            light: false,
+            alone: false,
+            flood: false,
+            steps: false,
+            threads,
+        };
+        for key in list.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+            match key {
+                "hello" => rows.hello = true,
+                "light" => rows.light = true,
+                "alone" => rows.alone = true,
+                "flood" => rows.flood = true,
+                "steps" => rows.steps = true,
+                _ => {
+                    return Err(io::Error::other(format!(
+                        "HTTP_BENCH_ROWS: unknown row {key:?} \
+                         (known: hello, light, alone, flood, steps)"
+                    )));
+                }
+            }
+        }
+        Ok(rows)
+    }
+}
+
+/// One server thread's context switches: (name, voluntary, involuntary), from `/proc/self/task`.
+fn thread_switches() -> Vec<(String, u64, u64)> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let dir = task.path();
+        let Ok(comm) = std::fs::read_to_string(dir.join("comm")) else {
+            continue;
+        };
+        let name = comm.trim_end().to_string();
+        if !SERVER_THREADS.iter().any(|p| name.starts_with(p)) {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(dir.join("status")) else {
+            continue;
+        };
+        let field = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let tid = task.file_name().to_string_lossy().into_owned();
+        out.push((
+            format!("{name}[{tid}]"),
+            field("voluntary_ctxt_switches:"),
+            field("nonvoluntary_ctxt_switches:"),
+        ));
+    }
+    out
+}
+
+/// Prints each server thread's switches per request between two [`thread_switches`] samples.
+fn print_thread_switches(
+    kind: Kind,
+    row: &str,
+    before: &[(String, u64, u64)],
+    after: &[(String, u64, u64)],
+    requests: usize,
+) {
+    let n = requests.max(1) as f64;
+    println!("  {} {row}: switches per request by thread:", kind.name());
+    for (name, vol, invol) in after {
+        let (v0, i0) = before
+            .iter()
+            .find(|(b, _, _)| b == name)
+            .map_or((0, 0), |&(_, v, i)| (v, i));
+        println!(
+            "    {name:<24} voluntary {:>7.2}  involuntary {:>7.2}",
+            (vol - v0) as f64 / n,
+            (invol - i0) as f64 / n
+        );
+    }
+}
+
+fn measure(kind: Kind, workers: usize, secs: f64, wrk: bool, rows: Rows) -> io::Result<Row> {
     let mut row = Row::default();
     let tenant_flood = TenantLoad::flood(Duration::from_secs_f64(secs));
     let tenant_alone = TenantLoad {
@@ -178,33 +291,56 @@ fn measure(kind: Kind, workers: usize, secs: f64, wrk: bool) -> io::Result<Row> 
     let full = kind == Kind::Rondo(Placement::PerConnection)
         || kind == Kind::Rondo(Placement::Tree)
         || !matches!(kind, Kind::Rondo(_));
-    if full {
+    if full && (rows.hello || rows.light || rows.alone) {
         let (addr, server) = kind.start(workers)?;
-        let (requests, took, usage) = if wrk {
-            flood_wrk(addr, secs)?
-        } else {
-            flood_rust(addr, secs)?
-        };
-        let requests = requests.max(1);
-        row.req_per_sec = Some(requests as f64 / took.as_secs_f64());
-        row.cpu_per_req = Some(usage.cpu / u32::try_from(requests).unwrap_or(u32::MAX));
-        row.switches_per_req = Some(usage.switches as f64 / requests as f64);
-        let before = ThreadUsage::sample(SERVER_THREADS);
-        let light = tenant::run_paced(addr, 40, Duration::from_secs_f64(secs))?;
-        let usage = ThreadUsage::sample(SERVER_THREADS).since(before);
-        row.light_p50 = Some(tenant::percentile(&light, 0.5));
-        row.light_switches = Some(usage.switches as f64 / light.len().max(1) as f64);
-        let alone = tenant::run_tenants(addr, &tenant_alone)?;
-        row.b_alone = Some((alone.b_p50(), alone.b_p99()));
+        if rows.hello {
+            let threads_before = thread_switches();
+            let (requests, took, usage) = if wrk {
+                flood_wrk(addr, secs)?
+            } else {
+                flood_rust(addr, secs)?
+            };
+            let requests = requests.max(1);
+            if rows.threads {
+                let n = usize::try_from(requests).unwrap_or(usize::MAX);
+                print_thread_switches(kind, "hello", &threads_before, &thread_switches(), n);
+            }
+            row.req_per_sec = Some(requests as f64 / took.as_secs_f64());
+            row.cpu_per_req = Some(usage.cpu / u32::try_from(requests).unwrap_or(u32::MAX));
+            row.switches_per_req = Some(usage.switches as f64 / requests as f64);
+        }
+        if rows.light {
+            let threads_before = thread_switches();
+            let before = ThreadUsage::sample(SERVER_THREADS);
+            let light = tenant::run_paced(addr, 40, Duration::from_secs_f64(secs))?;
+            let usage = ThreadUsage::sample(SERVER_THREADS).since(before);
+            if rows.threads {
+                print_thread_switches(
+                    kind,
+                    "light",
+                    &threads_before,
+                    &thread_switches(),
+                    light.len(),
+                );
+            }
+            row.light_p50 = Some(tenant::percentile(&light, 0.5));
+            row.light_switches = Some(usage.switches as f64 / light.len().max(1) as f64);
+        }
+        if rows.alone {
+            let alone = tenant::run_tenants(addr, &tenant_alone)?;
+            row.b_alone = Some((alone.b_p50(), alone.b_p99()));
+        }
         drop(server);
     }
     // A fresh server for the flood, so that connections from the rows above are gone.
-    let (addr, server) = kind.start(workers)?;
-    let flood = tenant::run_tenants(addr, &tenant_flood)?;
-    row.b_flood = Some((flood.b_p50(), flood.b_p99()));
-    row.a_per_sec = Some(flood.a_per_sec());
-    drop(server);
-    if full {
+    if rows.flood {
+        let (addr, server) = kind.start(workers)?;
+        let flood = tenant::run_tenants(addr, &tenant_flood)?;
+        row.b_flood = Some((flood.b_p50(), flood.b_p99()));
+        row.a_per_sec = Some(flood.a_per_sec());
+        drop(server);
+    }
+    if full && rows.steps {
         let (addr, server) = kind.start(workers)?;
         let steps = TenantLoad {
             a_path: "/a/steps",
@@ -292,6 +428,7 @@ fn main() -> io::Result<()> {
     let rounds: usize = env_or("HTTP_BENCH_ROUNDS", 3);
     let secs: f64 = env_or("HTTP_BENCH_SECS", 2.0);
     let wrk = Command::new("wrk").arg("--version").output().is_ok();
+    let rows = Rows::from_env()?;
     let all_kinds = [
         Kind::Rondo(Placement::PerConnection),
         Kind::Tokio,
@@ -337,7 +474,7 @@ fn main() -> io::Result<()> {
     for round in 1..=rounds {
         let mut this = Vec::new();
         for (i, &kind) in kinds.iter().enumerate() {
-            let row = measure(kind, workers, secs, wrk)?;
+            let row = measure(kind, workers, secs, wrk, rows)?;
             all[i].push(row.clone());
             this.push((kind, row));
         }

@@ -162,8 +162,19 @@ fn a_claim_between_two_accesses_is_seen_by_the_second() {
 /// does).
 #[test]
 fn the_monitor_never_sleeps_through_the_first_wake() {
-    model(|| {
-        let idle = Arc::new(Idle::new(1));
+    the_first_wake_reaches_the_monitor(true);
+}
+
+/// The same without a kernel timer: the first waker unparks the monitor.
+#[test]
+fn the_monitor_never_sleeps_through_the_first_wake_without_a_timer() {
+    the_first_wake_reaches_the_monitor(false);
+}
+
+fn the_first_wake_reaches_the_monitor(alarm: bool) {
+    model(move || {
+        let idle = Idle::new(1);
+        let idle = Arc::new(if alarm { idle } else { idle.without_alarm() });
         // The only worker parks.
         idle.sleep(0, false);
         assert_eq!(idle.counts().0, 0);
@@ -184,5 +195,39 @@ fn the_monitor_never_sleeps_through_the_first_wake() {
         }
         monitor.join().unwrap();
         assert!(notified.load(Ordering::SeqCst));
+    });
+}
+
+/// With a kernel timer, the first worker to wake arms the monitor's alarm and the last to park
+/// disarms it, both under the sleepers lock: a worker that wakes, parks and wakes again (or two
+/// workers doing so in turn) always leaves the alarm armed while one is awake, so the monitor
+/// never sleeps through the last wake (loom reports a deadlock if it does), whatever the order of
+/// the arms, the disarm and the monitor's own wait.
+#[test]
+fn a_disarm_never_cancels_the_alarm_of_a_later_wake() {
+    model(|| {
+        let idle = Arc::new(Idle::new(2));
+        // Both workers park.
+        idle.sleep(0, false);
+        idle.sleep(1, false);
+        let monitor = {
+            let idle = idle.clone();
+            thread::spawn(move || {
+                idle.wait_for_awake(|| false);
+            })
+        };
+        // Worker 0 is woken, then parks again.
+        let first = {
+            let idle = idle.clone();
+            thread::spawn(move || {
+                idle.wake_self(0, || {});
+                idle.sleep(0, true);
+            })
+        };
+        // Worker 1 is woken and stays awake: the monitor must look.
+        idle.wake_self(1, || {});
+        first.join().unwrap();
+        monitor.join().unwrap();
+        assert_eq!(idle.counts().0, 1);
     });
 }

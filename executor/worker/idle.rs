@@ -37,12 +37,26 @@
 //!    instead of waking itself it calls a notification for the work it saw: a pusher that read it
 //!    as awake (and so woke nobody) is thus covered by an active sleeper.
 //!
+//! # The stall monitor's idle sleep
 //! The stall monitor sleeps without a timeout while no worker is awake ([`Idle::wait_for_awake`]):
-//! it sets its `sleeping` flag, issues a SeqCst fence and re-reads the state word before it parks;
-//! whoever makes the first worker awake (the counts' read-modify-write in [`Idle::notify_one`] or
-//! [`Idle::wake_self`]) then issues a SeqCst fence, reads the flag and unparks it. One of the two
-//! sees the other, so the monitor never sleeps through a stall, and an idle runtime never wakes it
-//! (loom model: `loom_models/rescue.rs`).
+//! it sets its `sleeping` flag, issues a SeqCst fence and re-reads the state word before it
+//! sleeps; whoever makes the first worker awake (the counts' read-modify-write in
+//! [`Idle::notify_one`] or [`Idle::wake_self`]) then issues a SeqCst fence and reads the flag. One
+//! of the two sees the other, so the monitor never sleeps through a stall, and an idle runtime
+//! never wakes it (loom model: `loom_models/rescue.rs`). What the first waker does depends on the
+//! system:
+//! - **With a kernel timer** (Linux `timerfd`): the monitor sleeps in a read of the timer, and the
+//!   first waker *arms* it to fire one watch delay later (half the stall threshold: the monitor's
+//!   longest tick, so a poll that begins at the wake is still seen within one tick). The last
+//!   worker to park *disarms* it. Both happen under the sleepers lock, where every change of the
+//!   awake count happens, so arms and disarms follow the count's order: a disarm never cancels
+//!   the alarm of a later wake (loom model: `loom_models/rescue.rs`, with a stand-in timer). A
+//!   busy spell shorter than the delay (a request under light load) thus costs two timer calls on
+//!   the workers' side and no wake-up of the monitor's thread.
+//! - **Otherwise** the first waker unparks the monitor at once, which then keeps ticking on its
+//!   own timer for a grace period after activity (`monitor`, *Cost and backing off*).
+
+use std::time::Duration;
 
 use crate::shim::{AtomicBool, AtomicUsize, Mutex, Ordering, fence, lock};
 
@@ -80,13 +94,24 @@ pub(crate) struct Idle {
     workers: usize,
     /// The cores that run (step 6): `workers` unless the controller changed it.
     active: AtomicUsize,
-    /// The stall monitor waits here while no worker is awake.
+    /// The stall monitor waits here while no worker is awake, without a kernel timer.
     watcher: Parker,
-    /// The monitor is (about to be) parked on `watcher` without a timeout.
+    /// The kernel timer the stall monitor waits on while no worker is awake, if the system has
+    /// one (see the module docs).
+    alarm: Option<alarm::Alarm>,
+    /// How long after the first worker wakes the alarm wakes the monitor.
+    watch_delay: Duration,
+    /// The monitor is (about to be) asleep without a timeout.
     watcher_sleeping: AtomicBool,
+    /// The monitor was told to stop waiting for good ([`Idle::wake_watcher`]): no disarm may
+    /// cancel that wake. Written under the sleepers lock.
+    watcher_kicked: AtomicBool,
     /// Times a waking worker unparked the monitor, for tests.
     #[cfg(test)]
     pub(crate) watcher_unparks: std::sync::atomic::AtomicU64,
+    /// Times a waking worker armed the monitor's alarm, for tests.
+    #[cfg(test)]
+    pub(crate) watcher_alarms: std::sync::atomic::AtomicU64,
 }
 
 impl Idle {
@@ -105,10 +130,35 @@ impl Idle {
             workers,
             active: AtomicUsize::new(active.clamp(1, workers.max(1))),
             watcher: Parker::new(),
+            alarm: alarm::Alarm::new(),
+            watch_delay: Duration::from_millis(1),
             watcher_sleeping: AtomicBool::new(false),
+            watcher_kicked: AtomicBool::new(false),
             #[cfg(test)]
             watcher_unparks: std::sync::atomic::AtomicU64::new(0),
+            #[cfg(test)]
+            watcher_alarms: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Sets how long after the first worker wakes the monitor's alarm fires (see the module
+    /// docs): the monitor's longest tick.
+    pub(crate) fn watching_after(mut self, delay: Duration) -> Self {
+        self.watch_delay = delay.max(Duration::from_micros(1));
+        self
+    }
+
+    /// The same without the kernel timer: the first waker unparks the monitor (loom models both).
+    #[cfg(all(loom, test))]
+    pub(crate) fn without_alarm(mut self) -> Self {
+        self.alarm = None;
+        self
+    }
+
+    /// True if the first waker arms a kernel timer for the monitor instead of unparking it (see
+    /// the module docs): a wait that returns true has lasted the watch delay already.
+    pub(crate) fn defers_watch(&self) -> bool {
+        self.alarm.is_some()
     }
 
     /// Cheap check (no fence) for local pushes: is waking someone worth the slow path?
@@ -182,8 +232,26 @@ impl Idle {
     pub(crate) fn sleep(&self, idx: usize, searching: bool) {
         let mut sleepers = lock(&self.sleepers);
         let dec = AWAKE + if searching { SEARCHING } else { 0 };
-        self.state.fetch_sub(dec, Ordering::SeqCst);
+        let prev = self.state.fetch_sub(dec, Ordering::SeqCst);
+        if prev / AWAKE == 1 {
+            self.last_asleep();
+        }
         sleepers.push(idx);
+    }
+
+    /// Under the sleepers lock, after the awake count fell to zero: disarms the monitor's alarm
+    /// if it sleeps on one, so a busy spell that ends before the alarm does not wake it (see the
+    /// module docs). The count changes only under this lock, so the alarm being disarmed is the
+    /// one armed for the busy spell that ends here.
+    #[inline]
+    fn last_asleep(&self) {
+        if let Some(alarm) = &self.alarm {
+            if self.watcher_sleeping.load(Ordering::SeqCst)
+                && !self.watcher_kicked.load(Ordering::SeqCst)
+            {
+                alarm.set(Duration::ZERO);
+            }
+        }
     }
 
     /// Worker `idx` wakes on its own (step 4). If it is still registered it removes itself;
@@ -200,8 +268,9 @@ impl Idle {
         }
     }
 
-    /// After a SeqCst increment of the awake count from `prev`: the first awake worker wakes the
-    /// stall monitor if it sleeps (see the module docs). Rare: only when every worker slept.
+    /// Under the sleepers lock, after a SeqCst increment of the awake count from `prev`: the first
+    /// awake worker arms the stall monitor's alarm, or wakes it, if it sleeps (see the module
+    /// docs). Only when every worker slept.
     #[inline]
     fn first_awake(&self, prev: usize) {
         if prev / AWAKE == 0 {
@@ -209,16 +278,28 @@ impl Idle {
             // which loom models exactly (it treats SeqCst accesses as acquire/release).
             fence(Ordering::SeqCst);
             if self.watcher_sleeping.load(Ordering::SeqCst) {
-                #[cfg(test)]
-                self.watcher_unparks
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.watcher.unpark();
+                match &self.alarm {
+                    Some(alarm) => {
+                        #[cfg(test)]
+                        self.watcher_alarms
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        alarm.set(self.watch_delay);
+                    }
+                    None => {
+                        #[cfg(test)]
+                        self.watcher_unparks
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        self.watcher.unpark();
+                    }
+                }
             }
         }
     }
 
     /// The stall monitor's wait: returns at once if a worker is awake or `stop()` holds, otherwise
-    /// parks until the first worker wakes or [`Idle::wake_watcher`] is called. True if it waited.
+    /// sleeps until the first worker wakes (with a kernel timer: until its alarm, one watch delay
+    /// after that wake, if a worker is still awake then) or [`Idle::wake_watcher`] is called. True
+    /// if it waited.
     pub(crate) fn wait_for_awake(&self, stop: impl Fn() -> bool) -> bool {
         let mut waited = false;
         loop {
@@ -231,15 +312,29 @@ impl Idle {
                 self.watcher_sleeping.store(false, Ordering::Relaxed);
                 return waited;
             }
-            self.watcher.park();
+            match &self.alarm {
+                Some(alarm) => {
+                    if !alarm.wait() {
+                        // The timer failed to read (it never does): no busy loop on it.
+                        self.watcher.park_timeout(self.watch_delay);
+                    }
+                }
+                None => self.watcher.park(),
+            }
             self.watcher_sleeping.store(false, Ordering::Relaxed);
             waited = true;
         }
     }
 
-    /// Wakes the stall monitor from [`Idle::wait_for_awake`] (shutdown), or makes its next wait
-    /// return at once.
+    /// Wakes the stall monitor from [`Idle::wait_for_awake`] for good (shutdown), or makes its
+    /// next wait return at once.
     pub(crate) fn wake_watcher(&self) {
+        let _sleepers = lock(&self.sleepers);
+        self.watcher_kicked.store(true, Ordering::SeqCst);
+        if let Some(alarm) = &self.alarm {
+            // The shortest wait a timer takes: zero would disarm it.
+            alarm.set(Duration::from_nanos(1));
+        }
         self.watcher.unpark();
     }
 
@@ -324,5 +419,183 @@ cfg_reactor! {
         Claimed,
         /// It is awake already: nobody was claimed.
         Awake,
+    }
+}
+
+/// The monitor's kernel timer (Linux `timerfd`; see the module docs). Not under Miri, which does
+/// not emulate it; loom has a stand-in below.
+#[cfg(all(
+    not(loom),
+    not(miri),
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod alarm {
+    use std::ffi::{c_int, c_long, c_void};
+    use std::io;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::ptr;
+    use std::time::Duration;
+
+    const CLOCK_MONOTONIC: c_int = 1;
+    const TFD_CLOEXEC: c_int = 0o2_000_000;
+
+    /// `struct timespec` on the 64-bit targets this module is built for.
+    #[repr(C)]
+    struct Timespec {
+        tv_sec: i64,
+        tv_nsec: c_long,
+    }
+
+    /// `struct itimerspec`.
+    #[repr(C)]
+    struct Itimerspec {
+        it_interval: Timespec,
+        it_value: Timespec,
+    }
+
+    unsafe extern "C" {
+        fn timerfd_create(clockid: c_int, flags: c_int) -> c_int;
+        fn timerfd_settime(
+            fd: c_int,
+            flags: c_int,
+            new: *const Itimerspec,
+            old: *mut Itimerspec,
+        ) -> c_int;
+        fn read(fd: c_int, buf: *mut c_void, count: usize) -> isize;
+    }
+
+    /// A one-shot monotonic timer that one thread waits on.
+    pub(super) struct Alarm {
+        fd: OwnedFd,
+    }
+
+    impl Alarm {
+        /// A disarmed timer; `None` if the system refuses one (then the monitor is unparked).
+        pub(super) fn new() -> Option<Alarm> {
+            // SAFETY: timerfd_create takes two integers and touches no memory of this process.
+            let fd = unsafe { timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC) };
+            if fd < 0 {
+                return None;
+            }
+            // SAFETY: `fd` is a descriptor this call just opened and nothing else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            Some(Alarm { fd })
+        }
+
+        /// Arms the timer to fire once `after` from now, replacing any earlier setting (a
+        /// pending expiry included); zero disarms it.
+        pub(super) fn set(&self, after: Duration) {
+            let spec = Itimerspec {
+                it_interval: Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
+                it_value: Timespec {
+                    tv_sec: i64::try_from(after.as_secs()).unwrap_or(i64::MAX),
+                    tv_nsec: c_long::from(after.subsec_nanos()),
+                },
+            };
+            // SAFETY: `spec` is a valid `itimerspec` that outlives the call, and a null `old` asks
+            // for no previous setting; the descriptor is open while `self` lives. The call fails
+            // only for a bad descriptor or setting, neither of which this passes.
+            unsafe { timerfd_settime(self.fd.as_raw_fd(), 0, &spec, ptr::null_mut()) };
+        }
+
+        /// Blocks until the timer fires (at once if it fired since the last wait); false if the
+        /// read failed for another reason than a signal.
+        pub(super) fn wait(&self) -> bool {
+            loop {
+                let mut expiries = 0u64;
+                // SAFETY: the buffer is 8 writable bytes that outlive the call, the size a timer
+                // descriptor's read needs; the descriptor is open while `self` lives.
+                let n = unsafe {
+                    read(
+                        self.fd.as_raw_fd(),
+                        (&raw mut expiries).cast::<c_void>(),
+                        size_of::<u64>(),
+                    )
+                };
+                if n == 8 {
+                    return true;
+                }
+                if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// loom's stand-in for the kernel timer: an armed alarm fires eventually (a wait returns), a
+/// disarmed one never; a new setting replaces a pending expiry, as `timerfd_settime` does.
+#[cfg(loom)]
+mod alarm {
+    use std::time::Duration;
+
+    use crate::shim::{Condvar, Mutex, lock};
+
+    pub(super) struct Alarm {
+        armed: Mutex<bool>,
+        cv: Condvar,
+    }
+
+    impl Alarm {
+        pub(super) fn new() -> Option<Alarm> {
+            Some(Alarm {
+                armed: Mutex::new(false),
+                cv: Condvar::new(),
+            })
+        }
+
+        pub(super) fn set(&self, after: Duration) {
+            let mut armed = lock(&self.armed);
+            *armed = !after.is_zero();
+            if *armed {
+                self.cv.notify_one();
+            }
+        }
+
+        pub(super) fn wait(&self) -> bool {
+            let mut armed = lock(&self.armed);
+            while !*armed {
+                armed = match self.cv.wait(armed) {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+            }
+            *armed = false;
+            true
+        }
+    }
+}
+
+/// No kernel timer here (another system, Miri): the first waker unparks the monitor.
+#[cfg(all(
+    not(loom),
+    not(all(
+        not(miri),
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))
+))]
+mod alarm {
+    use std::time::Duration;
+
+    /// Never built: [`Alarm::new`] has none.
+    pub(super) enum Alarm {}
+
+    impl Alarm {
+        pub(super) fn new() -> Option<Alarm> {
+            None
+        }
+
+        pub(super) fn set(&self, _after: Duration) {
+            match *self {}
+        }
+
+        pub(super) fn wait(&self) -> bool {
+            match *self {}
+        }
     }
 }

@@ -47,17 +47,21 @@
 //! a task in the lane) makes it switch before it runs the local queue, whose tasks may block too.
 //!
 //! # Cost and backing off
-//! - While every worker is parked the monitor sleeps without a timeout ([`Idle::wait_for_awake`]):
-//!   an idle runtime never wakes it, and the first worker to wake unparks it (one read of a flag,
-//!   and a system call when the monitor sleeps). It then looks a minimum tick later: a poll is
-//!   timed from the first tick that sees it, so a full tick there would add a tick to the
-//!   detection of the first stall.
-//! - Except for [`IDLE_GRACE`] after it last saw a worker awake or a poll begin: then it keeps
+//! - While every worker is parked (and no core is on probation) the monitor sleeps without a
+//!   timeout ([`Idle::wait_for_awake`]): an idle runtime never wakes it.
+//! - On Linux it sleeps on a kernel timer (`idle`, *The stall monitor's idle sleep*): the first
+//!   worker to wake arms it to fire one bound (below) later, and the last worker to park disarms
+//!   it. A busy spell shorter than that (a request under light load) never wakes the monitor; a
+//!   longer one wakes it once the bound has passed, and it looks at once: a poll that began at the
+//!   wake is seen within one bound, as with its regular ticks.
+//! - Elsewhere the first worker to wake unparks it (one read of a flag, and a system call when
+//!   the monitor sleeps), and it looks a minimum tick later: a poll is timed from the first tick
+//!   that sees it, so a full tick there would add a tick to the detection of the first stall.
+//!   Except for [`IDLE_GRACE`] after it last saw a worker awake or a poll begin: then it keeps
 //!   ticking on its timer (doubling its interval up to the bound below), and nobody unparks it.
-//!   Under light load (a request every few milliseconds, each an idle-to-busy transition) the
-//!   unpark would be made by the worker that starts serving the request, before it reads it, and
-//!   the woken monitor would often preempt that worker on its CPU; the ticks instead land at
-//!   random, rarely during a request.
+//!   Under light load the unpark would be made by the worker that starts serving the request,
+//!   before it reads it, and the woken monitor would often preempt that worker on its CPU; the
+//!   ticks instead land at random, rarely during a request.
 //! - While workers are awake it ticks every `stall_threshold / 2` at most: exactly when a poll it
 //!   saw span a tick would reach the threshold, if that is sooner; while no poll spans a tick, it
 //!   doubles its interval (from `stall_threshold / 4` after a stall) up to that bound. A new poll
@@ -82,14 +86,13 @@ use crate::shim::Ordering;
 
 use super::controller::{self, Controller, SAMPLE, Sample, TICK};
 use super::lent::{generation, hint, is_lent};
+use super::monitor_state::{MIN_TICK, longest_tick};
 use super::os_thread::{CpuTime, ThreadFiles, preempted};
 use super::shared::Shared;
 
-/// The shortest interval between two ticks, whatever the threshold.
-const MIN_TICK: Duration = Duration::from_micros(100);
-/// For this long after it last saw a worker awake or a poll begin, the monitor keeps ticking on its
-/// own timer while every worker is parked, instead of sleeping until the first worker wakes (see
-/// the module docs, *Cost and backing off*).
+/// Without a kernel timer for its idle sleep, for this long after it last saw a worker awake or a
+/// poll begin, the monitor keeps ticking on its own timer while every worker is parked, instead of
+/// sleeping until the first worker wakes (see the module docs, *Cost and backing off*).
 const IDLE_GRACE: Duration = Duration::from_millis(20);
 /// The threshold of a poll on probation (see the module docs, *Probation*) is the stall threshold
 /// divided by this, and at least [`MIN_TICK`].
@@ -125,7 +128,7 @@ fn run(shared: &Shared) {
     let threshold = shared.config().stall_threshold;
     let probation = (threshold / PROBATION_DIVISOR).max(MIN_TICK);
     let short = (threshold / 4).max(MIN_TICK);
-    let long = (threshold / 2).max(MIN_TICK);
+    let long = longest_tick(threshold);
     let monitor = shared.monitor();
     let stopped = || monitor.stopped();
     let now = Instant::now();
@@ -150,19 +153,38 @@ fn run(shared: &Shared) {
     let mut tick = short;
     // The last tick that saw a worker awake or a poll begin.
     let mut active_at = now;
+    // With a kernel timer, the first worker to wake arms the monitor's idle sleep to end one
+    // `long` tick later instead of waking it (`idle`, *The stall monitor's idle sleep*).
+    let deferred = shared.idle().defers_watch();
     while !stopped() {
-        // Cores beyond `worker_threads` retire only at ticks: no idle sleep while any runs.
-        let resting =
-            active_at.elapsed() >= IDLE_GRACE && shared.idle().active() <= shared.config().workers;
+        // Cores beyond `worker_threads` retire only at ticks: no idle sleep while any runs. A
+        // core on probation needs ticks that see its next poll in time, from its first.
+        let probing_now = {
+            let now = Instant::now();
+            probation_until.iter().any(|u| u.is_some_and(|u| now < u))
+        };
+        let resting = (deferred || active_at.elapsed() >= IDLE_GRACE)
+            && !probing_now
+            && shared.idle().active() <= shared.config().workers;
+        let mut look_now = false;
         if resting && shared.idle().wait_for_awake(stopped) {
-            // Slept through an idle spell: every poll seen before it is over. Look again soon:
-            // a poll is timed from the first tick that sees it, and a worker just woke.
+            // Slept through an idle spell: every poll seen before it is over.
             monitor.woke();
-            tick = MIN_TICK;
-            continue;
+            if deferred {
+                // The alarm fired a `long` tick after the first worker woke, and a worker is
+                // awake still: look now.
+                look_now = true;
+            } else {
+                // Look again soon: a poll is timed from the first tick that sees it, and a worker
+                // just woke.
+                tick = MIN_TICK;
+                continue;
+            }
         }
-        monitor.sleep(tick);
-        monitor.woke();
+        if !look_now {
+            monitor.sleep(tick);
+            monitor.woke();
+        }
         if stopped() {
             break;
         }

@@ -10,6 +10,16 @@ use crate::shim::{AtomicBool, AtomicU64, Ordering};
 use super::idle::Idle;
 use super::parker::Parker;
 
+/// The shortest interval between two ticks of the monitor, whatever the threshold.
+pub(crate) const MIN_TICK: Duration = Duration::from_micros(100);
+
+/// The longest interval between two ticks of the monitor while a worker is awake: half the stall
+/// threshold. Also how long after the first worker wakes an idle monitor looks (`idle`, *The
+/// stall monitor's idle sleep*).
+pub(crate) fn longest_tick(stall_threshold: Duration) -> Duration {
+    (stall_threshold / 2).max(MIN_TICK)
+}
+
 /// The monitor's shared state (in `Shared`).
 pub(crate) struct Monitor {
     /// The monitor's timed sleep between ticks.

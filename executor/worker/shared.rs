@@ -21,7 +21,7 @@ use super::idle::Idle;
 use super::lent::LentSlot;
 use super::local::LocalQueue;
 use super::metrics::Published;
-use super::monitor_state::Monitor;
+use super::monitor_state::{Monitor, longest_tick};
 use super::parker::Parker;
 use super::threads::Threads;
 
@@ -198,7 +198,8 @@ impl Shared {
                 io: Io::default(),
                 cores,
                 scheduler: Scheduler::new(n, config.quantum),
-                idle: Idle::with_active(n, config.workers),
+                idle: Idle::with_active(n, config.workers)
+                    .watching_after(longest_tick(config.stall_threshold)),
                 shutdown: AtomicBool::new(false),
                 config,
                 groups: GroupList::new(),
