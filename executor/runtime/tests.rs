@@ -6,10 +6,11 @@ mod monitor {
 
     use crate::Runtime;
 
-    /// Under light load every request wakes an idle runtime. The stall monitor then keeps ticking
-    /// on its own timer for a while instead of sleeping until the first worker wakes: the worker
-    /// that starts serving a request does not unpark it (an unpark is a system call, and the woken
-    /// monitor would often take the worker's CPU before the request was read).
+    /// Under light load every request wakes an idle runtime. The worker that starts serving a
+    /// request never unparks the stall monitor (an unpark is a system call, and the woken monitor
+    /// would often take the worker's CPU before the request was read): on Linux it arms the
+    /// monitor's kernel timer; elsewhere the monitor keeps ticking on its own timer for a while
+    /// after activity.
     #[test]
     fn light_load_does_not_make_the_workers_wake_the_monitor() {
         let rt = Runtime::builder().worker_threads(2).build().unwrap();
