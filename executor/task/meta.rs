@@ -172,6 +172,19 @@ impl TaskMeta {
         self.group.task_hooks().and_then(|h| h.dump.as_deref())
     }
 
+    /// As a wake schedules the task, for a task with [`has_extras`](Self::has_extras): a task
+    /// woken while idle is queued in the task dump. A wake during the task's poll
+    /// (`woken_while_running`) is recorded by the poll's end instead.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn scheduled_with_extras(&self, woken_while_running: bool) {
+        if !woken_while_running {
+            if let Some(dump) = self.dump_table() {
+                dump.woken(task_id(self));
+            }
+        }
+    }
+
     /// As the task's future is dropped (by its holder), for a task with
     /// [`has_extras`](Self::has_extras): runs the end hook, removes the task from the task dump,
     /// then forgets the name.

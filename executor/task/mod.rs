@@ -77,6 +77,14 @@ where
     S: Fn(Runnable, ScheduleInfo) + Send + Sync + 'static,
 {
     let make = future::TaskFuture::wrap(future);
+    // A wake tells the task dump only for a task marked at its spawn (`has_extras`): one test of
+    // a word in the metadata, which the schedule function reads next anyway.
+    let schedule = move |r: Runnable, info: ScheduleInfo| {
+        if r.metadata().has_extras() {
+            r.metadata().scheduled_with_extras(info.woken_while_running);
+        }
+        schedule(r, info)
+    };
     // SAFETY: `F` is `Send + 'static`; the only borrow in the wrapper is of the task's own
     // metadata, which async-task keeps alive until after the future is dropped; the schedule
     // function is `Send + Sync + 'static`. So the conditions of `spawn_unchecked` (non-Send futures
