@@ -5,10 +5,11 @@
 //! # Protocol
 //! 1. The switch rides on the task hooks' path (`task::hooks`): a runtime with the dump stores a
 //!    hook set holding its [`DumpTable`], and announces it as a hooked runtime does. A spawn on it
-//!    marks the task (`EXTRAS`, the flag names and hooks use) and enters it here, on the spawning
-//!    thread, before it is queued, in the state `Queued`. A runtime without the switch stores no
-//!    table, and its tasks pay only the tests the hooks already cost (one at a spawn, a poll, a
-//!    wake and the end).
+//!    takes the out-of-line path of named and hooked tasks, which gives the task a schedule
+//!    function that reports its wakes (step 4), marks it (`EXTRAS`, the flag names and hooks use)
+//!    and enters it here, on the spawning thread, before it is queued, in the state `Queued`. A
+//!    runtime without the switch stores no table, and its tasks pay only the tests the hooks
+//!    already cost: nothing is added to a spawn, a poll or a wake.
 //! 2. The table is split into shards by the task's id, each a plain lock held only to enter,
 //!    update, copy or remove one entry (never while user code runs, never while a waker is
 //!    called): spawns and polls on different workers meet on a shard only when their tasks hash to
@@ -18,12 +19,10 @@
 //!    `Queued` if the task was woken during the poll (a yield, or a wake that came while it ran:
 //!    the task went back to a run queue), `Idle` otherwise. A later poll on another worker has a
 //!    newer ticket, which the check leaves alone.
-//! 4. A wake of a task that is not running calls its schedule function, which tests the task's
-//!    `EXTRAS` mark (on the metadata's first line, which the schedule path reads anyway) and, only
-//!    when it is set, sets `Queued` here before the task goes to a run queue, so no poll can start
-//!    before it. Such a wake may come after the poll's future returned and before the worker's
-//!    step 3: step 3 then finds `Queued`, not `Running`, and leaves it. A runtime without the
-//!    switch marks no task, so its wakes pay that one test and nothing else.
+//! 4. A wake of a task that is not running calls the task's schedule function, which sets
+//!    `Queued` here before the task goes to a run queue, so no poll can start before it. Such a
+//!    wake may come after the poll's future returned and before the worker's step 3: step 3 then
+//!    finds `Queued`, not `Running`, and leaves it. A wake during a poll is left to step 3.
 //! 5. The task's entry is removed as its future is dropped (completed, panicked or cancelled),
 //!    before its group counts it finished: a dump lists exactly the tasks whose futures live.
 //! 6. A dump locks one shard at a time and copies its entries, so it never stops the workers for

@@ -42,13 +42,10 @@ pin_project! {
             // Drop the user's future first, so its destructor has run when the owner counts the
             // task as finished. A future still here was cancelled (a completed one was dropped in
             // its last poll): it is dropped with its group current, wherever this runs. Only the
-            // cancel path pays for the scope.
+            // cancel path pays for the scope, and for the end hook's test here (a completed
+            // task's ran in its last poll).
             if this.future.as_ref().get_ref().is_some() {
-                let meta = *this.meta;
-                OwnerOf::as_current(&meta.group, || drop_future(this.future, meta));
-            }
-            if this.meta.has_extras() {
-                this.meta.end_extras();
+                drop_cancelled(this.future, this.meta);
             }
             this.meta.group.finished(this.meta, *this.outcome);
         }
@@ -86,6 +83,7 @@ impl<F: Future> Future for TaskFuture<'_, F> {
             Ok(Poll::Ready(v)) => {
                 *this.outcome = Outcome::Completed;
                 drop_future(this.future, this.meta);
+                end_extras(this.meta);
                 Poll::Ready(TaskOutput::new(Ok(v)))
             }
             Err(payload) => {
@@ -93,9 +91,29 @@ impl<F: Future> Future for TaskFuture<'_, F> {
                 // The hook sees the panic before the future's destructor runs.
                 let payload = report_poll_panic(this.meta, payload);
                 drop_future(this.future, this.meta);
+                end_extras(this.meta);
                 Poll::Ready(TaskOutput::new(Err(payload)))
             }
         }
+    }
+}
+
+/// Drops the future of a task that did not complete, with its group current, and ends its extras.
+/// Out of line: only cancelled tasks come here.
+#[cold]
+#[inline(never)]
+fn drop_cancelled<F>(future: Pin<&mut Option<F>>, meta: &TaskMeta) {
+    OwnerOf::as_current(&meta.group, || drop_future(future, meta));
+    end_extras(meta);
+}
+
+/// Once the user's future is gone (completed, panicked or cancelled), for a task with
+/// [`has_extras`](TaskMeta::has_extras): the end hook, the task dump, the name (see `hooks`).
+/// Before the owner counts the task finished.
+#[inline(always)]
+fn end_extras(meta: &TaskMeta) {
+    if meta.has_extras() {
+        meta.end_extras();
     }
 }
 
