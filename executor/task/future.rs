@@ -41,11 +41,14 @@ pin_project! {
             let this = this.project();
             // Drop the user's future first, so its destructor has run when the owner counts the
             // task as finished. A future still here was cancelled (a completed one was dropped in
-            // its last poll): it is dropped with its group current, wherever this runs. Only the
-            // cancel path pays for the scope, and for the end hook's test here (a completed
-            // task's ran in its last poll).
+            // its last poll): it is dropped with its group current, wherever this runs, out of
+            // line. Then a task with extras runs its end hook, leaves the task dump and forgets
+            // its name (`hooks`), before its owner counts it finished.
             if this.future.as_ref().get_ref().is_some() {
                 drop_cancelled(this.future, this.meta);
+            }
+            if this.meta.has_extras() {
+                this.meta.end_extras();
             }
             this.meta.group.finished(this.meta, *this.outcome);
         }
@@ -83,7 +86,6 @@ impl<F: Future> Future for TaskFuture<'_, F> {
             Ok(Poll::Ready(v)) => {
                 *this.outcome = Outcome::Completed;
                 drop_future(this.future, this.meta);
-                end_extras(this.meta);
                 Poll::Ready(TaskOutput::new(Ok(v)))
             }
             Err(payload) => {
@@ -91,30 +93,18 @@ impl<F: Future> Future for TaskFuture<'_, F> {
                 // The hook sees the panic before the future's destructor runs.
                 let payload = report_poll_panic(this.meta, payload);
                 drop_future(this.future, this.meta);
-                end_extras(this.meta);
                 Poll::Ready(TaskOutput::new(Err(payload)))
             }
         }
     }
 }
 
-/// Drops the future of a task that did not complete, with its group current, and ends its extras.
-/// Out of line: only cancelled tasks come here.
+/// Drops the future of a task that did not complete, with its group current. Out of line: only
+/// cancelled tasks come here.
 #[cold]
 #[inline(never)]
 fn drop_cancelled<F>(future: Pin<&mut Option<F>>, meta: &TaskMeta) {
     OwnerOf::as_current(&meta.group, || drop_future(future, meta));
-    end_extras(meta);
-}
-
-/// Once the user's future is gone (completed, panicked or cancelled), for a task with
-/// [`has_extras`](TaskMeta::has_extras): the end hook, the task dump, the name (see `hooks`).
-/// Before the owner counts the task finished.
-#[inline(always)]
-fn end_extras(meta: &TaskMeta) {
-    if meta.has_extras() {
-        meta.end_extras();
-    }
 }
 
 /// Drops the user's future in place; a panicking destructor is caught and reported like a task

@@ -16,8 +16,8 @@
 //!    on that runtime, which follows its start, sees it. A spawn tests it (one load of a static)
 //!    and, only when it is set, makes the task out of line: it names it, marks its metadata and
 //!    runs the spawn hook. A poll tests the mark (in the load of the metadata's first line that
-//!    reads the abort flag), and so does a task's end (in its last poll, or out of line for a
-//!    cancelled task); only when it is set do they look up their runtime's hooks, out of line. A
+//!    reads the abort flag), and so does the drop of a task's future; only when it is set do
+//!    they look up their runtime's hooks, out of line. A
 //!    wake tests nothing: only a task of a runtime with the task dump has a schedule function
 //!    that records its wakes (`task::create`).
 //! 4. With a set, `on_task_spawn` runs on the spawning thread after the task exists and before it
