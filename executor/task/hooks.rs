@@ -17,9 +17,9 @@
 //!    and, only when it is set, makes the task out of line: it names it, marks its metadata and
 //!    runs the spawn hook. A poll tests the mark (in the load of the metadata's first line that
 //!    reads the abort flag), and so does the drop of a task's future; only when it is set do
-//!    they look up their runtime's hooks, out of line. A
-//!    wake tests nothing: only a task of a runtime with the task dump has a schedule function
-//!    that records its wakes (`task::create`).
+//!    they look up their runtime's hooks, out of line. A wake tests nothing: only a task of a
+//!    runtime with the task dump has a schedule function that records its wakes
+//!    (`task::create`).
 //! 4. With a set, `on_task_spawn` runs on the spawning thread after the task exists and before it
 //!    is queued; `on_before_task_poll` and `on_after_task_poll` run on the worker around each poll
 //!    of a task (not around the drop of a cancelled one); `on_task_terminate` runs once per task,
