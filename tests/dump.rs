@@ -1,6 +1,6 @@
-//! The task dump (`Builder::enable_task_dump`, `Handle::dump`): what it lists, each state, poll
-//! counts, finished tasks leaving it, the switch off, and dumps taken from another thread while
-//! workers run; and `AbortHandle`: aborting without the `JoinHandle`, `is_finished`, `id`,
+//! The task dump (`Builder::enable_task_dump`, `Handle::dump`): what it lists, each state (a
+//! woken task queued until it is polled), poll counts, finished tasks leaving it, the switch off,
+//! and dumps taken from another thread while workers run; and `AbortHandle`: aborting without the `JoinHandle`, `is_finished`, `id`,
 //! `JoinSet::spawn`'s handles, `Extend` and `FromIterator`.
 
 mod common;
@@ -129,10 +129,67 @@ fn a_waiting_task_shows_idle_a_new_one_queued_and_the_dumping_task_running() {
             "the dumping task is in its poll"
         );
         assert_eq!(fresh, (TaskState::Queued, 0), "spawned, not yet polled");
-        // Wakes are not recorded: woken, not yet polled again, it still shows its last poll's
-        // outcome.
-        assert_eq!(woken, (TaskState::Idle, 1));
+        // Woken by the dumping task's poll, not yet polled again: queued.
+        assert_eq!(woken, (TaskState::Queued, 1));
         rt.block_on(waiter).unwrap();
+    });
+}
+
+#[test]
+fn a_task_woken_from_outside_shows_queued_until_a_worker_polls_it() {
+    watchdog(60, || {
+        // One worker, held by a spinning task and never rescued: a woken task waits in a queue.
+        let rt = builder(1)
+            .stall_threshold(Duration::from_secs(3600))
+            .enable_task_dump()
+            .build()
+            .unwrap();
+        let sem = Arc::new(Semaphore::new(0));
+        let s = sem.clone();
+        let waiter = named("waiter")
+            .spawn_on(
+                async move {
+                    s.acquire().await.unwrap().forget();
+                    s.acquire().await.unwrap().forget();
+                },
+                rt.handle(),
+            )
+            .unwrap();
+        assert!(eventually(10, || {
+            find(&rt, "waiter").is_some_and(|t| t.state() == TaskState::Idle)
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        let holder = named("holder")
+            .spawn_on(
+                async move {
+                    while !st.load(Ordering::SeqCst) {
+                        std::hint::spin_loop();
+                    }
+                },
+                rt.handle(),
+            )
+            .unwrap();
+        assert!(eventually(10, || {
+            find(&rt, "holder").is_some_and(|t| t.state() == TaskState::Running)
+        }));
+        // The wake, from this thread, is recorded before it returns.
+        sem.add_permits(1);
+        let woken = find(&rt, "waiter").unwrap();
+        let dump = rt.dump().unwrap();
+        stop.store(true, Ordering::SeqCst);
+        assert_eq!(
+            (woken.state(), woken.polls()),
+            (TaskState::Queued, 1),
+            "{dump}"
+        );
+        // Polled again, it waits for the second permit: idle.
+        assert!(eventually(10, || {
+            find(&rt, "waiter").is_some_and(|t| t.polls() == 2 && t.state() == TaskState::Idle)
+        }));
+        sem.add_permits(1);
+        rt.block_on(waiter).unwrap();
+        rt.block_on(holder).unwrap();
     });
 }
 

@@ -434,3 +434,50 @@ fn try_join_next_sees_every_finished_task_in_one_poll() {
     }));
     assert_eq!(count.unwrap(), 1000);
 }
+
+#[test]
+fn the_with_id_methods_name_each_joined_task_by_its_id() {
+    watchdog(60, || {
+        rt(2).block_on(async {
+            let mut set = JoinSet::new();
+            let mut spawned = HashSet::new();
+            for i in 0..50u32 {
+                let handle = set.spawn(async move {
+                    sleep(Duration::from_millis(u64::from(i % 5))).await;
+                    if i == 7 {
+                        panic!("task 7");
+                    }
+                    i
+                });
+                spawned.insert(handle.id());
+            }
+            let mut joined = HashSet::new();
+            let mut outputs = 0;
+            while let Some(res) = set.join_next_with_id().await {
+                let id = match res {
+                    Ok((id, _)) => {
+                        outputs += 1;
+                        id
+                    }
+                    Err(e) => {
+                        assert!(e.is_panic());
+                        e.id()
+                    }
+                };
+                assert!(joined.insert(id), "an id joined twice");
+            }
+            assert_eq!(outputs, 49);
+            assert_eq!(joined, spawned);
+
+            let id = set.spawn(async { 1 }).id();
+            let taken = loop {
+                match set.try_join_next_with_id() {
+                    Some(res) => break res.unwrap(),
+                    None => rondo::yield_now().await,
+                }
+            };
+            assert_eq!(taken, (id, 1));
+            assert!(set.try_join_next_with_id().is_none());
+        });
+    });
+}

@@ -1019,3 +1019,31 @@ fn a_bursting_interval_lets_the_other_tasks_of_its_worker_run() {
         });
     });
 }
+
+/// A timeout fires around a future that is ready whenever it has budget: the future spends the
+/// task's whole cooperative budget in every poll, and the deadline is still seen.
+#[test]
+fn a_timeout_elapses_around_a_future_that_spends_every_budget() {
+    watchdog(60, || {
+        for workers in [1, 2] {
+            let rt = rt(workers);
+            let spins = Arc::new(AtomicUsize::new(0));
+            let s = spins.clone();
+            let r = rt.block_on(rt.spawn(timeout(MS, async move {
+                loop {
+                    rondo::task::consume_budget().await;
+                    s.fetch_add(1, Ordering::Relaxed);
+                }
+            })));
+            assert_eq!(r.unwrap(), Err(Elapsed));
+            assert!(spins.load(Ordering::Relaxed) > 0);
+            // Under `block_on` as well.
+            let r = rt.block_on(timeout(MS, async {
+                loop {
+                    rondo::task::consume_budget().await;
+                }
+            }));
+            assert_eq!(r, Err::<(), _>(Elapsed));
+        }
+    });
+}

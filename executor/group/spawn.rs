@@ -91,32 +91,6 @@ where
     // The task's span (feature `tracing`), if a subscriber wants it: the future is wrapped to
     // enter it around each poll, and the span closes as the future is dropped. A task whose
     // span is disabled is created exactly as without the feature.
-    #[cfg(feature = "tracing")]
-    if let Some(span) = task_span(group, name.as_ref()) {
-        let record = span.clone();
-        let (runnable, handle) = task::create(
-            TaskMeta::new(group.clone()),
-            Spanned { future, span },
-            schedule,
-        );
-        // The id is the task's address: known once the task exists.
-        record.record("task.id", runnable.metadata().id().as_u64());
-        return start(group, name, runnable, handle, first);
-    }
-    let (runnable, handle) = task::create(TaskMeta::new(group.clone()), future, schedule);
-    start(group, name, runnable, handle, first)
-}
-
-/// The rest of [`spawn_meta`], once the task exists: names it, counts it and hands it to
-/// `first`, or drops it unpolled if its group is cancelled or its runtime shutting down.
-#[inline(always)]
-fn start<T>(
-    group: &Arc<GroupInner>,
-    name: Option<TaskName>,
-    runnable: crate::task::Runnable,
-    handle: JoinHandle<T>,
-    first: impl FnOnce(crate::task::Runnable),
-) -> JoinHandle<T> {
     trace_event!(
         TRACE,
         task = name.as_ref().map(|n| n.0.as_str()),
@@ -124,10 +98,34 @@ fn start<T>(
         group_id = group.id(),
         "task spawned"
     );
-    if let Some(name) = name {
-        runnable.metadata().set_name(name);
+    #[cfg(feature = "tracing")]
+    if let Some(span) = task_span(group, name.as_ref()) {
+        let record = span.clone();
+        let (runnable, handle) = task::create(
+            TaskMeta::new(group.clone()),
+            name,
+            Spanned { future, span },
+            schedule,
+        );
+        // The id is the task's address: known once the task exists.
+        record.record("task.id", runnable.metadata().id().as_u64());
+        return start(group, runnable, handle, first);
     }
-    task::spawned(&runnable);
+    // Named, marked for the hooks and seen by the spawn hook inside, before it is queued.
+    let (runnable, handle) = task::create(TaskMeta::new(group.clone()), name, future, schedule);
+    start(group, runnable, handle, first)
+}
+
+/// The rest of [`spawn_meta`], once the task exists (named and seen by the spawn hook): counts it
+/// and hands it to `first`, or drops it unpolled if its group is cancelled or its runtime shutting
+/// down.
+#[inline(always)]
+fn start<T>(
+    group: &Arc<GroupInner>,
+    runnable: crate::task::Runnable,
+    handle: JoinHandle<T>,
+    first: impl FnOnce(crate::task::Runnable),
+) -> JoinHandle<T> {
     // Counted even when refused: its drop below counts it as cancelled.
     group.registry.spawned();
     if !group.cancelled.load(Ordering::Acquire) && !group.host.is_shutdown() {

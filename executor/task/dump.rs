@@ -5,10 +5,11 @@
 //! # Protocol
 //! 1. The switch rides on the task hooks' path (`task::hooks`): a runtime with the dump stores a
 //!    hook set holding its [`DumpTable`], and announces it as a hooked runtime does. A spawn on it
-//!    marks the task (`EXTRAS`, the flag names and hooks use) and enters it here, on the spawning
-//!    thread, before it is queued, in the state `Queued`. A runtime without the switch stores no
-//!    table, and its tasks pay only the tests the hooks already cost: nothing is added to a
-//!    spawn, a poll or a wake.
+//!    takes the out-of-line path of named and hooked tasks, which gives the task a schedule
+//!    function that reports its wakes (step 4), marks it (`EXTRAS`, the flag names and hooks use)
+//!    and enters it here, on the spawning thread, before it is queued, in the state `Queued`. A
+//!    runtime without the switch stores no table, and its tasks pay only the tests the hooks
+//!    already cost: nothing is added to a spawn, a poll or a wake.
 //! 2. The table is split into shards by the task's id, each a plain lock held only to enter,
 //!    update, copy or remove one entry (never while user code runs, never while a waker is
 //!    called): spawns and polls on different workers meet on a shard only when their tasks hash to
@@ -17,12 +18,14 @@
 //!    ticket); after the poll, if the entry still shows `Running` with that ticket, it sets
 //!    `Queued` if the task was woken during the poll (a yield, or a wake that came while it ran:
 //!    the task went back to a run queue), `Idle` otherwise. A later poll on another worker has a
-//!    newer ticket, which the check leaves alone. Wakes are not recorded (recording them would
-//!    cost every wake of every task a test, dump or not): a task woken while idle shows `Idle`
-//!    until a worker polls it.
-//! 4. The task's entry is removed as its future is dropped (completed, panicked or cancelled),
+//!    newer ticket, which the check leaves alone.
+//! 4. A wake of a task that is not running calls the task's schedule function, which sets
+//!    `Queued` here before the task goes to a run queue, so no poll can start before it. Such a
+//!    wake may come after the poll's future returned and before the worker's step 3: step 3 then
+//!    finds `Queued`, not `Running`, and leaves it. A wake during a poll is left to step 3.
+//! 5. The task's entry is removed as its future is dropped (completed, panicked or cancelled),
 //!    before its group counts it finished: a dump lists exactly the tasks whose futures live.
-//! 5. A dump locks one shard at a time and copies its entries, so it never stops the workers for
+//! 6. A dump locks one shard at a time and copies its entries, so it never stops the workers for
 //!    longer than one shard's copy; it is a consistent view of each task, not of all tasks at one
 //!    instant.
 
@@ -41,13 +44,12 @@ const SHARDS: usize = 64;
 pub enum TaskState {
     /// A worker is polling it now.
     Running,
-    /// In a run queue, never polled yet (spawned), or woken during its last poll (a yield, or a
-    /// wake that came while it ran). A [`spawn_blocking`](crate::spawn_blocking) closure shows
-    /// queued until it ends: the blocking pool's threads are not tracked.
+    /// In a run queue: never polled yet (spawned), woken during its last poll (a yield, or a
+    /// wake that came while it ran), or woken since, and not yet polled again. A
+    /// [`spawn_blocking`](crate::spawn_blocking) closure shows queued until it ends: the blocking
+    /// pool's threads are not tracked.
     Queued,
-    /// Its last poll returned `Pending` and nothing woke it during that poll: waiting for a
-    /// wake. Wakes are not recorded (that would cost every task's wake a test), so a task woken
-    /// since shows idle until a worker polls it.
+    /// Its last poll returned `Pending` and nothing has woken it since: waiting for a wake.
     Idle,
 }
 
@@ -132,14 +134,21 @@ impl DumpTable {
         }
     }
 
-    /// The task's future was dropped (step 4).
+    /// A wake scheduled the task while it was not running (step 4): it waits in a run queue.
+    pub(crate) fn woken(&self, task: usize) {
+        if let Some(e) = self.shard(task).get_mut(&task) {
+            e.state = TaskState::Queued;
+        }
+    }
+
+    /// The task's future was dropped (step 5).
     pub(crate) fn ended(&self, task: usize) {
         let entry = self.shard(task).remove(&task);
         // The name and the group's reference are released outside the lock.
         drop(entry);
     }
 
-    /// A snapshot of every live task (step 5).
+    /// A snapshot of every live task (step 6).
     pub(crate) fn snapshot(&self) -> Dump {
         let now = Instant::now();
         let mut copied = Vec::new();

@@ -41,11 +41,11 @@ pin_project! {
             let this = this.project();
             // Drop the user's future first, so its destructor has run when the owner counts the
             // task as finished. A future still here was cancelled (a completed one was dropped in
-            // its last poll): it is dropped with its group current, wherever this runs. Only the
-            // cancel path pays for the scope.
+            // its last poll): it is dropped with its group current, wherever this runs, out of
+            // line. Then a task with extras runs its end hook, leaves the task dump and forgets
+            // its name (`hooks`), before its owner counts it finished.
             if this.future.as_ref().get_ref().is_some() {
-                let meta = *this.meta;
-                OwnerOf::as_current(&meta.group, || drop_future(this.future, meta));
+                drop_cancelled(this.future, this.meta);
             }
             if this.meta.has_extras() {
                 this.meta.end_extras();
@@ -97,6 +97,14 @@ impl<F: Future> Future for TaskFuture<'_, F> {
             }
         }
     }
+}
+
+/// Drops the future of a task that did not complete, with its group current. Out of line: only
+/// cancelled tasks come here.
+#[cold]
+#[inline(never)]
+fn drop_cancelled<F>(future: Pin<&mut Option<F>>, meta: &TaskMeta) {
+    OwnerOf::as_current(&meta.group, || drop_future(future, meta));
 }
 
 /// Drops the user's future in place; a panicking destructor is caught and reported like a task

@@ -14,14 +14,18 @@
 //! 3. A runtime without hooks stores no hook set at all. A process-wide flag says whether any
 //!    runtime was built with hooks; it is set before the hooked runtime starts, so every spawn
 //!    on that runtime, which follows its start, sees it. A spawn tests it (one load of a static)
-//!    and, only when it is set, marks the task's metadata and runs the spawn hook out of line. A
-//!    poll and a task's end test the mark (one load of the metadata's first line, shared with
-//!    names) and, only when it is set, look up their runtime's hooks out of line. With a set, `on_task_spawn` runs on the spawning thread after
-//!    the task exists and before it is queued; `on_before_task_poll` and `on_after_task_poll`
-//!    run on the worker around each poll of a task (not around the drop of a cancelled one);
-//!    `on_task_terminate` runs once per task, on the thread that drops its future (completed,
-//!    panicked or cancelled), after the future's destructor and before the task's group counts
-//!    it as finished. A panic inside a hook is caught and ignored.
+//!    and, only when it is set, makes the task out of line: it names it, marks its metadata and
+//!    runs the spawn hook. A poll tests the mark (in the load of the metadata's first line that
+//!    reads the abort flag), and so does the drop of a task's future; only when it is set do
+//!    they look up their runtime's hooks, out of line. A wake tests nothing: only a task of a
+//!    runtime with the task dump has a schedule function that records its wakes
+//!    (`task::create`).
+//! 4. With a set, `on_task_spawn` runs on the spawning thread after the task exists and before it
+//!    is queued; `on_before_task_poll` and `on_after_task_poll` run on the worker around each poll
+//!    of a task (not around the drop of a cancelled one); `on_task_terminate` runs once per task,
+//!    on the thread that drops its future (completed, panicked or cancelled), after the future's
+//!    destructor and before the task's group counts it as finished. A panic inside a hook is
+//!    caught and ignored.
 
 use std::fmt;
 use std::num::NonZeroU64;

@@ -17,6 +17,7 @@ use slab::Slab;
 use super::JoinHandle;
 use super::abort::AbortHandle;
 use super::error::JoinError;
+use super::hooks::Id;
 
 /// A set of tasks spawned by it, whose results are taken as they complete.
 ///
@@ -382,6 +383,43 @@ impl<T> JoinSet<T> {
     /// });
     /// ```
     pub fn try_join_next(&mut self) -> Option<Result<T, JoinError>> {
+        self.try_join_next_with_id().map(without_id)
+    }
+
+    /// [`join_next`](JoinSet::join_next) that also returns the id of the task whose output it
+    /// is (as tokio's); a failed task's id is [`JoinError::id`].
+    ///
+    /// ```
+    /// rondo::block_on(async {
+    ///     let mut set = rondo::task::JoinSet::new();
+    ///     let id = set.spawn(async { 7 }).id();
+    ///     let (joined, v) = set.join_next_with_id().await.unwrap().unwrap();
+    ///     assert_eq!((joined, v), (id, 7));
+    ///     assert!(set.join_next_with_id().await.is_none());
+    /// });
+    /// ```
+    pub async fn join_next_with_id(&mut self) -> Option<Result<(Id, T), JoinError>> {
+        poll_fn(|cx| self.poll_join_next_with_id(cx)).await
+    }
+
+    /// [`try_join_next`](JoinSet::try_join_next) that also returns the id of the task whose
+    /// output it is (as tokio's); a failed task's id is [`JoinError::id`].
+    ///
+    /// ```
+    /// rondo::block_on(async {
+    ///     let mut set = rondo::task::JoinSet::new();
+    ///     let id = set.spawn(async { panic!("boom") }).id();
+    ///     let err = loop {
+    ///         match set.try_join_next_with_id() {
+    ///             Some(res) => break res.unwrap_err(),
+    ///             None => rondo::yield_now().await,
+    ///         }
+    ///     };
+    ///     assert!(err.is_panic());
+    ///     assert_eq!(err.id(), id);
+    /// });
+    /// ```
+    pub fn try_join_next_with_id(&mut self) -> Option<Result<(Id, T), JoinError>> {
         // Not budgeted: with the task's budget spent, a finished task's handle would say
         // `Pending`, and this would answer that no task has finished.
         let _unlimited = super::coop::Unconstrained::start();
@@ -404,6 +442,25 @@ impl<T> JoinSet<T> {
     /// });
     /// ```
     pub fn poll_join_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<T, JoinError>>> {
+        self.poll_join_next_with_id(cx)
+            .map(|next| next.map(without_id))
+    }
+
+    /// [`poll_join_next`](JoinSet::poll_join_next) that also returns the id of the task whose
+    /// output it is (as tokio's); a failed task's id is [`JoinError::id`].
+    ///
+    /// ```
+    /// rondo::block_on(async {
+    ///     let mut set = rondo::task::JoinSet::new();
+    ///     let id = set.spawn(async { 'x' }).id();
+    ///     let res = std::future::poll_fn(|cx| set.poll_join_next_with_id(cx)).await;
+    ///     assert_eq!(res.unwrap().unwrap(), (id, 'x'));
+    /// });
+    /// ```
+    pub fn poll_join_next_with_id(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<(Id, T), JoinError>>> {
         if self.tasks.is_empty() {
             return Poll::Ready(None);
         }
@@ -420,7 +477,7 @@ impl<T> JoinSet<T> {
 
     /// Looks at the tasks whose future is gone, polling their handles with `cx`, and returns the
     /// first result found.
-    fn poll_ended(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, JoinError>> {
+    fn poll_ended(&mut self, cx: &mut Context<'_>) -> Poll<Result<(Id, T), JoinError>> {
         // Those already seen finishing first: their handles hold an earlier waker.
         let mut i = 0;
         while i < self.finishing.len() {
@@ -468,19 +525,25 @@ impl<T> JoinSet<T> {
         &mut self,
         (key, generation): Notice,
         cx: &mut Context<'_>,
-    ) -> Option<Poll<Result<T, JoinError>>> {
+    ) -> Option<Poll<Result<(Id, T), JoinError>>> {
         let (g, handle) = self.tasks.get_mut(key)?;
         if *g != generation {
             return None;
         }
-        match Pin::new(handle).poll(cx) {
+        match Pin::new(&mut *handle).poll(cx) {
             Poll::Ready(res) => {
+                let id = handle.id();
                 self.tasks.remove(key);
-                Some(Poll::Ready(res))
+                Some(Poll::Ready(res.map(|v| (id, v))))
             }
             Poll::Pending => Some(Poll::Pending),
         }
     }
+}
+
+/// A result of the `_with_id` methods without the id.
+fn without_id<T>(res: Result<(Id, T), JoinError>) -> Result<T, JoinError> {
+    res.map(|(_, v)| v)
 }
 
 impl<T> Default for JoinSet<T> {

@@ -172,6 +172,16 @@ impl TaskMeta {
         self.group.task_hooks().and_then(|h| h.dump.as_deref())
     }
 
+    /// A wake scheduled the task while it was not running: it is queued in the task dump. Only
+    /// tasks of a runtime with the dump have a schedule function that calls this (`task::create`).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn woken_for_dump(&self) {
+        if let Some(dump) = self.dump_table() {
+            dump.woken(task_id(self));
+        }
+    }
+
     /// As the task's future is dropped (by its holder), for a task with
     /// [`has_extras`](Self::has_extras): runs the end hook, removes the task from the task dump,
     /// then forgets the name.
@@ -225,6 +235,20 @@ impl TaskMeta {
     #[inline]
     pub(crate) fn is_abortable(&self) -> bool {
         self.flags.load(Ordering::Relaxed) & ABORTABLE != 0
+    }
+
+    /// Before a poll: whether the task must be dropped instead ([`is_cancelled`]) and whether its
+    /// poll takes the hooks' path ([`has_extras`]), from one load of the flags.
+    ///
+    /// [`is_cancelled`]: Self::is_cancelled
+    /// [`has_extras`]: Self::has_extras
+    #[inline(always)]
+    pub(crate) fn cancelled_and_extras(&self) -> (bool, bool) {
+        let flags = self.flags.load(Ordering::SeqCst);
+        (
+            flags & ABORTED != 0 || self.group.is_cancelled(),
+            flags & EXTRAS != 0,
+        )
     }
 
     /// True when the task must be dropped instead of polled.

@@ -56,6 +56,7 @@ pub use join::JoinHandle;
 pub(crate) use join::{end_probe, start_probe};
 pub use join_set::JoinSet;
 pub use local::{AccessError, LocalKey, TaskLocalFuture};
+use meta::TaskName;
 pub(crate) use meta::{Runnable, TaskMeta};
 pub use yield_now::yield_now;
 
@@ -64,13 +65,77 @@ pub use yield_now::yield_now;
 /// worker's stack).
 pub(crate) const BOX_FUTURES_ABOVE: usize = 16 * 1024;
 
-/// Allocates a task for `future` with `meta`; `schedule` is called on each wake. The caller runs
-/// the spawn hook ([`spawned`]) before it queues the task.
+/// Allocates a task for `future` with `meta`, called `name` (`None`: unnamed); `schedule` is
+/// called on each wake. A task that is named, or spawned while a runtime of the process has task
+/// hooks, is made out of line ([`create_with_extras`]); any other costs one load of a static and a
+/// test more than the allocation.
+#[inline(always)]
 pub(crate) fn create<F, S>(
     meta: TaskMeta,
+    name: Option<TaskName>,
     future: F,
     schedule: S,
 ) -> (Runnable, JoinHandle<F::Output>)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Fn(Runnable, ScheduleInfo) + Send + Sync + 'static,
+{
+    // Both paths return two pointers (in registers), the handle is built after they meet.
+    let (runnable, task) = if name.is_some() || hooks::maybe() {
+        create_with_extras(meta, name, future, schedule)
+    } else {
+        allocate(meta, future, schedule)
+    };
+    (runnable, JoinHandle::new(task))
+}
+
+/// A task as async-task returns it: its runnable and its output's handle.
+type Allocated<T> = (Runnable, async_task::Task<future::TaskOutput<T>, TaskMeta>);
+
+/// [`create`] for a named task, or while a runtime of the process has hooks: a task of a runtime
+/// with the task dump gets a schedule function that tells the dump of each wake (`task::dump`);
+/// the task is named, marked, entered in the dump and seen by the spawn hook, all before its
+/// spawner queues it.
+#[cold]
+#[inline(never)]
+fn create_with_extras<F, S>(
+    meta: TaskMeta,
+    name: Option<TaskName>,
+    future: F,
+    schedule: S,
+) -> Allocated<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Fn(Runnable, ScheduleInfo) + Send + Sync + 'static,
+{
+    let dump = hooks::maybe() && meta.dump_table().is_some();
+    let (runnable, task) = if dump {
+        let schedule = move |r: Runnable, info: ScheduleInfo| {
+            // A wake during a poll is recorded by the poll's end; any other, before the task is
+            // queued, so no poll can start before it.
+            if !info.woken_while_running {
+                r.metadata().woken_for_dump();
+            }
+            schedule(r, info)
+        };
+        allocate(meta, future, schedule)
+    } else {
+        allocate(meta, future, schedule)
+    };
+    if let Some(name) = name {
+        runnable.metadata().set_name(name);
+    }
+    if hooks::maybe() {
+        runnable.metadata().spawned_with_hooks();
+    }
+    (runnable, task)
+}
+
+/// The allocation itself.
+#[inline(always)]
+fn allocate<F, S>(meta: TaskMeta, future: F, schedule: S) -> Allocated<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -86,14 +151,5 @@ where
             .metadata(meta)
             .spawn_unchecked(make, WithInfo(schedule))
     };
-    (runnable, JoinHandle::new(task))
-}
-
-/// Runs the spawn hook of the runtime of the task `r` just created, if any runtime of the process
-/// has hooks: one load of a static and a test otherwise.
-#[inline(always)]
-pub(crate) fn spawned(r: &Runnable) {
-    if hooks::maybe() {
-        r.metadata().spawned_with_hooks();
-    }
+    (runnable, task)
 }

@@ -46,9 +46,8 @@ impl Core {
         // The polled task's group when a rescue took the core during the poll (the segment that
         // would name it went with the core).
         let mut rescued_from: Option<Arc<GroupInner>> = None;
-        let cancelled = meta.is_cancelled();
-        // The poll hooks' one test (see `task::hooks`).
-        let hooked = meta.has_extras();
+        // Cancelled, and the poll hooks' one test (see `task::hooks`): one load of the flags.
+        let (cancelled, hooked) = meta.cancelled_and_extras();
         let core = {
             // Restored when they drop, even if the poll unwinds.
             let _group = GroupScope::enter(group);
