@@ -170,6 +170,9 @@ pub(crate) struct GroupInner {
     /// The runtime's default group (plain spawns go there): it cannot be cancelled. Beside the
     /// flags, where it takes no padding of its own.
     pub(super) is_default: bool,
+    /// The host has task hooks (or the task dump): `host.task_hooks().is_some()`, copied at
+    /// creation because a spawn tests it (`task::create`).
+    pub(super) has_task_hooks: bool,
     /// `wait_idle` futures currently waiting.
     pub(super) idle_waiters: AtomicUsize,
     /// Boxed: few groups have one, and it is written on every poll of the group's tasks. Never
@@ -213,6 +216,7 @@ impl GroupInner {
                 id,
                 key,
                 is_default,
+                has_task_hooks: host.task_hooks().is_some(),
                 registry: Registry::new(),
                 sched: Mutex::new(GroupSched {
                     weight,

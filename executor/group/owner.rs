@@ -92,4 +92,9 @@ impl Owner for GroupInner {
     fn task_hooks(&self) -> Option<&TaskHooks> {
         self.host.task_hooks()
     }
+
+    #[inline(always)]
+    fn has_task_hooks(&self) -> bool {
+        self.has_task_hooks
+    }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::blocking::Pool;
 use crate::group::PanicHook;
 use crate::task::TaskPanic;
-use crate::task::hooks::{self, TaskCallback, TaskHooks, TaskMeta};
+use crate::task::hooks::{TaskCallback, TaskHooks, TaskMeta};
 use crate::worker::{Config, ThreadHook};
 
 use super::Runtime;
@@ -525,10 +525,7 @@ impl Builder {
                 thread_stack_size: self.thread_stack_size,
                 stall_threshold: self.stall_threshold,
                 max_rescue_threads: self.max_rescue_threads,
-                task_hooks: (!self.task_hooks.is_empty()).then(|| {
-                    hooks::announce();
-                    Box::new(self.task_hooks)
-                }),
+                task_hooks: (!self.task_hooks.is_empty()).then(|| Box::new(self.task_hooks)),
                 runtime_id: next_runtime_id(),
                 runtime_name: self.name,
             },

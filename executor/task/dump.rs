@@ -4,7 +4,7 @@
 //!
 //! # Protocol
 //! 1. The switch rides on the task hooks' path (`task::hooks`): a runtime with the dump stores a
-//!    hook set holding its [`DumpTable`], and announces it as a hooked runtime does. A spawn on it
+//!    hook set holding its [`DumpTable`], as a hooked runtime stores its hooks. A spawn on it
 //!    takes the out-of-line path of named and hooked tasks, which gives the task a schedule
 //!    function that reports its wakes (step 4), marks it (`EXTRAS`, the flag names and hooks use)
 //!    and enters it here, on the spawning thread, before it is queued, in the state `Queued`. A

@@ -11,10 +11,10 @@
 //!    the task has one, so an unnamed task spends no byte and no look-up on names. What needs the
 //!    name after the future is gone gets a copy: the after-poll hook (taken before the poll) and
 //!    a panicked task's `JoinError` (carried in the panic's payload).
-//! 3. A runtime without hooks stores no hook set at all. A process-wide flag says whether any
-//!    runtime was built with hooks; it is set before the hooked runtime starts, so every spawn
-//!    on that runtime, which follows its start, sees it. A spawn tests it (one load of a static)
-//!    and, only when it is set, makes the task out of line: it names it, marks its metadata and
+//! 3. A runtime without hooks stores no hook set at all. Each group keeps a copy of whether its
+//!    runtime has one, written when the group is built (the hooks never change after the
+//!    runtime is built). A spawn tests it (one byte of the group it already holds) and, only
+//!    when it is set, makes the task out of line: it names it, marks its metadata and
 //!    runs the spawn hook. A poll tests the mark (in the load of the metadata's first line that
 //!    reads the abort flag), and so does the drop of a task's future; only when it is set do
 //!    they look up their runtime's hooks, out of line. A wake tests nothing: only a task of a
@@ -31,23 +31,6 @@ use std::fmt;
 use std::num::NonZeroU64;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-// A std atomic even under loom: it only lets hook-free processes skip a look-up, and the order
-// that matters (set before the runtime starts) comes from the runtime's start.
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// True once a runtime with task hooks was built in this process (see the module docs).
-static ANY_HOOKS: AtomicBool = AtomicBool::new(false);
-
-/// Records that a runtime with task hooks is about to start.
-pub(crate) fn announce() {
-    ANY_HOOKS.store(true, Ordering::Relaxed);
-}
-
-/// False while no runtime of the process has task hooks: then no task needs a hook looked up.
-#[inline(always)]
-pub(crate) fn maybe() -> bool {
-    ANY_HOOKS.load(Ordering::Relaxed)
-}
 
 /// A task's id: unique among the tasks alive at one time (as tokio's `task::Id`); a task spawned
 /// after another ended may get that task's id again. Ids are not ordered by spawn time.

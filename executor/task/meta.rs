@@ -68,6 +68,9 @@ pub(crate) trait Owner: Send + Sync + Sized + 'static {
     /// The runtime's task hooks, or `None` when it has none (looked up only for tasks marked at
     /// their spawn, see `hooks`).
     fn task_hooks(&self) -> Option<&TaskHooks>;
+    /// Whether the runtime has task hooks (or the task dump): a copy the set keeps beside its
+    /// task counts, so a spawn tests one byte it already has in cache.
+    fn has_task_hooks(&self) -> bool;
 }
 
 /// Names the type that owns tasks. Implemented once, by the group layer, for [`Tasks`].
@@ -166,6 +169,12 @@ impl TaskMeta {
         self.run_hook(|h| h.on_spawn.as_ref());
     }
 
+    /// Whether the task's runtime has task hooks or the task dump (one byte of its group).
+    #[inline(always)]
+    pub(crate) fn runtime_has_hooks(&self) -> bool {
+        self.group.has_task_hooks()
+    }
+
     /// The task dump's table of the task's runtime, if it keeps one (`task::dump`).
     #[inline]
     pub(crate) fn dump_table(&self) -> Option<&DumpTable> {
@@ -198,8 +207,8 @@ impl TaskMeta {
     }
 
     /// Runs the hook `pick` chooses from the task's runtime's hooks, with this task's view, if
-    /// that runtime has it. Out of line and cold: callers first test [`hooks::maybe`] or
-    /// [`has_extras`](Self::has_extras).
+    /// that runtime has it. Out of line and cold: callers first test
+    /// [`runtime_has_hooks`](Self::runtime_has_hooks) or [`has_extras`](Self::has_extras).
     #[cold]
     #[inline(never)]
     pub(crate) fn run_hook(&self, pick: fn(&TaskHooks) -> Option<&hooks::TaskCallback>) {

@@ -66,9 +66,9 @@ pub use yield_now::yield_now;
 pub(crate) const BOX_FUTURES_ABOVE: usize = 16 * 1024;
 
 /// Allocates a task for `future` with `meta`, called `name` (`None`: unnamed); `schedule` is
-/// called on each wake. A task that is named, or spawned while a runtime of the process has task
-/// hooks, is made out of line ([`create_with_extras`]); any other costs one load of a static and a
-/// test more than the allocation.
+/// called on each wake. A task that is named, or spawned on a runtime with task hooks (or the
+/// task dump), is made out of line ([`create_with_extras`]); any other costs a load of its
+/// group's flag and a test more than the allocation.
 #[inline(always)]
 pub(crate) fn create<F, S>(
     meta: TaskMeta,
@@ -82,7 +82,7 @@ where
     S: Fn(Runnable, ScheduleInfo) + Send + Sync + 'static,
 {
     // Both paths return two pointers (in registers), the handle is built after they meet.
-    let (runnable, task) = if name.is_some() || hooks::maybe() {
+    let (runnable, task) = if name.is_some() || meta.runtime_has_hooks() {
         create_with_extras(meta, name, future, schedule)
     } else {
         allocate(meta, future, schedule)
@@ -93,7 +93,7 @@ where
 /// A task as async-task returns it: its runnable and its output's handle.
 type Allocated<T> = (Runnable, async_task::Task<future::TaskOutput<T>, TaskMeta>);
 
-/// [`create`] for a named task, or while a runtime of the process has hooks: a task of a runtime
+/// [`create`] for a named task, or one of a runtime with hooks: a task of a runtime
 /// with the task dump gets a schedule function that tells the dump of each wake (`task::dump`);
 /// the task is named, marked, entered in the dump and seen by the spawn hook, all before its
 /// spawner queues it.
@@ -110,7 +110,7 @@ where
     F::Output: Send + 'static,
     S: Fn(Runnable, ScheduleInfo) + Send + Sync + 'static,
 {
-    let dump = hooks::maybe() && meta.dump_table().is_some();
+    let dump = meta.dump_table().is_some();
     let (runnable, task) = if dump {
         let schedule = move |r: Runnable, info: ScheduleInfo| {
             // A wake during a poll is recorded by the poll's end; any other, before the task is
@@ -127,7 +127,7 @@ where
     if let Some(name) = name {
         runnable.metadata().set_name(name);
     }
-    if hooks::maybe() {
+    if runnable.metadata().runtime_has_hooks() {
         runnable.metadata().spawned_with_hooks();
     }
     (runnable, task)
