@@ -70,7 +70,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 
 use crate::group::GroupInner;
-use crate::shim::{AtomicU32, Ordering};
+use crate::shim::{AtomicU32, AtomicUsize, Ordering};
 
 /// The identity and weight of the share a waiter waits in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,9 +114,68 @@ pub(crate) fn current_group() -> Option<Arc<GroupInner>> {
     crate::group::with_current(|g| g.cloned())
 }
 
-/// The address of the current task's group: the identity [`Holders`] entries are found by.
-fn current_id() -> Option<usize> {
-    crate::group::with_current(|g| g.map(|g| Arc::as_ptr(g) as usize))
+/// The address of the current task's group, 0 outside any group: the identity holder entries and
+/// the uncounted holds' group are known by. A thread-local read.
+#[inline]
+pub(crate) fn current_addr() -> usize {
+    #[cfg(all(test, loom))]
+    if let Some(k) = loom_share::get() {
+        // Clear of the fast word's flags, as a group's address is.
+        return k.id << 2;
+    }
+    crate::group::with_current(|g| g.map_or(0, |g| Arc::as_ptr(g) as usize))
+}
+
+/// The current task's group as a weak reference: the uncounted holds' group, kept by address.
+fn current_weak() -> Option<Weak<GroupInner>> {
+    crate::group::with_current(|g| g.map(Arc::downgrade))
+}
+
+/// The fast paths' view of the holders, one word written only under the primitive's mutex:
+/// the address of the group whose holds go uncounted (0: outside any group), and two flags.
+/// See "The uncounted holds" in the module docs.
+pub(crate) struct FastHolds(AtomicUsize);
+
+/// Some holds are counted by group: a release must go through the mutex to uncount its own.
+const COUNTED: usize = 1;
+/// The uncounted holds are changing group: no acquire may count itself uncounted now.
+const SWITCHING: usize = 2;
+
+impl FastHolds {
+    #[cfg(not(loom))]
+    pub(crate) const fn new() -> Self {
+        FastHolds(AtomicUsize::new(0))
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn new() -> Self {
+        FastHolds(AtomicUsize::new(0))
+    }
+
+    /// Whether a hold taken by the group at `me` (a [`current_addr`]) goes uncounted: a relaxed
+    /// load. Read before the acquire's CAS (a hold of another group is taken under the mutex
+    /// instead) and after it (the word as of the CAS, see the module docs).
+    #[inline]
+    pub(crate) fn uncounted(&self, me: usize) -> bool {
+        self.0.load(Ordering::Relaxed) & !COUNTED == me
+    }
+
+    /// Whether a release may skip the mutex: no hold is counted by group, so the released one
+    /// was uncounted. A relaxed load.
+    #[inline]
+    pub(crate) fn release_uncounted(&self) -> bool {
+        self.0.load(Ordering::Relaxed) & COUNTED == 0
+    }
+
+    /// Under the mutex, before the state CAS that confirms a switch to `me`: every acquire that
+    /// reads the word now takes the mutex path.
+    pub(crate) fn begin_switch(&self, me: usize) {
+        self.0.store(me | SWITCHING | COUNTED, Ordering::Relaxed);
+    }
+
+    fn set(&self, word: usize) {
+        self.0.store(word, Ordering::Relaxed);
+    }
 }
 
 /// Under loom no task runs in a group: a model names the share of each of its threads here.
@@ -205,11 +264,21 @@ pub(crate) struct GroupLine {
     vtime: u128,
     /// Join counter, for FIFO order within a share and ties between shares.
     joined: u64,
-    /// Who holds the primitive, by group, with their loans ("Weight inheritance").
+    /// The counted holds, by group, with their loans ("Weight inheritance").
     holders: Vec<Holder>,
+    /// The holds in `holders`, all entries together.
+    counted: usize,
     /// The weight lent to every holder entry with a group: the heaviest waiting weight when the
     /// line last published.
     lending: u32,
+    /// The address of the group the uncounted holds belong to (0: outside any group), as in
+    /// [`FastHolds`].
+    cached: usize,
+    /// That group, weakly: its allocation stays, so no other group takes its address while it
+    /// is cached; upgraded only to lend to it.
+    cached_group: Option<Weak<GroupInner>>,
+    /// The loan to the cached group for the uncounted holds; `group` is set only while lent.
+    uncounted_loan: Holder,
 }
 
 impl GroupLine {
@@ -221,8 +290,54 @@ impl GroupLine {
             vtime: 0,
             joined: 0,
             holders: Vec::new(),
+            counted: 0,
             lending: 0,
+            cached: 0,
+            cached_group: None,
+            uncounted_loan: Holder {
+                group: None,
+                holds: 0,
+                lent: 0,
+            },
         }
+    }
+
+    /// The holds taken by the current task's group, already in the primitive's state (`held`
+    /// holds in all) and not counted yet, settle: they stay uncounted if its group is the cached
+    /// one, or if they are the only uncounted holds and `confirm` (the state CAS, after the fast
+    /// word named the switch) succeeds, the group becomes the cached one; otherwise they are
+    /// counted for it. Returns the old cached group's loan, if any, in `released`.
+    pub(crate) fn settle(
+        &mut self,
+        n: usize,
+        held: usize,
+        fast: &FastHolds,
+        confirm: impl FnOnce() -> bool,
+        released: &mut Released,
+    ) {
+        let me = current_addr();
+        if me == self.cached {
+            return;
+        }
+        debug_assert!(
+            held >= self.counted + n,
+            "uncounted holds missing from the state"
+        );
+        if held.saturating_sub(self.counted) == n {
+            fast.begin_switch(me);
+            if confirm() {
+                self.end_uncounted_loan(released);
+                self.cached = me;
+                self.cached_group = current_weak();
+                return;
+            }
+        }
+        self.hold(current_group(), n);
+    }
+
+    fn end_uncounted_loan(&mut self, released: &mut Released) {
+        self.uncounted_loan.lend(0);
+        released.extend(self.uncounted_loan.group.take());
     }
 
     /// Counts `n` holds for `group` (the taker's group, or the group a granted waiter joined
@@ -233,6 +348,7 @@ impl GroupLine {
         }
         let id = group.as_ref().map(|g| Arc::as_ptr(g) as usize);
         let lending = self.lending;
+        self.counted += n;
         match self.holders.iter_mut().find(|h| h.id() == id) {
             // `group` is dropped here: the entry holds another reference, so never the last.
             Some(h) => h.holds += n,
@@ -248,25 +364,46 @@ impl GroupLine {
         }
     }
 
-    /// Takes `n` holds off the releasing task's group's entry, or off any entries if that group
-    /// has too few (a permit or guard that moved); an entry left with none returns its loan and
-    /// goes, its group into `released`.
-    pub(crate) fn release(&mut self, mut n: usize, released: &mut Released) {
-        let id = current_id();
-        let mut i = self.holders.iter().position(|h| h.id() == id).unwrap_or(0);
-        while n > 0 && i < self.holders.len() {
-            let h = &mut self.holders[i];
-            let took = n.min(h.holds);
-            h.holds -= took;
-            n -= took;
-            if h.holds == 0 {
-                let mut h = self.holders.swap_remove(i);
-                h.lend(0);
-                released.extend(h.group.take());
-                i = 0;
-            }
+    /// `n` holds were released (the primitive's state holds `held_after` now): they come off
+    /// the releasing task's group's entry, then (unless `counted_only`: a grant given back, which
+    /// was counted) off the uncounted holds, then off any entries (a permit or guard that moved
+    /// to another group or thread). An entry left with none returns its loan and goes, its group
+    /// into `released`.
+    pub(crate) fn release(
+        &mut self,
+        mut n: usize,
+        held_after: usize,
+        counted_only: bool,
+        released: &mut Released,
+    ) {
+        let id = current_addr();
+        let own = self.holders.iter().position(|h| h.id().unwrap_or(0) == id);
+        if let Some(i) = own {
+            n -= self.take_from(i, n, released);
+        }
+        if !counted_only {
+            // The uncounted holds before this release: `held_after + n` minus the counted ones.
+            let uncounted = (held_after + n).saturating_sub(self.counted);
+            n -= n.min(uncounted);
+        }
+        while n > 0 && !self.holders.is_empty() {
+            n -= self.take_from(0, n, released);
         }
         debug_assert_eq!(n, 0, "released more holds than were counted");
+    }
+
+    /// Takes up to `n` holds off entry `i`; returns how many.
+    fn take_from(&mut self, i: usize, n: usize, released: &mut Released) -> usize {
+        let h = &mut self.holders[i];
+        let took = n.min(h.holds);
+        h.holds -= took;
+        self.counted -= took;
+        if h.holds == 0 {
+            let mut h = self.holders.swap_remove(i);
+            h.lend(0);
+            released.extend(h.group.take());
+        }
+        took
     }
 
     fn find(&self, id: usize) -> Option<usize> {
@@ -378,16 +515,36 @@ impl GroupLine {
             .unwrap_or(0)
     }
 
-    /// Stores [`heaviest`](Self::heaviest) where the primitive's readers find it, and lends it to
-    /// every holder (returns their loans when nobody waits).
-    pub(crate) fn publish(&mut self, to: &AtomicU32) {
+    /// Stores [`heaviest`](Self::heaviest) where the primitive's readers find it and the fast
+    /// word where its fast paths do, and lends the heaviest waiting weight to every counted
+    /// holder and, if any of the primitive's `held` holds are uncounted, to the cached group
+    /// (returns the loans when nobody waits; a loan that ends puts its group into `released`).
+    pub(crate) fn publish(
+        &mut self,
+        to: &AtomicU32,
+        fast: &FastHolds,
+        held: usize,
+        released: &mut Released,
+    ) {
         let heaviest = self.heaviest();
         to.store(heaviest, Ordering::Relaxed);
+        fast.set(self.cached | if self.counted > 0 { COUNTED } else { 0 });
         if heaviest != self.lending {
             self.lending = heaviest;
             for h in &mut self.holders {
                 h.lend(heaviest);
             }
+        }
+        debug_assert!(held >= self.counted, "counted holds missing from the state");
+        let want = if held > self.counted { heaviest } else { 0 };
+        if want == 0 {
+            self.end_uncounted_loan(released);
+        } else {
+            if self.uncounted_loan.group.is_none() {
+                // A group that is gone holds nothing to lend to.
+                self.uncounted_loan.group = self.cached_group.as_ref().and_then(Weak::upgrade);
+            }
+            self.uncounted_loan.lend(want);
         }
     }
 }

@@ -132,6 +132,29 @@ impl AtomicState {
         self.0.load(Ordering::Acquire) >> SHIFT
     }
 
+    /// The word (an acquire load), for [`confirm`](Self::confirm).
+    #[inline]
+    pub(super) fn snapshot(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// The free permits in a word [`snapshot`](Self::snapshot) returned.
+    #[inline]
+    pub(super) fn free_in(s: usize) -> usize {
+        s >> SHIFT
+    }
+
+    /// Under the mutex, in group-fair mode: whether the word is still `s`, in a CAS that leaves
+    /// it as it is (acquire and release), so every acquire whose CAS follows sees what the caller
+    /// wrote before (the fast word naming a new cached group, `group_fair.rs`), and none came
+    /// in between.
+    #[inline]
+    pub(super) fn confirm(&self, s: usize) -> bool {
+        self.0
+            .compare_exchange(s, s, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
     /// Whether `CLOSED` is set (an acquire load).
     #[inline]
     pub(super) fn is_closed(&self) -> bool {
