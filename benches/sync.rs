@@ -38,8 +38,9 @@
 //!   The lock in write mode and a 1-permit semaphore; median and range of `INHERIT_RUNS` runs,
 //!   interleaved.
 //!
-//! After the first table, one line gives the uncontended acquire+release of the group-fair
-//! constructors, whose fast paths also count each hold by group (weight inheritance).
+//! After the first table, a small table gives the uncontended acquire+release of the group-fair
+//! constructors beside the fair ones, outside any group and in a group's task; their fast paths
+//! also check whose holds go uncounted (weight inheritance).
 //!
 //! `RONDO_BENCH_SYNC=uncontended` runs the uncontended rows only; `RONDO_BENCH_SYNC=weighted`
 //! the weighted and inheritance tables only; `RONDO_BENCH_SYNC=inherit` the inheritance table.
@@ -470,18 +471,55 @@ fn main() {
     }
 }
 
-/// The uncontended rows for the group-fair constructors, on one line: their fast paths also
-/// count each hold by group under the primitive's mutex (weight inheritance).
+/// Rounds of the group-fair uncontended table; each variant's figure is its best round.
+const GROUP_FAIR_ROUNDS: usize = 3;
+
+/// The uncontended rows for the group-fair constructors beside the fair ones (`new`), measured
+/// both outside any group (this thread) and inside a task of a group (weight 1, on a 1-worker
+/// rondo runtime), where the group-fair fast paths also check whose holds go uncounted (weight
+/// inheritance). The variants are interleaved round by round; best round of
+/// `GROUP_FAIR_ROUNDS`, each round `ns_per_op`'s best of `RUNS`.
 fn print_group_fair_uncontended() {
-    let l = AsyncOneManyLock::group_fair(0u64);
-    let s = Semaphore::group_fair(1).unwrap();
-    println!(
-        "group-fair, uncontended acquire+release (ns/op): shared {:.1}, exclusive {:.1}, \
-         semaphore {:.1}",
-        ns_per_op(|| drop(black_box(now(black_box(&l).shared())))),
-        ns_per_op(|| drop(black_box(now(black_box(&l).exclusive())))),
-        ns_per_op(|| drop(black_box(now(black_box(&s).acquire())))),
-    );
+    fn measure() -> [f64; 6] {
+        let fl = AsyncOneManyLock::new(0u64);
+        let fs = Semaphore::new(1);
+        let gl = AsyncOneManyLock::group_fair(0u64);
+        let gs = Semaphore::group_fair(1).unwrap();
+        [
+            ns_per_op(|| drop(black_box(now(black_box(&fl).shared())))),
+            ns_per_op(|| drop(black_box(now(black_box(&gl).shared())))),
+            ns_per_op(|| drop(black_box(now(black_box(&fl).exclusive())))),
+            ns_per_op(|| drop(black_box(now(black_box(&gl).exclusive())))),
+            ns_per_op(|| drop(black_box(now(black_box(&fs).acquire())))),
+            ns_per_op(|| drop(black_box(now(black_box(&gs).acquire())))),
+        ]
+    }
+    let rt = common::rondo_runtime(1);
+    let group = rt.group().weight(1).build().unwrap();
+    let mut outside = [f64::MAX; 6];
+    let mut inside = [f64::MAX; 6];
+    for _ in 0..GROUP_FAIR_ROUNDS {
+        for (best, got) in outside.iter_mut().zip(measure()) {
+            *best = best.min(got);
+        }
+        let got = rt.block_on(group.spawn(async { measure() })).unwrap();
+        for (best, got) in inside.iter_mut().zip(got) {
+            *best = best.min(got);
+        }
+    }
+    println!();
+    println!("group-fair against fair (`new`), uncontended acquire+release, ns/op:");
+    println!("| row | where | fair | group-fair | difference |");
+    println!("|---|---|---:|---:|---:|");
+    for (where_, v) in [("outside any group", outside), ("in a group's task", inside)] {
+        for (i, row) in ["shared", "exclusive", "semaphore"].iter().enumerate() {
+            let (fair, gf) = (v[2 * i], v[2 * i + 1]);
+            println!(
+                "| {row} | {where_} | {fair:.1} | {gf:.1} | {:+.1} |",
+                gf - fair
+            );
+        }
+    }
 }
 
 const WEIGHTED_RUNS: usize = 5;

@@ -27,9 +27,11 @@
 //! heaviest weight scan the shares, O(shares) per grant, with one entry per group that has a
 //! waiter (and per recently served idle group); a cancelled waiter is found in its share's FIFO
 //! by a scan of that FIFO. The fast paths (an uncontended acquire, a release with nobody in line)
-//! never look at the queue; in group-fair mode they take the mutex once to count or uncount the
-//! hold for weight inheritance (below), O(holder groups) under it. The other modes read one
-//! immutable flag and skip it.
+//! never look at the queue. For weight inheritance (below) they add two loads of one word and a
+//! thread-local read to the acquire and one load to the release, and no atomic read-modify-write,
+//! as long as the holds are those of the primitive's cached group; a hold of another group is
+//! taken and released under the mutex, O(holder groups) there. The other modes read one
+//! immutable flag and skip all of it.
 //!
 //! # Heaviest waiter
 //!
@@ -39,30 +41,67 @@
 //! # Weight inheritance
 //!
 //! A holder runs at its heaviest waiter's weight, charged to its own group, until it releases.
-//! The line keeps the *holders* (also under the mutex): one entry per group holding the resource,
-//! with how many holds (permits, or lock holds of any kind) it has and the weight lent to it.
+//! A hold belongs to the group of the task that takes it (its own group, not the top-level one;
+//! outside any group, to none). The holds are known in two parts:
 //!
-//! 1. **Holding.** A hold is counted for the group of the task that takes it (its own group, not
-//!    the top-level one; outside any group it is counted without one): the fast path of a
-//!    group-fair primitive takes the mutex once more to count it, a waiter granted under the
-//!    mutex is counted in the same step, for the group it joined from (kept from its join as a
-//!    weak reference).
-//! 2. **Releasing.** A release (or a grant given back by a cancelled waiter) takes its holds off
-//!    the entry of the releasing task's group, or, when that group has none (the permit or guard
-//!    moved to another group or thread), off any entry. The entries' total is always the holds
-//!    counted, so each loan ends at the latest when the last hold is released.
-//! 3. **Lending.** After every change of the waiters or the holders, each holder entry with a
-//!    group is lent the heaviest waiting weight ([`GroupInner::lend_weight`], on the group and
-//!    each of its ancestors, so in a tenant tree the whole path to the holder runs at it), or its
-//!    loan is returned when nobody waits or its last hold is released. A loan is changed only
-//!    when that weight changes: return, then lend. Each entry has at most one loan out, so each
-//!    is returned exactly once. A waiter's weight is its top-level group's own weight, not one
-//!    lent to it: a holder's loan is not passed on to the holders of what it waits for in turn.
+//! - **Uncounted holds**, all of one group, the primitive's *cached* group: nothing records them
+//!   one by one. Their number is the holds the state word shows (the lock's readers and writer;
+//!   the semaphore's permits in existence minus the free ones) minus the counted holds, which is
+//!   exact under the mutex: every change of the counted holds happens there together with its
+//!   change of the state word, and so does every change of the semaphore's permits in existence
+//!   (`add_permits`, `forget_permits` and a permit's `forget` take the mutex in this mode).
+//! - **Counted holds**: one entry per other group holding the resource, with how many holds it
+//!   has and the weight lent to it, under the mutex.
+//!
+//! The fast paths read the *fast word* (`FastHolds`), written only under the mutex: the cached
+//! group's address (0 for outside any group), `COUNTED` (some holds are counted) and `SWITCHING`
+//! (the cached group is changing).
+//!
+//! 1. **Taking.** An acquire reads the current group's address (a thread-local) and the fast
+//!    word. If the word names that group (and `SWITCHING` is clear), it takes the hold with the
+//!    primitive's usual CAS and reads the word again: if the word still names its group, the hold
+//!    is uncounted and the acquire is done. Otherwise (before the CAS: the hold is then taken
+//!    under the mutex; after it, in a race with a switch) the hold *settles* under the mutex: it
+//!    stays uncounted if its group is the cached one by then; if the uncounted holds are only its
+//!    own, the cached group switches to its group (below); otherwise it is counted for its group.
+//!    A waiter granted under the mutex is counted in the same step, for the group it joined from
+//!    (kept from its join as a weak reference).
+//! 2. **Switching.** Under the mutex, the settling acquire reads the state word `s`, stores the
+//!    fast word with its group and `SWITCHING`, and confirms with a CAS of `s` to `s` (acquire and
+//!    release). If the CAS succeeds, no hold was taken since `s` was read, so the uncounted holds
+//!    are its own only, and every acquire whose CAS comes later reads the new word after its CAS
+//!    and so never counts itself for the old group. If it fails, the hold is counted instead.
+//!    Either way the line then publishes the fast word without `SWITCHING`. An acquire that read
+//!    the old group before its CAS and the new one after it settles under the mutex (counted);
+//!    until it gets there, its hold counts as one of the cached group's.
+//! 3. **Releasing.** A release reads the fast word: with `COUNTED` clear, every hold is
+//!    uncounted, so the release is the fair mode's (with waiters in line it serves the line under
+//!    the mutex, and in this mode a shared release that leaves other readers in place does too,
+//!    so every release while anyone waits ends up where loans are recomputed). With `COUNTED`
+//!    set, it gives its hold back under the mutex, and takes it off the entry of the releasing
+//!    task's group, or, when that group has none (the permit or guard moved to another group or
+//!    thread), off the uncounted holds, or off any entry. A grant given back by a cancelled waiter
+//!    comes off the counted entries only. The entries' total is always the holds counted, so each
+//!    loan ends at the latest when the last hold is released.
+//! 4. **Lending.** After every change of the waiters or the holders (the line *publishes*), each
+//!    counted entry with a group is lent the heaviest waiting weight
+//!    ([`GroupInner::lend_weight`], on the group and each of its ancestors, so in a tenant tree
+//!    the whole path to the holder runs at it), and so is the cached group while any hold is
+//!    uncounted; a loan is returned when nobody waits or its holds are gone. A loan is changed
+//!    only when that weight changes: return, then lend. Each entry, and the cached group, has at
+//!    most one loan out, so each is returned exactly once. A waiter's weight is its top-level
+//!    group's own weight, not one lent to it: a holder's loan is not passed on to the holders of
+//!    what it waits for in turn.
+//! 5. **Lifetimes.** A guard may outlive its task and its group's handles. A counted entry and
+//!    a loan hold a strong reference to their group; the cached group is kept as a weak one (its
+//!    allocation, and so its address, stays taken while it is cached, so no other group can be
+//!    mistaken for it), upgraded only to lend to it: a cached group that is gone is lent nothing.
 //!
 //! Lock order: the primitive's mutex, then a group's scheduling lock (`lend_weight`,
 //! `return_weight`, reading a waiter's own weight). The scheduler never takes a primitive's
-//! mutex, so this cannot deadlock. No group is dropped under the mutex: a released entry's group
-//! is handed back to the caller to drop after unlocking, and waiters keep only weak references.
+//! mutex, so this cannot deadlock. No group is dropped under the mutex: a group whose entry or
+//! loan ends is handed back to the caller to drop after unlocking (with the wakers), and waiters
+//! and the cache keep only weak references.
 //!
 //! [`GroupInner::lend_weight`]: crate::group::GroupInner::lend_weight
 
@@ -176,6 +215,12 @@ impl FastHolds {
     fn set(&self, word: usize) {
         self.0.store(word, Ordering::Relaxed);
     }
+
+    /// For tests: the word's flags (`COUNTED` 1, `SWITCHING` 2).
+    #[cfg(test)]
+    pub(crate) fn flags(&self) -> usize {
+        self.0.load(Ordering::Relaxed) & (COUNTED | SWITCHING)
+    }
 }
 
 /// Under loom no task runs in a group: a model names the share of each of its threads here.
@@ -279,6 +324,9 @@ pub(crate) struct GroupLine {
     cached_group: Option<Weak<GroupInner>>,
     /// The loan to the cached group for the uncounted holds; `group` is set only while lent.
     uncounted_loan: Holder,
+    /// The weight lent for the uncounted holds, 0 for none (also where their group is gone or
+    /// they are outside any group, so nothing is lent to anyone).
+    uncounted_lent: u32,
 }
 
 impl GroupLine {
@@ -299,7 +347,14 @@ impl GroupLine {
                 holds: 0,
                 lent: 0,
             },
+            uncounted_lent: 0,
         }
+    }
+
+    /// For tests: the holds counted by group, and the weight lent for the uncounted holds.
+    #[cfg(test)]
+    pub(crate) fn inheritance(&self) -> (usize, u32) {
+        (self.counted, self.uncounted_lent)
     }
 
     /// The holds taken by the current task's group, already in the primitive's state (`held`
@@ -336,6 +391,7 @@ impl GroupLine {
     }
 
     fn end_uncounted_loan(&mut self, released: &mut Released) {
+        self.uncounted_lent = 0;
         self.uncounted_loan.lend(0);
         released.extend(self.uncounted_loan.group.take());
     }
@@ -545,6 +601,7 @@ impl GroupLine {
                 self.uncounted_loan.group = self.cached_group.as_ref().and_then(Weak::upgrade);
             }
             self.uncounted_loan.lend(want);
+            self.uncounted_lent = want;
         }
     }
 }

@@ -349,6 +349,12 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
         self.raw.heaviest_waiting_weight()
     }
 
+    /// For tests: see `RawOneMany::inheritance_snapshot`.
+    #[cfg(test)]
+    pub(crate) fn inheritance_snapshot(&self) -> (usize, usize, u32, usize) {
+        self.raw.inheritance_snapshot()
+    }
+
     /// Waits for shared (read) access.
     ///
     /// Completes on the first poll when no writer holds the lock and nobody waits; otherwise joins the

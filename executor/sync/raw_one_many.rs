@@ -121,6 +121,15 @@ impl RawOneMany {
         raw
     }
 
+    /// For tests, in group-fair mode: the holds the state shows, the holds counted by group, the
+    /// weight lent for the uncounted holds and the fast word's flags, read under the mutex.
+    #[cfg(test)]
+    pub(crate) fn inheritance_snapshot(&self) -> (usize, usize, u32, usize) {
+        let line = lock(&self.line);
+        let (counted, lent) = line.groups.as_ref().map_or((0, 0), |g| g.inheritance());
+        (AtomicState::holds_in(self.state.snapshot()), counted, lent, self.fast.flags())
+    }
+
     /// Under the mutex: publishes the line's heaviest waiting weight and the fast word, and lends
     /// to the holders (`group_fair.rs`).
     fn publish(&self, g: &mut GroupLine, released: &mut Released) {
