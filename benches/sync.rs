@@ -511,7 +511,10 @@ fn print_group_fair_uncontended() {
     println!("group-fair against fair (`new`), uncontended acquire+release, ns/op:");
     println!("| row | where | fair | group-fair | difference |");
     println!("|---|---|---:|---:|---:|");
-    for (where_, v) in [("outside any group", outside), ("in a group's task", inside)] {
+    for (where_, v) in [
+        ("outside any group", outside),
+        ("in a group's task", inside),
+    ] {
         for (i, row) in ["shared", "exclusive", "semaphore"].iter().enumerate() {
             let (fair, gf) = (v[2 * i], v[2 * i + 1]);
             println!(

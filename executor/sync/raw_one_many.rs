@@ -127,7 +127,12 @@ impl RawOneMany {
     pub(crate) fn inheritance_snapshot(&self) -> (usize, usize, u32, usize) {
         let line = lock(&self.line);
         let (counted, lent) = line.groups.as_ref().map_or((0, 0), |g| g.inheritance());
-        (AtomicState::holds_in(self.state.snapshot()), counted, lent, self.fast.flags())
+        (
+            AtomicState::holds_in(self.state.snapshot()),
+            counted,
+            lent,
+            self.fast.flags(),
+        )
     }
 
     /// Under the mutex: publishes the line's heaviest waiting weight and the fast word, and lends
