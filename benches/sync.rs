@@ -42,6 +42,7 @@
 //! constructors beside the fair ones, outside any group and in a group's task; their fast paths
 //! also check whose holds go uncounted (weight inheritance).
 //!
+//! `RONDO_BENCH_SYNC=icount` runs one uncontended variant for callgrind (see `icount`).
 //! `RONDO_BENCH_SYNC=uncontended` runs the uncontended rows only; `RONDO_BENCH_SYNC=weighted`
 //! the weighted and inheritance tables only; `RONDO_BENCH_SYNC=inherit` the inheritance table.
 
@@ -393,6 +394,10 @@ fn push_contended(rows: &mut Vec<Row>, name: &str, best: [Contended; 4]) {
 }
 
 fn main() {
+    if std::env::var("RONDO_BENCH_SYNC").as_deref() == Ok("icount") {
+        icount();
+        return;
+    }
     // Uncontended. The barging variants share the fair ones' fast paths; they are measured anyway.
     let rl = AsyncOneManyLock::new(0u64);
     let rlb = AsyncOneManyLock::with_barging(0u64, bound());
@@ -468,6 +473,45 @@ fn main() {
     }
     if only.is_empty() || only == "weighted" || only == "inherit" {
         print_inherit(workers);
+    }
+}
+
+/// `RONDO_BENCH_SYNC=icount`: one uncontended acquire+release variant, `RONDO_ICOUNT_N` times
+/// (default 1,000,000), for counting instructions under callgrind: run it with `N` and with 0, and
+/// divide the difference by `N`. `RONDO_ICOUNT_OP` is `fair-` or `gf-` (`new` or `group_fair`)
+/// followed by `shared`, `exclusive` or `semaphore`; `RONDO_ICOUNT_WHERE=group` runs it in a task
+/// of a group (weight 1, on a 1-worker rondo runtime), otherwise on this thread, outside any group.
+fn icount() {
+    fn run(op: &str, n: u32) {
+        let (fl, gl) = (
+            AsyncOneManyLock::new(0u64),
+            AsyncOneManyLock::group_fair(0u64),
+        );
+        let (fs, gs) = (Semaphore::new(1), Semaphore::group_fair(1).unwrap());
+        let (lock, sem) = if op.starts_with("gf-") {
+            (&gl, &gs)
+        } else {
+            (&fl, &fs)
+        };
+        let repeat = |body: &dyn Fn()| (0..n).for_each(|_| body());
+        match op.split_once('-').map_or("", |(_, k)| k) {
+            "shared" => repeat(&|| drop(black_box(now(black_box(lock).shared())))),
+            "exclusive" => repeat(&|| drop(black_box(now(black_box(lock).exclusive())))),
+            "semaphore" => repeat(&|| drop(black_box(now(black_box(sem).acquire())))),
+            other => panic!("RONDO_ICOUNT_OP: unknown operation {other:?}"),
+        }
+    }
+    let op = std::env::var("RONDO_ICOUNT_OP").unwrap_or_else(|_| "gf-semaphore".into());
+    let n: u32 = std::env::var("RONDO_ICOUNT_N").map_or(1_000_000, |v| {
+        v.parse().expect("RONDO_ICOUNT_N must be a whole number")
+    });
+    let rt = common::rondo_runtime(1);
+    if std::env::var("RONDO_ICOUNT_WHERE").as_deref() == Ok("group") {
+        let group = rt.group().weight(1).build().unwrap();
+        rt.block_on(group.spawn(async move { run(&op, n) }))
+            .unwrap();
+    } else {
+        run(&op, n);
     }
 }
 

@@ -162,9 +162,15 @@ impl RawOneMany {
     /// acquire happens under the mutex.
     #[inline]
     fn try_acquire(&self, req: Req) -> bool {
-        if !self.group_fair {
-            return self.try_fast(req, State::FREE);
+        if self.group_fair {
+            return self.try_group_fair(req);
         }
+        self.try_fast(req, State::FREE)
+    }
+
+    /// [`try_acquire`](Self::try_acquire) in group-fair mode.
+    #[inline]
+    fn try_group_fair(&self, req: Req) -> bool {
         let me = current_addr();
         if !self.fast.uncounted(me) {
             return self.try_counted(req);
@@ -275,7 +281,7 @@ impl RawOneMany {
             self.release_counted(held);
             return;
         }
-        match self.state.release(held, guess, self.group_fair) {
+        match self.state.release(held, guess, || self.group_fair) {
             Release::Done => {}
             Release::ServeLine => self.serve(),
             Release::UnderMutex => self.release_slow(Change::Release(held)),

@@ -18,6 +18,9 @@ mod state;
 
 const NOT_QUEUED: usize = usize::MAX;
 
+/// Not a group address: `take` in a mode that is not group-fair.
+const NOT_GROUP_FAIR: usize = usize::MAX;
+
 /// An async counting semaphore.
 ///
 /// * Uncontended acquires complete on their first poll with one atomic CAS, no allocation.
@@ -367,26 +370,6 @@ impl Semaphore {
         self.publish(g, released);
     }
 
-    /// The group-fair fast path: the CAS, if the current task's group is the one whose holds go
-    /// uncounted (checked again after it); otherwise the take happens under the mutex.
-    #[inline]
-    fn take_group_fair(&self, n: usize) -> Result<(), TryAcquireError> {
-        let me = current_addr();
-        if !self.fast.uncounted(me) {
-            return self.take_counted(n);
-        }
-        match self.state.try_take(n) {
-            Take::Taken => {
-                if !self.fast.uncounted(me) {
-                    self.settle_taken(n);
-                }
-                Ok(())
-            }
-            Take::Short => Err(TryAcquireError::NoPermits),
-            Take::Closed => Err(TryAcquireError::Closed),
-        }
-    }
-
     /// A group-fair take by a group whose holds are counted: under the mutex.
     #[cold]
     #[inline(never)]
@@ -562,11 +545,23 @@ impl Semaphore {
         if n > Self::MAX_PERMITS {
             too_many("acquire_many", n);
         }
+        // Group-fair: the current group, if its holds go uncounted; otherwise the take happens
+        // under the mutex (`group_fair.rs`). One CAS below serves both modes.
+        let mut me = NOT_GROUP_FAIR;
         if self.group_fair && n > 0 {
-            return self.take_group_fair(n);
+            me = current_addr();
+            if !self.fast.uncounted(me) {
+                return self.take_counted(n);
+            }
         }
         match self.state.try_take(n) {
-            Take::Taken => Ok(()),
+            Take::Taken => {
+                // Checked again after the CAS: a switch of the cached group may have come first.
+                if me != NOT_GROUP_FAIR && !self.fast.uncounted(me) {
+                    self.settle_taken(n);
+                }
+                Ok(())
+            }
             Take::Short => Err(TryAcquireError::NoPermits),
             Take::Closed => Err(TryAcquireError::Closed),
         }

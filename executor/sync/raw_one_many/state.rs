@@ -430,14 +430,22 @@ impl AtomicState {
     /// while a woken waiter is on its way (`NOTIFIED` without `HANDOFF`) and the skip count is not
     /// full, counting the skip; otherwise, in barging mode, it changes nothing and leaves the
     /// release to the mutex, and in hand-off mode (no newcomer can take the freed lock) it
-    /// releases at once and leaves the serving to the caller.
+    /// releases at once and leaves the serving to the caller. A shared release that leaves
+    /// other readers in place cannot admit anyone and skips the line, unless `always_serve()`
+    /// (group-fair mode, read only with waiters in line: every release while anyone waits goes
+    /// where the loans of weight inheritance are recomputed).
     #[inline]
-    pub(super) fn release(&self, held: Req, guess: State, always_serve: bool) -> Release {
+    pub(super) fn release(
+        &self,
+        held: Req,
+        guess: State,
+        always_serve: impl Fn() -> bool,
+    ) -> Release {
         let mut s = guess.0;
         loop {
             let mut new = held.undo(s);
             let mut serve =
-                s & QUEUED != 0 && (held != Req::Shared || always_serve || may_admit(new));
+                s & QUEUED != 0 && (held != Req::Shared || always_serve() || may_admit(new));
             if serve && s & (NOTIFIED | HANDOFF) == NOTIFIED && s & SKIPS != SKIPS_FULL {
                 serve = false;
                 new += ONE_SKIP;
