@@ -735,3 +735,41 @@ fn group_fair_lock_uncounted_reader_release_races_a_writer_joining() {
         assert!(lock.try_exclusive().is_some(), "lock leaked");
     });
 }
+
+/// Group-fair lock, weight inheritance: an uncounted reader releases while a reader of another
+/// group takes a counted hold and a writer of a heavier group joins. Whatever the order, once
+/// all but the writer are done, a loan is out for the uncounted holds exactly when some are left
+/// and someone waits.
+#[test]
+fn group_fair_lock_uncounted_release_races_a_counted_reader_and_a_writer() {
+    model_bounded_in_ci(|| {
+        let lock = std::sync::Arc::new(AsyncOneManyLock::group_fair(()));
+        in_share(1, 1);
+        let uncounted = lock.try_shared_arc().unwrap();
+        let holder = thread::spawn(move || {
+            in_share(1, 1);
+            drop(uncounted);
+        });
+        let l2 = lock.clone();
+        let reader = thread::spawn(move || {
+            in_share(3, 1);
+            block_on(l2.shared_arc())
+        });
+        let l3 = lock.clone();
+        let writer = thread::spawn(move || {
+            in_share(2, 5);
+            block_on(async {
+                let _g = l3.exclusive().await;
+            })
+        });
+        holder.join().unwrap();
+        let counted = reader.join().unwrap();
+        assert!(
+            lock.uncounted_loan_is_current(),
+            "the loan for the uncounted holds is stale"
+        );
+        drop(counted);
+        writer.join().unwrap();
+        assert_eq!(lock.inheritance_snapshot(), (0, 0, 0, 0));
+    });
+}

@@ -357,6 +357,19 @@ impl GroupLine {
         (self.counted, self.uncounted_lent)
     }
 
+    /// For tests: whether the loan for the uncounted holds is what `publish` would make it now,
+    /// with `held` holds in the state: the heaviest waiting weight while some are uncounted,
+    /// none otherwise.
+    #[cfg(test)]
+    pub(crate) fn uncounted_loan_is_current(&self, held: usize) -> bool {
+        let want = if held > self.counted {
+            self.heaviest()
+        } else {
+            0
+        };
+        self.uncounted_lent == want
+    }
+
     /// The holds taken by the current task's group, already in the primitive's state (`held`
     /// holds in all) and not counted yet, settle: they stay uncounted if its group is the cached
     /// one, or if they are the only uncounted holds and `confirm` (the state CAS, after the fast

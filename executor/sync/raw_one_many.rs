@@ -135,6 +135,17 @@ impl RawOneMany {
         )
     }
 
+    /// For tests, in group-fair mode: whether the loan for the uncounted holds is current
+    /// (`GroupLine::uncounted_loan_is_current`), read under the mutex.
+    #[cfg(test)]
+    pub(crate) fn uncounted_loan_is_current(&self) -> bool {
+        let line = lock(&self.line);
+        let held = AtomicState::holds_in(self.state.snapshot());
+        line.groups
+            .as_ref()
+            .is_none_or(|g| g.uncounted_loan_is_current(held))
+    }
+
     /// Under the mutex: publishes the line's heaviest waiting weight and the fast word, and lends
     /// to the holders (`group_fair.rs`).
     fn publish(&self, g: &mut GroupLine, released: &mut Released) {
