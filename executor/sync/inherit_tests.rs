@@ -64,6 +64,7 @@ fn a_lock_holder_runs_at_its_heaviest_waiters_weight_until_it_releases() {
     let w = waiting(&rt, &h, Box::pin(lock.clone().exclusive_arc()));
     assert_eq!(effective(&l), 100, "H waits: L runs at H's weight");
     assert_eq!(lock.inheritance_snapshot(), (1, 0, 100, 0));
+    assert!(lock.uncounted_loan_is_current());
     assert_eq!(l.weight(), 1, "its own weight stays");
     assert_eq!(effective(&h), 100);
     drop(guard);
