@@ -18,9 +18,6 @@ mod state;
 
 const NOT_QUEUED: usize = usize::MAX;
 
-/// Not a group address: `take` in a mode that is not group-fair.
-const NOT_GROUP_FAIR: usize = usize::MAX;
-
 /// An async counting semaphore.
 ///
 /// * Uncontended acquires complete on their first poll with one atomic CAS, no allocation.
@@ -545,26 +542,30 @@ impl Semaphore {
         if n > Self::MAX_PERMITS {
             too_many("acquire_many", n);
         }
-        // Group-fair: the current group, if its holds go uncounted; otherwise the take happens
-        // under the mutex (`group_fair.rs`). One CAS below serves both modes.
-        let mut me = NOT_GROUP_FAIR;
-        if self.group_fair && n > 0 {
-            me = current_addr();
-            if !self.fast.uncounted(me) {
-                return self.take_counted(n);
-            }
+        if !self.group_fair {
+            return self.state.try_take(n).ok();
         }
-        match self.state.try_take(n) {
-            Take::Taken => {
-                // Checked again after the CAS: a switch of the cached group may have come first.
-                if me != NOT_GROUP_FAIR && !self.fast.uncounted(me) {
-                    self.settle_taken(n);
-                }
-                Ok(())
-            }
-            Take::Short => Err(TryAcquireError::NoPermits),
-            Take::Closed => Err(TryAcquireError::Closed),
+        self.take_group_fair(n)
+    }
+
+    /// The group-fair fast path: the CAS, if the current task's group is the one whose holds go
+    /// uncounted (checked again after it); otherwise the take happens under the mutex
+    /// (`group_fair.rs`).
+    #[inline]
+    fn take_group_fair(&self, n: usize) -> Result<(), TryAcquireError> {
+        if n == 0 {
+            return self.state.try_take(0).ok();
         }
+        let me = current_addr();
+        if !self.fast.uncounted(me) {
+            return self.take_counted(n);
+        }
+        self.state.try_take(n).ok()?;
+        // Checked again after the CAS: a switch of the cached group may have come first.
+        if !self.fast.uncounted(me) {
+            self.settle_taken(n);
+        }
+        Ok(())
     }
 
     /// Like [`try_acquire`](Self::try_acquire), returning a permit that owns an `Arc` of the

@@ -57,6 +57,18 @@ pub(super) enum Take {
     Closed,
 }
 
+impl Take {
+    /// As the result of a `try_acquire`.
+    #[inline]
+    pub(super) fn ok(self) -> Result<(), crate::sync::TryAcquireError> {
+        match self {
+            Take::Taken => Ok(()),
+            Take::Short => Err(crate::sync::TryAcquireError::NoPermits),
+            Take::Closed => Err(crate::sync::TryAcquireError::Closed),
+        }
+    }
+}
+
 /// Result of [`AtomicState::take_or_queue`], a newcomer's attempt under the mutex.
 #[must_use = "a waiter marked as queued must join the line, or no release wakes it"]
 pub(super) enum Join {
