@@ -294,7 +294,7 @@ impl Holder {
     }
 }
 
-/// Groups whose last hold was released under the mutex, to drop after unlocking (dropping a group
+/// Groups whose entry or loan ended under the mutex, to drop after unlocking (dropping a group
 /// may drop tasks, whose futures may use the very primitive).
 pub(crate) type Released = Vec<Arc<GroupInner>>;
 
@@ -370,11 +370,11 @@ impl GroupLine {
         self.uncounted_lent == want
     }
 
-    /// The holds taken by the current task's group, already in the primitive's state (`held`
-    /// holds in all) and not counted yet, settle: they stay uncounted if its group is the cached
-    /// one, or if they are the only uncounted holds and `confirm` (the state CAS, after the fast
-    /// word named the switch) succeeds, the group becomes the cached one; otherwise they are
-    /// counted for it. Returns the old cached group's loan, if any, in `released`.
+    /// Settles `n` holds the current task's group took, already in the primitive's state (`held`
+    /// holds in all) and not counted yet: they stay uncounted if its group is the cached one; if
+    /// they are the only uncounted holds and `confirm` (the state CAS, after the fast word named
+    /// the switch) succeeds, its group becomes the cached one; otherwise they are counted for it.
+    /// The old cached group's loan, if one ends, goes into `released`. The caller publishes next.
     pub(crate) fn settle(
         &mut self,
         n: usize,
