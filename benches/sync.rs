@@ -38,9 +38,11 @@
 //!   The lock in write mode and a 1-permit semaphore; median and range of `INHERIT_RUNS` runs,
 //!   interleaved.
 //!
-//! After the first table, one line gives the uncontended acquire+release of the group-fair
-//! constructors, whose fast paths also count each hold by group (weight inheritance).
+//! After the first table, a small table gives the uncontended acquire+release of the group-fair
+//! constructors beside the fair ones, outside any group and in a group's task; their fast paths
+//! also check whose holds go uncounted (weight inheritance).
 //!
+//! `RONDO_BENCH_SYNC=icount` runs one uncontended variant for callgrind (see `icount`).
 //! `RONDO_BENCH_SYNC=uncontended` runs the uncontended rows only; `RONDO_BENCH_SYNC=weighted`
 //! the weighted and inheritance tables only; `RONDO_BENCH_SYNC=inherit` the inheritance table.
 
@@ -392,6 +394,10 @@ fn push_contended(rows: &mut Vec<Row>, name: &str, best: [Contended; 4]) {
 }
 
 fn main() {
+    if std::env::var("RONDO_BENCH_SYNC").as_deref() == Ok("icount") {
+        icount();
+        return;
+    }
     // Uncontended. The barging variants share the fair ones' fast paths; they are measured anyway.
     let rl = AsyncOneManyLock::new(0u64);
     let rlb = AsyncOneManyLock::with_barging(0u64, bound());
@@ -470,18 +476,97 @@ fn main() {
     }
 }
 
-/// The uncontended rows for the group-fair constructors, on one line: their fast paths also
-/// count each hold by group under the primitive's mutex (weight inheritance).
+/// `RONDO_BENCH_SYNC=icount`: one uncontended acquire+release variant, `RONDO_ICOUNT_N` times
+/// (default 1,000,000), for counting instructions under callgrind: run it with `N` and with 0, and
+/// divide the difference by `N`. `RONDO_ICOUNT_OP` is `fair-` or `gf-` (`new` or `group_fair`)
+/// followed by `shared`, `exclusive` or `semaphore`; `RONDO_ICOUNT_WHERE=group` runs it in a task
+/// of a group (weight 1, on a 1-worker rondo runtime), otherwise on this thread, outside any group.
+fn icount() {
+    fn run(op: &str, n: u32) {
+        let (fl, gl) = (
+            AsyncOneManyLock::new(0u64),
+            AsyncOneManyLock::group_fair(0u64),
+        );
+        let (fs, gs) = (Semaphore::new(1), Semaphore::group_fair(1).unwrap());
+        let (lock, sem) = if op.starts_with("gf-") {
+            (&gl, &gs)
+        } else {
+            (&fl, &fs)
+        };
+        let repeat = |body: &dyn Fn()| (0..n).for_each(|_| body());
+        match op.split_once('-').map_or("", |(_, k)| k) {
+            "shared" => repeat(&|| drop(black_box(now(black_box(lock).shared())))),
+            "exclusive" => repeat(&|| drop(black_box(now(black_box(lock).exclusive())))),
+            "semaphore" => repeat(&|| drop(black_box(now(black_box(sem).acquire())))),
+            other => panic!("RONDO_ICOUNT_OP: unknown operation {other:?}"),
+        }
+    }
+    let op = std::env::var("RONDO_ICOUNT_OP").unwrap_or_else(|_| "gf-semaphore".into());
+    let n: u32 = std::env::var("RONDO_ICOUNT_N").map_or(1_000_000, |v| {
+        v.parse().expect("RONDO_ICOUNT_N must be a whole number")
+    });
+    let rt = common::rondo_runtime(1);
+    if std::env::var("RONDO_ICOUNT_WHERE").as_deref() == Ok("group") {
+        let group = rt.group().weight(1).build().unwrap();
+        rt.block_on(group.spawn(async move { run(&op, n) }))
+            .unwrap();
+    } else {
+        run(&op, n);
+    }
+}
+
+/// Rounds of the group-fair uncontended table; each variant's figure is its best round.
+const GROUP_FAIR_ROUNDS: usize = 3;
+
+/// The uncontended rows for the group-fair constructors beside the fair ones (`new`), measured
+/// both outside any group (this thread) and inside a task of a group (weight 1, on a 1-worker
+/// rondo runtime), where the group-fair fast paths also check whose holds go uncounted (weight
+/// inheritance). The variants are interleaved round by round; best round of
+/// `GROUP_FAIR_ROUNDS`, each round `ns_per_op`'s best of `RUNS`.
 fn print_group_fair_uncontended() {
-    let l = AsyncOneManyLock::group_fair(0u64);
-    let s = Semaphore::group_fair(1).unwrap();
-    println!(
-        "group-fair, uncontended acquire+release (ns/op): shared {:.1}, exclusive {:.1}, \
-         semaphore {:.1}",
-        ns_per_op(|| drop(black_box(now(black_box(&l).shared())))),
-        ns_per_op(|| drop(black_box(now(black_box(&l).exclusive())))),
-        ns_per_op(|| drop(black_box(now(black_box(&s).acquire())))),
-    );
+    fn measure() -> [f64; 6] {
+        let fl = AsyncOneManyLock::new(0u64);
+        let fs = Semaphore::new(1);
+        let gl = AsyncOneManyLock::group_fair(0u64);
+        let gs = Semaphore::group_fair(1).unwrap();
+        [
+            ns_per_op(|| drop(black_box(now(black_box(&fl).shared())))),
+            ns_per_op(|| drop(black_box(now(black_box(&gl).shared())))),
+            ns_per_op(|| drop(black_box(now(black_box(&fl).exclusive())))),
+            ns_per_op(|| drop(black_box(now(black_box(&gl).exclusive())))),
+            ns_per_op(|| drop(black_box(now(black_box(&fs).acquire())))),
+            ns_per_op(|| drop(black_box(now(black_box(&gs).acquire())))),
+        ]
+    }
+    let rt = common::rondo_runtime(1);
+    let group = rt.group().weight(1).build().unwrap();
+    let mut outside = [f64::MAX; 6];
+    let mut inside = [f64::MAX; 6];
+    for _ in 0..GROUP_FAIR_ROUNDS {
+        for (best, got) in outside.iter_mut().zip(measure()) {
+            *best = best.min(got);
+        }
+        let got = rt.block_on(group.spawn(async { measure() })).unwrap();
+        for (best, got) in inside.iter_mut().zip(got) {
+            *best = best.min(got);
+        }
+    }
+    println!();
+    println!("group-fair against fair (`new`), uncontended acquire+release, ns/op:");
+    println!("| row | where | fair | group-fair | difference |");
+    println!("|---|---|---:|---:|---:|");
+    for (where_, v) in [
+        ("outside any group", outside),
+        ("in a group's task", inside),
+    ] {
+        for (i, row) in ["shared", "exclusive", "semaphore"].iter().enumerate() {
+            let (fair, gf) = (v[2 * i], v[2 * i + 1]);
+            println!(
+                "| {row} | {where_} | {fair:.1} | {gf:.1} | {:+.1} |",
+                gf - fair
+            );
+        }
+    }
 }
 
 const WEIGHTED_RUNS: usize = 5;

@@ -668,3 +668,108 @@ fn group_fair_lock_writer_cancel_races_release_and_reader() {
         assert_eq!(d.lock.heaviest_waiting_weight(), 0);
     });
 }
+
+/// Group-fair semaphore, weight inheritance: the holder of the cached group's uncounted permit
+/// releases it on another thread while a waiter of a heavier group joins and looks up the
+/// holders. Whichever comes first, once the release is done no loan is out for the uncounted
+/// holds, and at the end nothing is held, counted or lent.
+#[test]
+fn group_fair_semaphore_uncounted_release_races_a_waiter_joining() {
+    model_bounded_in_ci(|| {
+        let sem = std::sync::Arc::new(Semaphore::group_fair(1).unwrap());
+        in_share(1, 1);
+        // The first hold makes its group the cached one: uncounted.
+        let permit = sem.try_acquire_arc().unwrap();
+        assert_eq!(sem.inheritance_snapshot(), (1, 0, 0, 0));
+        let holder = thread::spawn(move || {
+            in_share(1, 1);
+            drop(permit);
+        });
+        let s2 = sem.clone();
+        let waiter = thread::spawn(move || {
+            in_share(2, 5);
+            block_on(async {
+                let _p = s2.acquire().await.unwrap();
+            })
+        });
+        holder.join().unwrap();
+        let (_, _, lent, _) = sem.inheritance_snapshot();
+        assert_eq!(lent, 0, "a loan outlived the uncounted hold it was for");
+        waiter.join().unwrap();
+        assert_eq!(sem.inheritance_snapshot(), (0, 0, 0, 0));
+        assert_eq!(sem.available_permits(), 1);
+        assert_eq!(sem.heaviest_waiting_weight(), 0);
+    });
+}
+
+/// Group-fair lock, weight inheritance: an uncounted reader releases while a counted reader of
+/// another group stays and a writer of a heavier group joins. The release leaves a reader in
+/// place, yet it goes through the line, so the loan for the uncounted hold ends with it.
+#[test]
+fn group_fair_lock_uncounted_reader_release_races_a_writer_joining() {
+    model_bounded_in_ci(|| {
+        let lock = std::sync::Arc::new(AsyncOneManyLock::group_fair(()));
+        in_share(1, 1);
+        let uncounted = lock.try_shared_arc().unwrap();
+        in_share(3, 1);
+        let counted = lock.try_shared_arc().unwrap();
+        assert_eq!(lock.inheritance_snapshot(), (2, 1, 0, 1));
+        let holder = thread::spawn(move || {
+            in_share(1, 1);
+            drop(uncounted);
+        });
+        let l2 = lock.clone();
+        let writer = thread::spawn(move || {
+            in_share(2, 5);
+            block_on(async {
+                let _g = l2.exclusive().await;
+            })
+        });
+        holder.join().unwrap();
+        let (held, counted_holds, lent, _) = lock.inheritance_snapshot();
+        assert_eq!((held, counted_holds), (1, 1), "the counted reader holds");
+        assert_eq!(lent, 0, "a loan outlived the uncounted hold it was for");
+        drop(counted);
+        writer.join().unwrap();
+        assert_eq!(lock.inheritance_snapshot(), (0, 0, 0, 0));
+        assert!(lock.try_exclusive().is_some(), "lock leaked");
+    });
+}
+
+/// Group-fair lock, weight inheritance: an uncounted reader releases while a reader of another
+/// group takes a counted hold and a writer of a heavier group joins. Whatever the order, once
+/// all but the writer are done, a loan is out for the uncounted holds exactly when some are left
+/// and someone waits.
+#[test]
+fn group_fair_lock_uncounted_release_races_a_counted_reader_and_a_writer() {
+    model_bounded_in_ci(|| {
+        let lock = std::sync::Arc::new(AsyncOneManyLock::group_fair(()));
+        in_share(1, 1);
+        let uncounted = lock.try_shared_arc().unwrap();
+        let holder = thread::spawn(move || {
+            in_share(1, 1);
+            drop(uncounted);
+        });
+        let l2 = lock.clone();
+        let reader = thread::spawn(move || {
+            in_share(3, 1);
+            block_on(l2.shared_arc())
+        });
+        let l3 = lock.clone();
+        let writer = thread::spawn(move || {
+            in_share(2, 5);
+            block_on(async {
+                let _g = l3.exclusive().await;
+            })
+        });
+        holder.join().unwrap();
+        let counted = reader.join().unwrap();
+        assert!(
+            lock.uncounted_loan_is_current(),
+            "the loan for the uncounted holds is stale"
+        );
+        drop(counted);
+        writer.join().unwrap();
+        assert_eq!(lock.inheritance_snapshot(), (0, 0, 0, 0));
+    });
+}

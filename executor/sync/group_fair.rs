@@ -27,9 +27,11 @@
 //! heaviest weight scan the shares, O(shares) per grant, with one entry per group that has a
 //! waiter (and per recently served idle group); a cancelled waiter is found in its share's FIFO
 //! by a scan of that FIFO. The fast paths (an uncontended acquire, a release with nobody in line)
-//! never look at the queue; in group-fair mode they take the mutex once to count or uncount the
-//! hold for weight inheritance (below), O(holder groups) under it. The other modes read one
-//! immutable flag and skip it.
+//! never look at the queue. For weight inheritance (below) they add two loads of one word and a
+//! thread-local read to the acquire and one load to the release, and no atomic read-modify-write,
+//! as long as the holds are those of the primitive's cached group; a hold of another group is
+//! taken and released under the mutex, O(holder groups) there. The other modes read one
+//! immutable flag and skip all of it.
 //!
 //! # Heaviest waiter
 //!
@@ -39,30 +41,67 @@
 //! # Weight inheritance
 //!
 //! A holder runs at its heaviest waiter's weight, charged to its own group, until it releases.
-//! The line keeps the *holders* (also under the mutex): one entry per group holding the resource,
-//! with how many holds (permits, or lock holds of any kind) it has and the weight lent to it.
+//! A hold belongs to the group of the task that takes it (its own group, not the top-level one;
+//! outside any group, to none). The holds are known in two parts:
 //!
-//! 1. **Holding.** A hold is counted for the group of the task that takes it (its own group, not
-//!    the top-level one; outside any group it is counted without one): the fast path of a
-//!    group-fair primitive takes the mutex once more to count it, a waiter granted under the
-//!    mutex is counted in the same step, for the group it joined from (kept from its join as a
-//!    weak reference).
-//! 2. **Releasing.** A release (or a grant given back by a cancelled waiter) takes its holds off
-//!    the entry of the releasing task's group, or, when that group has none (the permit or guard
-//!    moved to another group or thread), off any entry. The entries' total is always the holds
-//!    counted, so each loan ends at the latest when the last hold is released.
-//! 3. **Lending.** After every change of the waiters or the holders, each holder entry with a
-//!    group is lent the heaviest waiting weight ([`GroupInner::lend_weight`], on the group and
-//!    each of its ancestors, so in a tenant tree the whole path to the holder runs at it), or its
-//!    loan is returned when nobody waits or its last hold is released. A loan is changed only
-//!    when that weight changes: return, then lend. Each entry has at most one loan out, so each
-//!    is returned exactly once. A waiter's weight is its top-level group's own weight, not one
-//!    lent to it: a holder's loan is not passed on to the holders of what it waits for in turn.
+//! - **Uncounted holds**, all of one group, the primitive's *cached* group: nothing records them
+//!   one by one. Their number is the holds the state word shows (the lock's readers and writer;
+//!   the semaphore's permits in existence minus the free ones) minus the counted holds, which is
+//!   exact under the mutex: every change of the counted holds happens there together with its
+//!   change of the state word, and so does every change of the semaphore's permits in existence
+//!   (`add_permits`, `forget_permits` and a permit's `forget` take the mutex in this mode).
+//! - **Counted holds**: one entry per other group holding the resource, with how many holds it
+//!   has and the weight lent to it, under the mutex.
+//!
+//! The fast paths read the *fast word* (`FastHolds`), written only under the mutex: the cached
+//! group's address (0 for outside any group), `COUNTED` (some holds are counted) and `SWITCHING`
+//! (the cached group is changing).
+//!
+//! 1. **Taking.** An acquire reads the current group's address (a thread-local) and the fast
+//!    word. If the word names that group (and `SWITCHING` is clear), it takes the hold with the
+//!    primitive's usual CAS and reads the word again: if the word still names its group, the hold
+//!    is uncounted and the acquire is done. Otherwise (before the CAS: the hold is then taken
+//!    under the mutex; after it, in a race with a switch) the hold *settles* under the mutex: it
+//!    stays uncounted if its group is the cached one by then; if the uncounted holds are only its
+//!    own, the cached group switches to its group (below); otherwise it is counted for its group.
+//!    A waiter granted under the mutex is counted in the same step, for the group it joined from
+//!    (kept from its join as a weak reference).
+//! 2. **Switching.** Under the mutex, the settling acquire reads the state word `s`, stores the
+//!    fast word with its group and `SWITCHING`, and confirms with a CAS of `s` to `s` (acquire and
+//!    release). If the CAS succeeds, no hold was taken since `s` was read, so the uncounted holds
+//!    are its own only, and every acquire whose CAS comes later reads the new word after its CAS
+//!    and so never counts itself for the old group. If it fails, the hold is counted instead.
+//!    Either way the line then publishes the fast word without `SWITCHING`. An acquire that read
+//!    the old group before its CAS and the new one after it settles under the mutex (counted);
+//!    until it gets there, its hold counts as one of the cached group's.
+//! 3. **Releasing.** A release reads the fast word: with `COUNTED` clear, every hold is
+//!    uncounted, so the release is the fair mode's (with waiters in line it serves the line under
+//!    the mutex, and in this mode a shared release that leaves other readers in place does too,
+//!    so every release while anyone waits ends up where loans are recomputed). With `COUNTED`
+//!    set, it gives its hold back under the mutex, and takes it off the entry of the releasing
+//!    task's group, or, when that group has none (the permit or guard moved to another group or
+//!    thread), off the uncounted holds, or off any entry. A grant given back by a cancelled waiter
+//!    comes off the counted entries only. The entries' total is always the holds counted, so each
+//!    loan ends at the latest when the last hold is released.
+//! 4. **Lending.** After every change of the waiters or the holders (the line *publishes*), each
+//!    counted entry with a group is lent the heaviest waiting weight
+//!    ([`GroupInner::lend_weight`], on the group and each of its ancestors, so in a tenant tree
+//!    the whole path to the holder runs at it), and so is the cached group while any hold is
+//!    uncounted; a loan is returned when nobody waits or its holds are gone. A loan is changed
+//!    only when that weight changes: return, then lend. Each entry, and the cached group, has at
+//!    most one loan out, so each is returned exactly once. A waiter's weight is its top-level
+//!    group's own weight, not one lent to it: a holder's loan is not passed on to the holders of
+//!    what it waits for in turn.
+//! 5. **Lifetimes.** A guard may outlive its task and its group's handles. A counted entry and
+//!    a loan hold a strong reference to their group; the cached group is kept as a weak one (its
+//!    allocation, and so its address, stays taken while it is cached, so no other group can be
+//!    mistaken for it), upgraded only to lend to it: a cached group that is gone is lent nothing.
 //!
 //! Lock order: the primitive's mutex, then a group's scheduling lock (`lend_weight`,
 //! `return_weight`, reading a waiter's own weight). The scheduler never takes a primitive's
-//! mutex, so this cannot deadlock. No group is dropped under the mutex: a released entry's group
-//! is handed back to the caller to drop after unlocking, and waiters keep only weak references.
+//! mutex, so this cannot deadlock. No group is dropped under the mutex: a group whose entry or
+//! loan ends is handed back to the caller to drop after unlocking (with the wakers), and waiters
+//! and the cache keep only weak references.
 //!
 //! [`GroupInner::lend_weight`]: crate::group::GroupInner::lend_weight
 
@@ -70,7 +109,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 
 use crate::group::GroupInner;
-use crate::shim::{AtomicU32, Ordering};
+use crate::shim::{AtomicU32, AtomicUsize, Ordering};
 
 /// The identity and weight of the share a waiter waits in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,9 +153,74 @@ pub(crate) fn current_group() -> Option<Arc<GroupInner>> {
     crate::group::with_current(|g| g.cloned())
 }
 
-/// The address of the current task's group: the identity [`Holders`] entries are found by.
-fn current_id() -> Option<usize> {
-    crate::group::with_current(|g| g.map(|g| Arc::as_ptr(g) as usize))
+/// The address of the current task's group, 0 outside any group: the identity holder entries and
+/// the uncounted holds' group are known by. A thread-local read.
+#[inline]
+pub(crate) fn current_addr() -> usize {
+    #[cfg(all(test, loom))]
+    if let Some(k) = loom_share::get() {
+        // Clear of the fast word's flags, as a group's address is.
+        return k.id << 2;
+    }
+    crate::group::with_current(|g| g.map_or(0, |g| Arc::as_ptr(g) as usize))
+}
+
+/// The current task's group as a weak reference: the uncounted holds' group, kept by address.
+fn current_weak() -> Option<Weak<GroupInner>> {
+    crate::group::with_current(|g| g.map(Arc::downgrade))
+}
+
+/// The fast paths' view of the holders, one word written only under the primitive's mutex:
+/// the address of the group whose holds go uncounted (0: outside any group), and two flags.
+/// See "The uncounted holds" in the module docs.
+pub(crate) struct FastHolds(AtomicUsize);
+
+/// Some holds are counted by group: a release must go through the mutex to uncount its own.
+const COUNTED: usize = 1;
+/// The uncounted holds are changing group: no acquire may count itself uncounted now.
+const SWITCHING: usize = 2;
+
+impl FastHolds {
+    #[cfg(not(loom))]
+    pub(crate) const fn new() -> Self {
+        FastHolds(AtomicUsize::new(0))
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn new() -> Self {
+        FastHolds(AtomicUsize::new(0))
+    }
+
+    /// Whether a hold taken by the group at `me` (a [`current_addr`]) goes uncounted: a relaxed
+    /// load. Read before the acquire's CAS (a hold of another group is taken under the mutex
+    /// instead) and after it (the word as of the CAS, see the module docs).
+    #[inline]
+    pub(crate) fn uncounted(&self, me: usize) -> bool {
+        self.0.load(Ordering::Relaxed) & !COUNTED == me
+    }
+
+    /// Whether a release may skip the mutex: no hold is counted by group, so the released one
+    /// was uncounted. A relaxed load.
+    #[inline]
+    pub(crate) fn release_uncounted(&self) -> bool {
+        self.0.load(Ordering::Relaxed) & COUNTED == 0
+    }
+
+    /// Under the mutex, before the state CAS that confirms a switch to `me`: every acquire that
+    /// reads the word now takes the mutex path.
+    pub(crate) fn begin_switch(&self, me: usize) {
+        self.0.store(me | SWITCHING | COUNTED, Ordering::Relaxed);
+    }
+
+    fn set(&self, word: usize) {
+        self.0.store(word, Ordering::Relaxed);
+    }
+
+    /// For tests: the word's flags (`COUNTED` 1, `SWITCHING` 2).
+    #[cfg(test)]
+    pub(crate) fn flags(&self) -> usize {
+        self.0.load(Ordering::Relaxed) & (COUNTED | SWITCHING)
+    }
 }
 
 /// Under loom no task runs in a group: a model names the share of each of its threads here.
@@ -190,7 +294,7 @@ impl Holder {
     }
 }
 
-/// Groups whose last hold was released under the mutex, to drop after unlocking (dropping a group
+/// Groups whose entry or loan ended under the mutex, to drop after unlocking (dropping a group
 /// may drop tasks, whose futures may use the very primitive).
 pub(crate) type Released = Vec<Arc<GroupInner>>;
 
@@ -205,11 +309,24 @@ pub(crate) struct GroupLine {
     vtime: u128,
     /// Join counter, for FIFO order within a share and ties between shares.
     joined: u64,
-    /// Who holds the primitive, by group, with their loans ("Weight inheritance").
+    /// The counted holds, by group, with their loans ("Weight inheritance").
     holders: Vec<Holder>,
+    /// The holds in `holders`, all entries together.
+    counted: usize,
     /// The weight lent to every holder entry with a group: the heaviest waiting weight when the
     /// line last published.
     lending: u32,
+    /// The address of the group the uncounted holds belong to (0: outside any group), as in
+    /// [`FastHolds`].
+    cached: usize,
+    /// That group, weakly: its allocation stays, so no other group takes its address while it
+    /// is cached; upgraded only to lend to it.
+    cached_group: Option<Weak<GroupInner>>,
+    /// The loan to the cached group for the uncounted holds; `group` is set only while lent.
+    uncounted_loan: Holder,
+    /// The weight lent for the uncounted holds, 0 for none (also where their group is gone or
+    /// they are outside any group, so nothing is lent to anyone).
+    uncounted_lent: u32,
 }
 
 impl GroupLine {
@@ -221,8 +338,75 @@ impl GroupLine {
             vtime: 0,
             joined: 0,
             holders: Vec::new(),
+            counted: 0,
             lending: 0,
+            cached: 0,
+            cached_group: None,
+            uncounted_loan: Holder {
+                group: None,
+                holds: 0,
+                lent: 0,
+            },
+            uncounted_lent: 0,
         }
+    }
+
+    /// For tests: the holds counted by group, and the weight lent for the uncounted holds.
+    #[cfg(test)]
+    pub(crate) fn inheritance(&self) -> (usize, u32) {
+        (self.counted, self.uncounted_lent)
+    }
+
+    /// For tests: whether the loan for the uncounted holds is what `publish` would make it now,
+    /// with `held` holds in the state: the heaviest waiting weight while some are uncounted,
+    /// none otherwise.
+    #[cfg(test)]
+    pub(crate) fn uncounted_loan_is_current(&self, held: usize) -> bool {
+        let want = if held > self.counted {
+            self.heaviest()
+        } else {
+            0
+        };
+        self.uncounted_lent == want
+    }
+
+    /// Settles `n` holds the current task's group took, already in the primitive's state (`held`
+    /// holds in all) and not counted yet: they stay uncounted if its group is the cached one; if
+    /// they are the only uncounted holds and `confirm` (the state CAS, after the fast word named
+    /// the switch) succeeds, its group becomes the cached one; otherwise they are counted for it.
+    /// The old cached group's loan, if one ends, goes into `released`. The caller publishes next.
+    pub(crate) fn settle(
+        &mut self,
+        n: usize,
+        held: usize,
+        fast: &FastHolds,
+        confirm: impl FnOnce() -> bool,
+        released: &mut Released,
+    ) {
+        let me = current_addr();
+        if me == self.cached {
+            return;
+        }
+        debug_assert!(
+            held >= self.counted + n,
+            "uncounted holds missing from the state"
+        );
+        if held.saturating_sub(self.counted) == n {
+            fast.begin_switch(me);
+            if confirm() {
+                self.end_uncounted_loan(released);
+                self.cached = me;
+                self.cached_group = current_weak();
+                return;
+            }
+        }
+        self.hold(current_group(), n);
+    }
+
+    fn end_uncounted_loan(&mut self, released: &mut Released) {
+        self.uncounted_lent = 0;
+        self.uncounted_loan.lend(0);
+        released.extend(self.uncounted_loan.group.take());
     }
 
     /// Counts `n` holds for `group` (the taker's group, or the group a granted waiter joined
@@ -233,6 +417,7 @@ impl GroupLine {
         }
         let id = group.as_ref().map(|g| Arc::as_ptr(g) as usize);
         let lending = self.lending;
+        self.counted += n;
         match self.holders.iter_mut().find(|h| h.id() == id) {
             // `group` is dropped here: the entry holds another reference, so never the last.
             Some(h) => h.holds += n,
@@ -248,25 +433,46 @@ impl GroupLine {
         }
     }
 
-    /// Takes `n` holds off the releasing task's group's entry, or off any entries if that group
-    /// has too few (a permit or guard that moved); an entry left with none returns its loan and
-    /// goes, its group into `released`.
-    pub(crate) fn release(&mut self, mut n: usize, released: &mut Released) {
-        let id = current_id();
-        let mut i = self.holders.iter().position(|h| h.id() == id).unwrap_or(0);
-        while n > 0 && i < self.holders.len() {
-            let h = &mut self.holders[i];
-            let took = n.min(h.holds);
-            h.holds -= took;
-            n -= took;
-            if h.holds == 0 {
-                let mut h = self.holders.swap_remove(i);
-                h.lend(0);
-                released.extend(h.group.take());
-                i = 0;
-            }
+    /// `n` holds were released (the primitive's state holds `held_after` now): they come off
+    /// the releasing task's group's entry, then (unless `counted_only`: a grant given back, which
+    /// was counted) off the uncounted holds, then off any entries (a permit or guard that moved
+    /// to another group or thread). An entry left with none returns its loan and goes, its group
+    /// into `released`.
+    pub(crate) fn release(
+        &mut self,
+        mut n: usize,
+        held_after: usize,
+        counted_only: bool,
+        released: &mut Released,
+    ) {
+        let id = current_addr();
+        let own = self.holders.iter().position(|h| h.id().unwrap_or(0) == id);
+        if let Some(i) = own {
+            n -= self.take_from(i, n, released);
+        }
+        if !counted_only {
+            // The uncounted holds before this release: `held_after + n` minus the counted ones.
+            let uncounted = (held_after + n).saturating_sub(self.counted);
+            n -= n.min(uncounted);
+        }
+        while n > 0 && !self.holders.is_empty() {
+            n -= self.take_from(0, n, released);
         }
         debug_assert_eq!(n, 0, "released more holds than were counted");
+    }
+
+    /// Takes up to `n` holds off entry `i`; returns how many.
+    fn take_from(&mut self, i: usize, n: usize, released: &mut Released) -> usize {
+        let h = &mut self.holders[i];
+        let took = n.min(h.holds);
+        h.holds -= took;
+        self.counted -= took;
+        if h.holds == 0 {
+            let mut h = self.holders.swap_remove(i);
+            h.lend(0);
+            released.extend(h.group.take());
+        }
+        took
     }
 
     fn find(&self, id: usize) -> Option<usize> {
@@ -378,16 +584,37 @@ impl GroupLine {
             .unwrap_or(0)
     }
 
-    /// Stores [`heaviest`](Self::heaviest) where the primitive's readers find it, and lends it to
-    /// every holder (returns their loans when nobody waits).
-    pub(crate) fn publish(&mut self, to: &AtomicU32) {
+    /// Stores [`heaviest`](Self::heaviest) where the primitive's readers find it and the fast
+    /// word where its fast paths do, and lends the heaviest waiting weight to every counted
+    /// holder and, if any of the primitive's `held` holds are uncounted, to the cached group
+    /// (returns the loans when nobody waits; a loan that ends puts its group into `released`).
+    pub(crate) fn publish(
+        &mut self,
+        to: &AtomicU32,
+        fast: &FastHolds,
+        held: usize,
+        released: &mut Released,
+    ) {
         let heaviest = self.heaviest();
         to.store(heaviest, Ordering::Relaxed);
+        fast.set(self.cached | if self.counted > 0 { COUNTED } else { 0 });
         if heaviest != self.lending {
             self.lending = heaviest;
             for h in &mut self.holders {
                 h.lend(heaviest);
             }
+        }
+        debug_assert!(held >= self.counted, "counted holds missing from the state");
+        let want = if held > self.counted { heaviest } else { 0 };
+        if want == 0 {
+            self.end_uncounted_loan(released);
+        } else {
+            if self.uncounted_loan.group.is_none() {
+                // A group that is gone holds nothing to lend to.
+                self.uncounted_loan.group = self.cached_group.as_ref().and_then(Weak::upgrade);
+            }
+            self.uncounted_loan.lend(want);
+            self.uncounted_lent = want;
         }
     }
 }

@@ -59,8 +59,12 @@ fn a_lock_holder_runs_at_its_heaviest_waiters_weight_until_it_releases() {
     let lock = Arc::new(AsyncOneManyLock::group_fair(0u32));
     let guard = taken(&rt, &l, Box::pin(lock.clone().exclusive_arc()));
     assert_eq!(effective(&l), 1, "nobody waits: no loan");
+    // L's hold is uncounted (L is the first group to hold the lock).
+    assert_eq!(lock.inheritance_snapshot(), (1, 0, 0, 0));
     let w = waiting(&rt, &h, Box::pin(lock.clone().exclusive_arc()));
     assert_eq!(effective(&l), 100, "H waits: L runs at H's weight");
+    assert_eq!(lock.inheritance_snapshot(), (1, 0, 100, 0));
+    assert!(lock.uncounted_loan_is_current());
     assert_eq!(l.weight(), 1, "its own weight stays");
     assert_eq!(effective(&h), 100);
     drop(guard);
@@ -275,4 +279,92 @@ fn plain_primitives_lend_nothing() {
     let w = waiting(&rt, &h, Box::pin(sem.clone().acquire_arc()));
     assert_eq!(effective(&l), 1);
     drop((w, p));
+}
+
+#[test]
+fn added_permits_leave_the_holders_as_they_are() {
+    let rt = rt();
+    let (l, h) = (group(&rt, 1), group(&rt, 100));
+    let sem = Arc::new(Semaphore::group_fair(1).unwrap());
+    let p = taken(&rt, &l, Box::pin(sem.clone().acquire_arc())).unwrap();
+    // One more permit is free, not one fewer held: L still holds its permit.
+    sem.add_permits(1);
+    let w = waiting(&rt, &h, Box::pin(sem.clone().acquire_many_arc(2)));
+    assert_eq!(
+        effective(&l),
+        100,
+        "H waits for L's permit: L runs at H's weight"
+    );
+    assert_eq!(sem.forget_permits(1), 1);
+    assert_eq!(effective(&l), 100, "L holds its permit still");
+    drop((w, p));
+    assert_eq!(effective(&l), 1);
+    assert_eq!(sem.available_permits(), 1);
+}
+
+#[test]
+fn a_guard_that_outlives_its_group_is_lent_nothing_and_still_released() {
+    let rt = rt();
+    let h = group(&rt, 100);
+    let lock = Arc::new(AsyncOneManyLock::group_fair(()));
+    let sem = Arc::new(Semaphore::group_fair(1).unwrap());
+    let (guard, permit) = {
+        let l = group(&rt, 1);
+        let guard = taken(&rt, &l, Box::pin(lock.clone().exclusive_arc()));
+        let permit = taken(&rt, &l, Box::pin(sem.clone().acquire_arc())).unwrap();
+        (guard, permit)
+        // L's handle goes here; its task is done: the group is gone.
+    };
+    let mut wl = waiting(&rt, &h, Box::pin(lock.clone().exclusive_arc()));
+    let mut ws = waiting(&rt, &h, Box::pin(sem.clone().acquire_arc()));
+    assert_eq!(lock.heaviest_waiting_weight(), 100);
+    drop((guard, permit));
+    assert!(poll_now(&mut wl).is_ready(), "the lock was handed on");
+    assert!(
+        matches!(poll_now(&mut ws), Poll::Ready(Ok(_))),
+        "the permit was handed on"
+    );
+    assert_eq!(effective(&h), 100);
+}
+
+#[test]
+fn each_group_is_lent_for_its_own_holds_whichever_took_the_fast_path() {
+    let rt = rt();
+    let (a, b, h) = (group(&rt, 1), group(&rt, 2), group(&rt, 100));
+    let sem = Arc::new(Semaphore::group_fair(3).unwrap());
+    // A's hold goes uncounted (A is the first group to hold), B's is counted.
+    let pa = taken(&rt, &a, Box::pin(sem.clone().acquire_arc())).unwrap();
+    let pb = taken(&rt, &b, Box::pin(sem.clone().acquire_arc())).unwrap();
+    // Held 2, counted 1 (B's), nothing lent, `COUNTED` set.
+    assert_eq!(sem.inheritance_snapshot(), (2, 1, 0, 1));
+    let w = waiting(&rt, &h, Box::pin(sem.clone().acquire_many_arc(3)));
+    assert_eq!((effective(&a), effective(&b)), (100, 100));
+    assert_eq!(sem.inheritance_snapshot(), (2, 1, 100, 1));
+    drop(pa);
+    assert_eq!(
+        (effective(&a), effective(&b)),
+        (1, 100),
+        "A released: its loan ends"
+    );
+    drop(pb);
+    assert_eq!(effective(&b), 2, "B released: its loan ends");
+    let mut w = w;
+    let Poll::Ready(Ok(ph)) = poll_now(&mut w) else {
+        panic!("H should have its permits")
+    };
+    drop(ph);
+    // Nothing held now: B becomes the cached group at its next hold, A's hold is counted.
+    let pb = taken(&rt, &b, Box::pin(sem.clone().acquire_arc())).unwrap();
+    let pa = taken(&rt, &a, Box::pin(sem.clone().acquire_arc())).unwrap();
+    let w = waiting(&rt, &h, Box::pin(sem.clone().acquire_many_arc(3)));
+    assert_eq!((effective(&a), effective(&b)), (100, 100));
+    drop(pb);
+    assert_eq!(
+        (effective(&a), effective(&b)),
+        (100, 2),
+        "B released: its loan ends"
+    );
+    drop((w, pa));
+    assert_eq!((effective(&a), effective(&b)), (1, 2));
+    assert_eq!(sem.available_permits(), 3);
 }

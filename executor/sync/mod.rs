@@ -125,9 +125,13 @@
 //! waiter cancelled while waiting leaves its group's FIFO uncharged; one granted in a race with
 //! its drop was charged and gives the grant back as in the fair mode. After each change the line
 //! publishes the heaviest waiting weight in an atomic (`heaviest_waiting_weight`) and lends it to
-//! the groups holding the primitive, counted by group under the mutex (on the fast paths too, in
-//! this mode only), so a light holder runs at its heaviest waiter's weight until it releases
-//! (weight inheritance, `group_fair.rs`).
+//! the groups holding the primitive, so a light holder runs at its heaviest waiter's weight until
+//! it releases (weight inheritance, `group_fair.rs`). The fast paths record no hold of the
+//! primitive's *cached* group: a waiter, under the mutex, finds those holds as the state word's
+//! holds minus the holds counted by group there. The acquire adds a thread-local read and two
+//! loads of one word (its group is the cached one, before and after the CAS), the release one
+//! load (no hold is counted); a hold of another group is counted under the mutex, and the cached
+//! group changes when its holds are gone (`group_fair.rs`, "Weight inheritance").
 //!
 //! **Upgradable holds.** An upgradable hold counts as a reader and sets its own bit, which excludes a
 //! second one. [`UpgradableGuard::upgrade`] completes at once if its holder is the only reader;

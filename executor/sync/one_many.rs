@@ -349,6 +349,18 @@ impl<T: ?Sized> AsyncOneManyLock<T> {
         self.raw.heaviest_waiting_weight()
     }
 
+    /// For tests: see `RawOneMany::inheritance_snapshot`.
+    #[cfg(test)]
+    pub(crate) fn inheritance_snapshot(&self) -> (usize, usize, u32, usize) {
+        self.raw.inheritance_snapshot()
+    }
+
+    /// For tests: see `RawOneMany::uncounted_loan_is_current`.
+    #[cfg(test)]
+    pub(crate) fn uncounted_loan_is_current(&self) -> bool {
+        self.raw.uncounted_loan_is_current()
+    }
+
     /// Waits for shared (read) access.
     ///
     /// Completes on the first poll when no writer holds the lock and nobody waits; otherwise joins the

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use self::state::{AtomicState, Change, Changed, HandOver, Join, Release, Retry, State, TryLock};
 pub(crate) use self::state::{MAX_READERS, Req};
-use super::group_fair::{GroupLine, Released, current_group, share_of_current};
+use super::group_fair::{
+    FastHolds, GroupLine, Released, current_addr, current_group, share_of_current,
+};
 use super::waiters::{Stamp, Status, WaitList, WakeList, serve_line};
 use crate::shim::{AtomicU32, Mutex, Ordering, lock};
 
@@ -66,9 +68,11 @@ pub(crate) struct RawOneMany {
     /// Group-fair mode: the largest weight among the waiting groups, published under the mutex
     /// (see `group_fair.rs`); 0 otherwise.
     heaviest: AtomicU32,
-    /// Group-fair mode: holds are counted by group, for weight inheritance (`group_fair.rs`).
-    /// Read after a fast-path acquire and before a release: one byte on the state word's line.
+    /// Group-fair mode: whose holds are uncounted, for weight inheritance (`group_fair.rs`).
+    /// Read before a fast-path acquire and before a release: one byte on the state word's line.
     group_fair: bool,
+    /// Group-fair mode: the fast paths' view of the holders (`group_fair.rs`).
+    fast: FastHolds,
     line: Mutex<Line>,
 }
 
@@ -82,6 +86,7 @@ impl RawOneMany {
             spin_skips: AtomicU32::new(0),
             heaviest: AtomicU32::new(0),
             group_fair: false,
+            fast: FastHolds::new(),
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
                 writers: 0,
@@ -99,6 +104,7 @@ impl RawOneMany {
             spin_skips: AtomicU32::new(0),
             heaviest: AtomicU32::new(0),
             group_fair: false,
+            fast: FastHolds::new(),
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
                 writers: 0,
@@ -115,45 +121,123 @@ impl RawOneMany {
         raw
     }
 
-    /// After a fast-path acquire: in group-fair mode, counts the new hold for the current group.
-    /// Always true (so it chains after the acquire's `&&`).
+    /// For tests, in group-fair mode: the holds the state shows, the holds counted by group, the
+    /// weight lent for the uncounted holds and the fast word's flags, read under the mutex.
+    #[cfg(test)]
+    pub(crate) fn inheritance_snapshot(&self) -> (usize, usize, u32, usize) {
+        let line = lock(&self.line);
+        let (counted, lent) = line.groups.as_ref().map_or((0, 0), |g| g.inheritance());
+        (
+            AtomicState::holds_in(self.state.snapshot()),
+            counted,
+            lent,
+            self.fast.flags(),
+        )
+    }
+
+    /// For tests, in group-fair mode: whether the loan for the uncounted holds is current
+    /// (`GroupLine::uncounted_loan_is_current`), read under the mutex.
+    #[cfg(test)]
+    pub(crate) fn uncounted_loan_is_current(&self) -> bool {
+        let line = lock(&self.line);
+        let held = AtomicState::holds_in(self.state.snapshot());
+        line.groups
+            .as_ref()
+            .is_none_or(|g| g.uncounted_loan_is_current(held))
+    }
+
+    /// Under the mutex: publishes the line's heaviest waiting weight and the fast word, and lends
+    /// to the holders (`group_fair.rs`).
+    fn publish(&self, g: &mut GroupLine, released: &mut Released) {
+        let held = AtomicState::holds_in(self.state.snapshot());
+        g.publish(&self.heaviest, &self.fast, held, released);
+    }
+
+    /// Under the mutex, once a hold was taken for the current task (in the state word, not
+    /// counted yet): settles who it is held by (`GroupLine::settle`).
+    fn settle(&self, line: &mut Line, released: &mut Released) {
+        let Some(g) = &mut line.groups else { return };
+        let s0 = self.state.snapshot();
+        g.settle(
+            1,
+            AtomicState::holds_in(s0),
+            &self.fast,
+            || self.state.confirm(s0),
+            released,
+        );
+        self.publish(g, released);
+    }
+
+    /// A fast-path acquire: one CAS from "free"; in group-fair mode only if the current task's
+    /// group is the one whose holds go uncounted (checked again after the CAS), otherwise the
+    /// acquire happens under the mutex.
     #[inline]
-    fn counted(&self) -> bool {
+    fn try_acquire(&self, req: Req) -> bool {
         if self.group_fair {
-            self.count_hold();
+            return self.try_group_fair(req);
+        }
+        self.try_fast(req, State::FREE)
+    }
+
+    /// [`try_acquire`](Self::try_acquire) in group-fair mode.
+    #[inline]
+    fn try_group_fair(&self, req: Req) -> bool {
+        let me = current_addr();
+        if !self.fast.uncounted(me) {
+            return self.try_counted(req);
+        }
+        if !self.try_fast(req, State::FREE) {
+            return false;
+        }
+        if !self.fast.uncounted(me) {
+            self.settle_taken();
         }
         true
     }
 
+    /// A group-fair acquire by a group whose holds are counted: under the mutex.
     #[cold]
     #[inline(never)]
-    fn count_hold(&self) {
-        let group = current_group();
-        let mut line = lock(&self.line);
-        if let Some(g) = &mut line.groups {
-            g.hold(group, 1);
-        }
-    }
-
-    /// Before a release (or a hold given back): in group-fair mode, takes one hold off the
-    /// holders, returning its loan if it was the group's last.
-    #[inline]
-    fn uncount(&self) {
-        if self.group_fair {
-            self.uncount_hold();
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn uncount_hold(&self) {
+    fn try_counted(&self, req: Req) -> bool {
         let mut released = Released::new();
         let mut line = lock(&self.line);
-        if let Some(g) = &mut line.groups {
-            g.release(1, &mut released);
+        let taken = self.try_fast(req, self.state.peek());
+        if taken {
+            self.settle(&mut line, &mut released);
         }
         drop(line);
         drop(released);
+        taken
+    }
+
+    /// After a fast-path acquire whose group turned out not to be the cached one after all (it
+    /// changed between the two looks): settles it under the mutex.
+    #[cold]
+    #[inline(never)]
+    fn settle_taken(&self) {
+        let mut released = Released::new();
+        let mut line = lock(&self.line);
+        self.settle(&mut line, &mut released);
+        drop(line);
+        drop(released);
+    }
+
+    /// A group-fair release while some holds are counted: the hold is given back and uncounted
+    /// under the mutex, and the line is served.
+    #[cold]
+    #[inline(never)]
+    fn release_counted(&self, held: Req) {
+        serve_line(&self.line, |line| {
+            self.state.change_serving(Change::Release(held));
+            let mut released = Released::new();
+            if let Some(g) = &mut line.groups {
+                let left = AtomicState::holds_in(self.state.snapshot());
+                g.release(1, left, false, &mut released);
+            }
+            let mut wakers = self.dispatch(line);
+            wakers.released.append(&mut released);
+            wakers
+        });
     }
 
     /// The largest weight among the waiting groups of a group-fair lock; 0 otherwise.
@@ -164,18 +248,18 @@ impl RawOneMany {
     /// Fast path for a shared hold: one CAS when the lock is free (the first guess is "free").
     #[inline]
     pub(crate) fn try_shared(&self) -> bool {
-        self.try_fast(Req::Shared, State::FREE) && self.counted()
+        self.try_acquire(Req::Shared)
     }
 
     /// Fast path for an exclusive hold: one CAS from "free".
     #[inline]
     pub(crate) fn try_exclusive(&self) -> bool {
-        self.try_fast(Req::Exclusive, State::FREE) && self.counted()
+        self.try_acquire(Req::Exclusive)
     }
 
     #[inline]
     pub(crate) fn try_upgradable(&self) -> bool {
-        self.try_fast(Req::Upgradable, State::FREE) && self.counted()
+        self.try_acquire(Req::Upgradable)
     }
 
     /// The upgradable holder becomes the writer if it is the only reader.
@@ -202,7 +286,13 @@ impl RawOneMany {
         // the mutex, after the head's wait was checked, so a waiter past the bound gets the lock
         // before any newcomer. In hand-off mode no newcomer can take the freed lock, so it is
         // released at once and the mutex is held only to serve the line.
-        match self.state.release(held, guess) {
+        // Group-fair: with no hold counted, the released one was uncounted. With waiters, every
+        // release serves the line under the mutex (a shared one too), which lends anew.
+        if self.group_fair && !self.fast.release_uncounted() {
+            self.release_counted(held);
+            return;
+        }
+        match self.state.release(held, guess, || self.group_fair) {
             Release::Done => {}
             Release::ServeLine => self.serve(),
             Release::UnderMutex => self.release_slow(Change::Release(held)),
@@ -211,19 +301,16 @@ impl RawOneMany {
 
     #[inline]
     pub(crate) fn release_shared(&self) {
-        self.uncount();
         self.release(Req::Shared, State::SOLE_READER)
     }
 
     #[inline]
     pub(crate) fn release_exclusive(&self) {
-        self.uncount();
         self.release(Req::Exclusive, State::SOLE_WRITER)
     }
 
     #[inline]
     pub(crate) fn release_upgradable(&self) {
-        self.uncount();
         self.release(Req::Upgradable, State::SOLE_UPGRADABLE)
     }
 
@@ -307,6 +394,9 @@ impl RawOneMany {
                 HandOver::Busy => break,
             }
         }
+        if let Some(g) = &mut line.groups {
+            self.publish(g, &mut wakers.released);
+        }
         wakers
     }
 
@@ -361,7 +451,6 @@ impl RawOneMany {
             } else {
                 g.leave(key);
             }
-            g.publish(&self.heaviest);
         }
         let was_notified = line.waiters.status(key) == Status::Notified;
         line.waiters.finish(key, status, wakers);
@@ -437,13 +526,15 @@ impl RawOneMany {
         // Cloning runs the waker's code, so not under the mutex. Declared before `line`: a clone
         // the retry below leaves unused is dropped after the mutex is unlocked.
         let waker = waker.clone();
+        // Declared before `line`: groups let go of under the mutex are dropped after unlocking.
+        let mut released = Released::new();
         let mut line = lock(&self.line);
         let handoff = self.bound.is_zero() || req == Req::Upgrade;
         match self.state.acquire_or_queue(req, handoff) {
             Join::Acquired => {
-                // An upgrade's hold is already counted.
-                if let (Some(g), true) = (&mut line.groups, req != Req::Upgrade) {
-                    g.hold(current_group(), 1);
+                // An upgrade's hold is already in the state and settled.
+                if req != Req::Upgrade {
+                    self.settle(&mut line, &mut released);
                 }
                 return None;
             }
@@ -467,7 +558,7 @@ impl RawOneMany {
                 // A thread-local read and an atomic load: no user code runs under the mutex.
                 let from = current_group().map(|g| Arc::downgrade(&g));
                 g.join(key, share_of_current(), from);
-                g.publish(&self.heaviest);
+                self.publish(g, &mut released);
             }
             key
         })
@@ -564,27 +655,31 @@ impl RawOneMany {
             let (status, req, waker) = line.waiters.remove(key);
             spent = waker;
             self.forget_notified(line, status == Status::Notified);
-            // A grant given back, or an upgrade's upgradable hold: one hold fewer.
-            if let (Some(g), Status::Granted | Status::Waiting | Status::Notified) =
-                (&mut line.groups, status)
-            {
-                if status == Status::Granted || req == Req::Upgrade {
-                    g.release(1, &mut released);
+            // A grant given back (counted when granted), or an upgrade's upgradable hold: one
+            // hold fewer, after the state gave it back.
+            let given_back = match status {
+                Status::Granted => {
+                    self.state.give_back(req);
+                    Some(true)
                 }
-            }
-            match status {
-                Status::Granted => self.state.give_back(req),
                 Status::Waiting | Status::Notified => {
                     self.forget_writer(line, req);
                     if req == Req::Upgrade {
                         self.state.give_back(Req::Upgradable);
-                    } else if let Some(g) = &mut line.groups {
-                        // Left before being served: no charge.
-                        g.leave(key);
-                        g.publish(&self.heaviest);
+                        Some(false)
+                    } else {
+                        if let Some(g) = &mut line.groups {
+                            // Left before being served: no charge.
+                            g.leave(key);
+                        }
+                        None
                     }
                 }
-                Status::Closed | Status::Overflow => {}
+                Status::Closed | Status::Overflow => None,
+            };
+            if let (Some(g), Some(counted_only)) = (&mut line.groups, given_back) {
+                let left = AtomicState::holds_in(self.state.snapshot());
+                g.release(1, left, counted_only, &mut released);
             }
             self.dispatch(line)
         });

@@ -8,7 +8,9 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use self::state::{AtomicState, HandOver, Join, Put, PutPastLine, Retake, Take};
-use super::group_fair::{GroupLine, Released, current_group, share_of_current};
+use super::group_fair::{
+    FastHolds, GroupLine, Released, current_addr, current_group, share_of_current,
+};
 use super::waiters::{Status, WaitList, WakeList, serve_line, update};
 use crate::shim::{AtomicU32, AtomicUsize, Mutex, Ordering, lock};
 
@@ -68,9 +70,12 @@ pub struct Semaphore {
     /// Group-fair mode: the largest weight among the waiting groups, published under the mutex
     /// (see `group_fair.rs`); 0 otherwise.
     heaviest: AtomicU32,
-    /// Group-fair mode: held permits are counted by group, for weight inheritance
-    /// (`group_fair.rs`). Read after a fast-path acquire and by every release, beside `fair`.
+    /// Group-fair mode: whose held permits are uncounted, for weight inheritance
+    /// (`group_fair.rs`). Read by a fast-path acquire before and after its CAS and by every
+    /// release, beside `fair`.
     group_fair: bool,
+    /// Group-fair mode: the fast paths' view of the holders (`group_fair.rs`).
+    fast: FastHolds,
     line: Mutex<Line>,
 }
 
@@ -235,6 +240,7 @@ impl Semaphore {
             promised: AtomicUsize::new(0),
             heaviest: AtomicU32::new(0),
             group_fair: false,
+            fast: FastHolds::new(),
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
                 groups: None,
@@ -263,6 +269,7 @@ impl Semaphore {
             promised: AtomicUsize::new(0),
             heaviest: AtomicU32::new(0),
             group_fair: false,
+            fast: FastHolds::new(),
             line: Mutex::new(Line {
                 waiters: WaitList::new(),
                 groups: None,
@@ -324,27 +331,102 @@ impl Semaphore {
         Ok(sem)
     }
 
-    /// After `n` permits were taken on the fast path of a group-fair semaphore: counts them for
-    /// the current group (weight inheritance, `group_fair.rs`).
-    #[cold]
-    #[inline(never)]
-    fn count_holds(&self, n: usize) {
-        let group = current_group();
-        let mut line = lock(&self.line);
-        if let Some(g) = &mut line.groups {
-            g.hold(group, n);
-        }
+    /// The permits held (in existence and not free), in group-fair mode, where every change of
+    /// the permits in existence happens under the mutex: exact there.
+    fn held(&self) -> usize {
+        self.circulating
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.state.free())
     }
 
-    /// Before `n` permits of a group-fair semaphore are released or forgotten: takes them off
-    /// the holders, returning a loan with a group's last permit.
+    /// For tests, in group-fair mode: the holds the state shows, the holds counted by group, the
+    /// weight lent for the uncounted holds and the fast word's flags, read under the mutex.
+    #[cfg(test)]
+    pub(crate) fn inheritance_snapshot(&self) -> (usize, usize, u32, usize) {
+        let line = lock(&self.line);
+        let (counted, lent) = line.groups.as_ref().map_or((0, 0), |g| g.inheritance());
+        (self.held(), counted, lent, self.fast.flags())
+    }
+
+    /// Under the mutex: publishes the line's heaviest waiting weight and the fast word, and lends
+    /// to the holders (`group_fair.rs`).
+    fn publish(&self, g: &mut GroupLine, released: &mut Released) {
+        g.publish(&self.heaviest, &self.fast, self.held(), released);
+    }
+
+    /// Under the mutex, once `n` permits were taken for the current task (in the state word, not
+    /// counted yet): settles who they are held by (`GroupLine::settle`).
+    fn settle(&self, line: &mut Line, n: usize, released: &mut Released) {
+        let Some(g) = &mut line.groups else { return };
+        let s0 = self.state.snapshot();
+        let held = self
+            .circulating
+            .load(Ordering::Relaxed)
+            .saturating_sub(AtomicState::free_in(s0));
+        g.settle(n, held, &self.fast, || self.state.confirm(s0), released);
+        self.publish(g, released);
+    }
+
+    /// A group-fair take by a group whose holds are counted: under the mutex.
     #[cold]
     #[inline(never)]
-    fn uncount_holds(&self, n: usize) {
+    fn take_counted(&self, n: usize) -> Result<(), TryAcquireError> {
         let mut released = Released::new();
         let mut line = lock(&self.line);
+        let taken = match self.state.try_take(n) {
+            Take::Taken => Ok(()),
+            Take::Short => Err(TryAcquireError::NoPermits),
+            Take::Closed => Err(TryAcquireError::Closed),
+        };
+        if taken.is_ok() {
+            self.settle(&mut line, n, &mut released);
+        }
+        drop(line);
+        drop(released);
+        taken
+    }
+
+    /// After a fast-path take whose group turned out not to be the cached one after all (it
+    /// changed between the two looks): settles it under the mutex.
+    #[cold]
+    #[inline(never)]
+    fn settle_taken(&self, n: usize) {
+        let mut released = Released::new();
+        let mut line = lock(&self.line);
+        self.settle(&mut line, n, &mut released);
+        drop(line);
+        drop(released);
+    }
+
+    /// A group-fair release while some holds are counted: the permits are published and
+    /// uncounted under the mutex (`counted_only` for a grant given back), and the line is
+    /// served.
+    #[cold]
+    #[inline(never)]
+    fn release_counted(&self, n: usize) {
+        serve_line(&self.line, |line| {
+            let _ = self.state.put(n);
+            let mut released = Released::new();
+            if let Some(g) = &mut line.groups {
+                g.release(n, self.held(), false, &mut released);
+            }
+            let mut wakers = self.dispatch(line);
+            wakers.released.append(&mut released);
+            wakers
+        });
+    }
+
+    /// Group-fair `forget`: `n` held permits leave the permits in existence under the mutex (so
+    /// the holds the state shows stay exact there).
+    #[cold]
+    #[inline(never)]
+    fn forget_held(&self, n: usize) {
+        let mut released = Released::new();
+        let mut line = lock(&self.line);
+        self.circulating.fetch_sub(n, Ordering::Relaxed);
         if let Some(g) = &mut line.groups {
-            g.release(n, &mut released);
+            g.release(n, self.held(), false, &mut released);
+            self.publish(g, &mut released);
         }
         drop(line);
         drop(released);
@@ -460,16 +542,30 @@ impl Semaphore {
         if n > Self::MAX_PERMITS {
             too_many("acquire_many", n);
         }
-        match self.state.try_take(n) {
-            Take::Taken => {
-                if self.group_fair && n > 0 {
-                    self.count_holds(n);
-                }
-                Ok(())
-            }
-            Take::Short => Err(TryAcquireError::NoPermits),
-            Take::Closed => Err(TryAcquireError::Closed),
+        if !self.group_fair {
+            return self.state.try_take(n).ok();
         }
+        self.take_group_fair(n)
+    }
+
+    /// The group-fair fast path: the CAS, if the current task's group is the one whose holds go
+    /// uncounted (checked again after it); otherwise the take happens under the mutex
+    /// (`group_fair.rs`).
+    #[inline]
+    fn take_group_fair(&self, n: usize) -> Result<(), TryAcquireError> {
+        if n == 0 {
+            return self.state.try_take(0).ok();
+        }
+        let me = current_addr();
+        if !self.fast.uncounted(me) {
+            return self.take_counted(n);
+        }
+        self.state.try_take(n).ok()?;
+        // Checked again after the CAS: a switch of the cached group may have come first.
+        if !self.fast.uncounted(me) {
+            self.settle_taken(n);
+        }
+        Ok(())
     }
 
     /// Like [`try_acquire`](Self::try_acquire), returning a permit that owns an `Arc` of the
@@ -657,12 +753,23 @@ impl Semaphore {
         if n > Self::MAX_PERMITS {
             too_many("add_permits", n);
         }
+        // Group-fair: the permits in existence change under the mutex, with the free ones, so
+        // the holds the state shows stay exact there (`held`).
+        let line = self.group_fair.then(|| lock(&self.line));
         if let Err(existing) = update(&self.circulating, |c| {
             c.checked_add(n)
                 .filter(|&t| t <= Self::MAX_PERMITS)
                 .ok_or(c)
         }) {
+            drop(line);
             overflow(n, existing);
+        }
+        if let Some(mut line) = line {
+            let _ = self.state.put(n);
+            let wakers = self.dispatch(&mut line);
+            drop(line);
+            wakers.wake_all();
+            return;
         }
         self.release(n);
     }
@@ -679,8 +786,11 @@ impl Semaphore {
     /// assert_eq!(sem.available_permits(), 2);
     /// ```
     pub fn forget_permits(&self, n: usize) -> usize {
+        // Group-fair: under the mutex, as in `add_permits`.
+        let line = self.group_fair.then(|| lock(&self.line));
         let removed = self.state.forget(n);
         self.circulating.fetch_sub(removed, Ordering::Relaxed);
+        drop(line);
         removed
     }
 
@@ -713,7 +823,7 @@ impl Semaphore {
             line.waiters.close_all(&mut wakers);
             if let Some(g) = &mut line.groups {
                 g.clear();
-                g.publish(&self.heaviest);
+                self.publish(g, &mut wakers.released);
             }
             self.promised.store(0, Ordering::Relaxed);
             self.state.line_emptied();
@@ -740,8 +850,12 @@ impl Semaphore {
         if n == 0 {
             return;
         }
-        if self.group_fair {
-            self.uncount_holds(n);
+        // Group-fair: with no hold counted, the released permits were uncounted ones, and the
+        // release is the fair one's (with waiters it serves the line under the mutex, which
+        // lends anew).
+        if self.group_fair && !self.fast.release_uncounted() {
+            self.release_counted(n);
+            return;
         }
         // Fair: in hand-off mode no newcomer can take the permits while anyone waits, so they are
         // published at once and the mutex is held only to hand them on. Barging, with nobody in
@@ -830,9 +944,11 @@ impl Semaphore {
             line.waiters.finish(head, Status::Granted, &mut wakers);
             if let Some(g) = &mut line.groups {
                 g.granted(head, n, n);
-                g.publish(&self.heaviest);
             }
             self.forget_notified(line, was_notified);
+        }
+        if let Some(g) = &mut line.groups {
+            self.publish(g, &mut wakers.released);
         }
         wakers
     }
@@ -887,11 +1003,13 @@ impl Semaphore {
         // Cloning runs the waker's code, so not under the mutex. Declared before `line`: a clone
         // the retry below leaves unused is dropped after the mutex is unlocked.
         let waker = waker.clone();
+        // Declared before `line`: groups let go of under the mutex are dropped after unlocking.
+        let mut released = Released::new();
         let mut line = lock(&self.line);
         match self.state.take_or_queue(n, self.fair) {
             Join::Taken => {
-                if let Some(g) = &mut line.groups {
-                    g.hold(current_group(), n);
+                if n > 0 {
+                    self.settle(&mut line, n, &mut released);
                 }
                 return Ok(None);
             }
@@ -905,7 +1023,7 @@ impl Semaphore {
             // A thread-local read and an atomic load: no user code runs under the mutex.
             let from = current_group().map(|g| Arc::downgrade(&g));
             g.join(key, share_of_current(), from);
-            g.publish(&self.heaviest);
+            self.publish(g, &mut released);
         }
         Ok(Some(key))
     }
@@ -1012,23 +1130,21 @@ impl Semaphore {
         serve_line(&self.line, |line| {
             let (status, n, waker) = line.waiters.remove(key);
             spent = waker;
-            if let (Status::Granted, Some(g)) = (status, &mut line.groups) {
-                // The permits were counted for it when they were granted; they go back below.
-                g.release(n, &mut released);
+            if status == Status::Granted {
+                self.state.give_back(n);
+                if let Some(g) = &mut line.groups {
+                    // The permits were counted for it when they were granted.
+                    g.release(n, self.held(), true, &mut released);
+                }
             }
             self.forget_notified(line, status == Status::Notified);
             if let (Status::Waiting | Status::Notified, Some(g)) = (status, &mut line.groups) {
                 // Left before being served: no charge. (A waiter granted in a race with its drop
-                // was charged; its permits go back below and are passed on.)
+                // was charged; its permits went back above and are passed on.)
                 g.leave(key);
-                g.publish(&self.heaviest);
             }
-            match status {
-                Status::Granted => self.state.give_back(n),
-                Status::Notified => {
-                    self.promised.fetch_sub(n, Ordering::Relaxed);
-                }
-                _ => {}
+            if status == Status::Notified {
+                self.promised.fetch_sub(n, Ordering::Relaxed);
             }
             self.dispatch(line)
         });
@@ -1116,9 +1232,10 @@ impl<'a> SemaphorePermit<'a> {
     /// ```
     pub fn forget(mut self) {
         if self.sem.group_fair && self.n > 0 {
-            self.sem.uncount_holds(self.n);
+            self.sem.forget_held(self.n);
+        } else {
+            self.sem.circulating.fetch_sub(self.n, Ordering::Relaxed);
         }
-        self.sem.circulating.fetch_sub(self.n, Ordering::Relaxed);
         self.n = 0;
     }
 
@@ -1202,9 +1319,10 @@ impl SemaphorePermitArc {
     /// ```
     pub fn forget(mut self) {
         if self.sem.group_fair && self.n > 0 {
-            self.sem.uncount_holds(self.n);
+            self.sem.forget_held(self.n);
+        } else {
+            self.sem.circulating.fetch_sub(self.n, Ordering::Relaxed);
         }
-        self.sem.circulating.fetch_sub(self.n, Ordering::Relaxed);
         self.n = 0;
     }
 

@@ -15,6 +15,7 @@ use slab::Slab;
 #[cfg(not(loom))]
 use crate::clock;
 
+use super::group_fair::Released;
 use crate::shim::{AtomicUsize, Mutex, Ordering, lock};
 
 /// Barging mode: how many releases in a row may skip the line while a woken waiter is on its way
@@ -99,6 +100,10 @@ struct Node<R> {
 pub(crate) struct WakeList {
     first: Option<Waker>,
     rest: Vec<Waker>,
+    /// Groups whose last reference a group-fair primitive let go of under its mutex, dropped
+    /// after the wakers run (dropping a group may drop tasks, whose futures may use the very
+    /// primitive).
+    pub(crate) released: Released,
 }
 
 impl WakeList {
@@ -106,6 +111,7 @@ impl WakeList {
         WakeList {
             first: None,
             rest: Vec::new(),
+            released: Vec::new(),
         }
     }
 
@@ -132,6 +138,8 @@ impl WakeList {
                 }
             }
         }
+        // Dropped after the wakers, also if one panics.
+        let _released = self.released;
         let mut all = Rest(self.first.into_iter().chain(self.rest));
         for w in all.0.by_ref() {
             w.wake();

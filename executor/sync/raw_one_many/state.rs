@@ -247,6 +247,30 @@ impl AtomicState {
         State(self.0.load(Ordering::Relaxed))
     }
 
+    /// The word (an acquire load), for [`confirm`](Self::confirm).
+    #[inline]
+    pub(super) fn snapshot(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// The holds in a word [`snapshot`](Self::snapshot) returned: the readers (plain and
+    /// upgradable) and the writer.
+    #[inline]
+    pub(super) fn holds_in(s: usize) -> usize {
+        (s >> READER_SHIFT) + (s & WRITER)
+    }
+
+    /// Under the mutex, in group-fair mode: whether the word is still `s`, in a CAS that leaves
+    /// it as it is (acquire and release), so every acquire whose CAS follows sees what the caller
+    /// wrote before (the fast word naming a new cached group, `group_fair.rs`), and none came
+    /// in between.
+    #[inline]
+    pub(super) fn confirm(&self, s: usize) -> bool {
+        self.0
+            .compare_exchange(s, s, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
     /// Whether `NOTIFIED` looks set: a relaxed load, a hint.
     #[inline]
     pub(super) fn maybe_notified(&self) -> bool {
@@ -406,13 +430,22 @@ impl AtomicState {
     /// while a woken waiter is on its way (`NOTIFIED` without `HANDOFF`) and the skip count is not
     /// full, counting the skip; otherwise, in barging mode, it changes nothing and leaves the
     /// release to the mutex, and in hand-off mode (no newcomer can take the freed lock) it
-    /// releases at once and leaves the serving to the caller.
+    /// releases at once and leaves the serving to the caller. A shared release that leaves
+    /// other readers in place cannot admit anyone and skips the line, unless `always_serve()`
+    /// (group-fair mode, read only with waiters in line: every release while anyone waits goes
+    /// where the loans of weight inheritance are recomputed).
     #[inline]
-    pub(super) fn release(&self, held: Req, guess: State) -> Release {
+    pub(super) fn release(
+        &self,
+        held: Req,
+        guess: State,
+        always_serve: impl Fn() -> bool,
+    ) -> Release {
         let mut s = guess.0;
         loop {
             let mut new = held.undo(s);
-            let mut serve = s & QUEUED != 0 && (held != Req::Shared || may_admit(new));
+            let mut serve =
+                s & QUEUED != 0 && (held != Req::Shared || always_serve() || may_admit(new));
             if serve && s & (NOTIFIED | HANDOFF) == NOTIFIED && s & SKIPS != SKIPS_FULL {
                 serve = false;
                 new += ONE_SKIP;

@@ -57,6 +57,18 @@ pub(super) enum Take {
     Closed,
 }
 
+impl Take {
+    /// As the result of a `try_acquire`.
+    #[inline]
+    pub(super) fn ok(self) -> Result<(), crate::sync::TryAcquireError> {
+        match self {
+            Take::Taken => Ok(()),
+            Take::Short => Err(crate::sync::TryAcquireError::NoPermits),
+            Take::Closed => Err(crate::sync::TryAcquireError::Closed),
+        }
+    }
+}
+
 /// Result of [`AtomicState::take_or_queue`], a newcomer's attempt under the mutex.
 #[must_use = "a waiter marked as queued must join the line, or no release wakes it"]
 pub(super) enum Join {
@@ -130,6 +142,29 @@ impl AtomicState {
     #[inline]
     pub(super) fn free(&self) -> usize {
         self.0.load(Ordering::Acquire) >> SHIFT
+    }
+
+    /// The word (an acquire load), for [`confirm`](Self::confirm).
+    #[inline]
+    pub(super) fn snapshot(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// The free permits in a word [`snapshot`](Self::snapshot) returned.
+    #[inline]
+    pub(super) fn free_in(s: usize) -> usize {
+        s >> SHIFT
+    }
+
+    /// Under the mutex, in group-fair mode: whether the word is still `s`, in a CAS that leaves
+    /// it as it is (acquire and release), so every acquire whose CAS follows sees what the caller
+    /// wrote before (the fast word naming a new cached group, `group_fair.rs`), and none came
+    /// in between.
+    #[inline]
+    pub(super) fn confirm(&self, s: usize) -> bool {
+        self.0
+            .compare_exchange(s, s, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// Whether `CLOSED` is set (an acquire load).
