@@ -14,7 +14,12 @@
 //!    random instant finds a poll blocked about as often as the share of its time it blocks, so a
 //!    poll that computes and makes the odd short system call is rarely seen blocked, and one that
 //!    waits for a millisecond in a blocking call is seen at once, without waiting a tick to see
-//!    it span one.
+//!    it span one. The ticks come every [`TICK`] while a worker is awake; each sample that finds
+//!    no poll blocked doubles that interval, up to [`QUIET_TICK`], so a CPU-bound load costs the
+//!    monitor a wake-up and a sample every 2 ms rather than every 250 µs; a blocked poll, or a
+//!    wake from an idle spell, brings it back. The first worker to wake from an idle spell arms
+//!    the monitor's alarm one `TICK` later (`idle`; a fixed count waits its longest tick), so a
+//!    blocking load is looked at within a tick of its start.
 //! 2. **Add.** If any is blocked, the blocked share of the sampled polls, times the awake cores,
 //!    estimates the blocked workers, and the controller adds two cores for each: one takes the
 //!    blocked poll's place on the CPU (Go's rule: a processor handed on for each thread in a
@@ -50,7 +55,8 @@
 //!
 //! While cores beyond `worker_threads` are active the monitor does not sleep through idle spells:
 //! it keeps ticking (at most every half stall threshold) so that it can retire them. While any
-//! worker is awake it ticks at least every [`TICK`], so each round of additions takes a tick.
+//! worker is awake it ticks at least every [`Controller::tick`], so each round of additions takes
+//! a tick.
 //! Without `/proc` (no way to tell a blocked thread) the count never grows.
 
 use std::time::{Duration, Instant};
@@ -62,6 +68,8 @@ use super::shared::Shared;
 /// The longest interval between the monitor's ticks while a worker is awake and the count may
 /// grow.
 pub(super) const TICK: Duration = Duration::from_micros(250);
+/// The longest interval the tick grows to while samples find no blocked poll (step 1).
+pub(super) const QUIET_TICK: Duration = Duration::from_millis(2);
 /// The retirement window (step 3).
 pub(super) const WINDOW: Duration = Duration::from_millis(250);
 /// The most polls' threads asked at one tick (step 1).
@@ -139,6 +147,9 @@ pub(super) struct Controller {
     /// When the controller last asked at the maximum count, and last shed cores (step 5).
     sampled_at: std::cell::Cell<Instant>,
     shed_at: Instant,
+    /// The interval between the monitor's ticks while a worker is awake (step 1): [`TICK`],
+    /// doubled after each sample that found no poll blocked, up to [`QUIET_TICK`].
+    tick: Duration,
 }
 
 impl Controller {
@@ -153,7 +164,18 @@ impl Controller {
             saturated: false,
             sampled_at: std::cell::Cell::new(now),
             shed_at: now,
+            tick: TICK,
         })
+    }
+
+    /// The longest interval to the monitor's next tick while a worker is awake (step 1).
+    pub(super) fn tick(&self) -> Duration {
+        self.tick
+    }
+
+    /// The workers woke from an idle spell: a new load begins, look at it at once (step 1).
+    pub(super) fn woke(&mut self) {
+        self.tick = TICK;
     }
 
     /// True if the caller should look for blocked polls (step 1) before it decides.
@@ -177,6 +199,11 @@ impl Controller {
         let awake = s.awake.min(s.active);
         self.peak_awake = self.peak_awake.max(awake);
         if s.asked > 0 {
+            self.tick = if s.blocked > 0 {
+                TICK
+            } else {
+                (self.tick * 2).min(QUIET_TICK)
+            };
             let blocked = (s.blocked * s.awake).div_ceil(s.asked).min(s.awake);
             self.saturated = s.awake - blocked >= self.base;
         }
@@ -285,6 +312,36 @@ mod tests {
             asked,
             blocked,
         }
+    }
+
+    #[test]
+    fn the_tick_grows_while_samples_find_nothing_blocked_and_returns_at_a_blocked_poll_or_a_wake() {
+        let t0 = Instant::now();
+        let mut c = Controller::new(2, 64, t0).unwrap();
+        assert_eq!(c.tick(), TICK);
+        // A CPU-bound load: every sample finds its polls running.
+        let mut ticks = Vec::new();
+        for _ in 0..8 {
+            c.decide(t0, sample(2, 2, 2, 0), FAIR);
+            ticks.push(c.tick());
+        }
+        assert_eq!(ticks[0], TICK * 2);
+        assert_eq!(ticks[1], TICK * 4);
+        assert!(ticks.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(*ticks.last().unwrap(), QUIET_TICK);
+        // No sample (work does not wait): the tick stays.
+        c.decide(t0, sample(2, 2, 0, 0), FAIR);
+        assert_eq!(c.tick(), QUIET_TICK);
+        // A blocked poll: back to the short tick, and cores are added.
+        assert_eq!(c.decide(t0, sample(2, 2, 2, 1), FAIR), Decision::Add(4));
+        assert_eq!(c.tick(), TICK);
+        // After a quiet stretch, a wake from an idle spell also looks at once.
+        for _ in 0..8 {
+            c.decide(t0, sample(4, 4, 4, 0), FAIR);
+        }
+        assert_eq!(c.tick(), QUIET_TICK);
+        c.woke();
+        assert_eq!(c.tick(), TICK);
     }
 
     #[test]

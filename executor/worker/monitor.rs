@@ -84,7 +84,7 @@ use std::time::{Duration, Instant};
 
 use crate::shim::Ordering;
 
-use super::controller::{self, Controller, SAMPLE, Sample, TICK};
+use super::controller::{self, Controller, SAMPLE, Sample};
 use super::lent::{generation, hint, is_lent};
 use super::monitor_state::{MIN_TICK, longest_tick};
 use super::os_thread::{CpuTime, ThreadFiles, preempted};
@@ -170,6 +170,9 @@ fn run(shared: &Shared) {
         if resting && shared.idle().wait_for_awake(stopped) {
             // Slept through an idle spell: every poll seen before it is over.
             monitor.woke();
+            if let Some(c) = control.as_mut() {
+                c.woke();
+            }
             if deferred {
                 // The alarm fired a `long` tick after the first worker woke, and a worker is
                 // awake still: look now.
@@ -253,9 +256,9 @@ fn run(shared: &Shared) {
         } else {
             regular
         };
-        if control.is_some() && shared.idle().counts().0 > 0 {
-            // Each round of additions takes a tick (see `controller`).
-            tick = tick.min(TICK);
+        if let Some(c) = control.as_ref().filter(|_| shared.idle().counts().0 > 0) {
+            // Each round of additions takes a tick (see `controller`, step 1).
+            tick = tick.min(c.tick());
         }
     }
 }

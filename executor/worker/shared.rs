@@ -198,8 +198,15 @@ impl Shared {
                 io: Io::default(),
                 cores,
                 scheduler: Scheduler::new(n, config.quantum),
-                idle: Idle::with_active(n, config.workers)
-                    .watching_after(longest_tick(config.stall_threshold)),
+                // A runtime whose count may grow looks at a new busy spell within the
+                // controller's tick (`controller`, step 1): a blocking load is seen at once.
+                idle: Idle::with_active(n, config.workers).watching_after(
+                    if config.max_workers > config.workers {
+                        super::controller::TICK
+                    } else {
+                        longest_tick(config.stall_threshold)
+                    },
+                ),
                 shutdown: AtomicBool::new(false),
                 config,
                 groups: GroupList::new(),
