@@ -47,7 +47,8 @@
 //! system:
 //! - **With a kernel timer** (Linux `timerfd`): the monitor sleeps in a read of the timer, and the
 //!   first waker *arms* it to fire one watch delay later (half the stall threshold: the monitor's
-//!   longest tick, so a poll that begins at the wake is still seen within one tick). The last
+//!   longest tick, so a poll that begins at the wake is still seen within one tick; the
+//!   controller's tick in a runtime whose count may grow, see `controller` step 1). The last
 //!   worker to park *disarms* it. Both happen under the sleepers lock, where every change of the
 //!   awake count happens, so arms and disarms follow the count's order: a disarm never cancels
 //!   the alarm of a later wake (loom model: `loom_models/rescue.rs`, with a stand-in timer). A
