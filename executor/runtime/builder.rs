@@ -143,6 +143,65 @@ impl Builder {
         }
     }
 
+    /// tokio's name for [`Builder::new`]: every rondo runtime is a multi-threaded one.
+    ///
+    /// ```
+    /// let rt = rondo::Builder::new_multi_thread()
+    ///     .worker_threads(2)
+    ///     .enable_all()
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(rt.block_on(async { 1 + 1 }), 2);
+    /// ```
+    pub fn new_multi_thread() -> Self {
+        Builder::new()
+    }
+
+    /// tokio's current-thread builder, as rondo has it: a runtime with one worker thread. A
+    /// deliberate difference: the tasks run on that worker, never on the thread that calls
+    /// `block_on` (tokio's run on it), so a future given to `block_on` and the tasks it spawns
+    /// may run at the same time. `#[rondo::test(flavor = "current_thread")]` builds the same.
+    ///
+    /// ```
+    /// let rt = rondo::Builder::new_current_thread().enable_all().build().unwrap();
+    /// assert_eq!(rt.handle().worker_count(), 1);
+    /// assert_eq!(rt.block_on(rondo::spawn(async { 7 })).unwrap(), 7);
+    /// ```
+    pub fn new_current_thread() -> Self {
+        Builder::new().worker_threads(1)
+    }
+
+    /// Accepted for tokio's builder chains; does nothing: every rondo runtime drives timers and,
+    /// with the `io` feature, I/O.
+    ///
+    /// ```
+    /// let rt = rondo::Builder::new().enable_all().build().unwrap();
+    /// rt.block_on(rondo::time::sleep(std::time::Duration::from_millis(1)));
+    /// ```
+    pub fn enable_all(self) -> Self {
+        self
+    }
+
+    /// Accepted for tokio's builder chains; does nothing (see [`Builder::enable_all`]).
+    ///
+    /// ```
+    /// let rt = rondo::Builder::new().enable_io().build().unwrap();
+    /// # drop(rt);
+    /// ```
+    pub fn enable_io(self) -> Self {
+        self
+    }
+
+    /// Accepted for tokio's builder chains; does nothing (see [`Builder::enable_all`]).
+    ///
+    /// ```
+    /// let rt = rondo::Builder::new().enable_time().build().unwrap();
+    /// rt.block_on(rondo::time::sleep(std::time::Duration::from_millis(1)));
+    /// ```
+    pub fn enable_time(self) -> Self {
+        self
+    }
+
     /// The number of worker threads, 1 to [`MAX_WORKERS`]. Default: the CPUs the process may use,
     /// the smaller of its CPU affinity and its cgroup v2 `cpu.max` quota rounded up (1.5 CPUs
     /// give 2 workers), at least 1, as Go does since 1.25; a missing or unreadable limit is no
