@@ -84,7 +84,7 @@ use std::time::{Duration, Instant};
 
 use crate::shim::Ordering;
 
-use super::controller::{self, Controller, SAMPLE, Sample, TICK};
+use super::controller::{self, Controller, SAMPLE, Sample};
 use super::lent::{generation, hint, is_lent};
 use super::monitor_state::{MIN_TICK, longest_tick};
 use super::os_thread::{CpuTime, ThreadFiles, preempted};
@@ -148,7 +148,8 @@ fn run(shared: &Shared) {
     let mut stalled = Vec::with_capacity(shared.cores().len());
     // The worker-count controller, if the count may grow (see `controller`), and the active
     // cores in a poll at this tick.
-    let mut control = Controller::new(shared.config().workers, shared.config().max_workers, now);
+    let config = shared.config();
+    let mut control = Controller::new(config.cpus, config.workers, config.max_workers, now);
     let mut polling = Vec::with_capacity(shared.cores().len());
     let mut tick = short;
     // The last tick that saw a worker awake or a poll begin.
@@ -253,9 +254,9 @@ fn run(shared: &Shared) {
         } else {
             regular
         };
-        if control.is_some() && shared.idle().counts().0 > 0 {
+        if let Some(c) = control.as_ref().filter(|_| shared.idle().counts().0 > 0) {
             // Each round of additions takes a tick (see `controller`).
-            tick = tick.min(TICK);
+            tick = tick.min(c.tick(shared.idle().active()));
         }
     }
 }
