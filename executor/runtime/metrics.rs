@@ -632,12 +632,16 @@ impl fmt::Display for RuntimeMetrics {
             self.hand_offs,
             self.monitor_wakeups
         )?;
-        // Only where the count may change (`Builder::max_worker_threads`).
-        if self.worker_cores_max > self.worker_cores || self.worker_core_adds > 0 {
+        // Only where the count changed (`Builder::max_worker_threads`, more workers than CPUs).
+        if self.worker_cores_max > self.worker_cores
+            || self.worker_core_adds > 0
+            || self.worker_core_sheds > 0
+        {
             write!(
                 f,
                 " · worker cores {} of {} (peak {}; {} added in {} decisions for blocked polls, {} \
-                 retired in {} for idle ones, {} in {} for shares)",
+                 retired in {} for idle ones, {} in {} for shares, {} back in {} after even \
+                 shares; {} CPUs)",
                 self.worker_cores,
                 self.worker_cores_max,
                 self.worker_cores_peak,
@@ -646,7 +650,10 @@ impl fmt::Display for RuntimeMetrics {
                 self.worker_cores_retired,
                 self.worker_core_retires,
                 self.worker_cores_shed,
-                self.worker_core_sheds
+                self.worker_core_sheds,
+                self.worker_cores_restored,
+                self.worker_core_restores,
+                self.worker_cpus
             )?;
         }
         Ok(())

@@ -61,8 +61,9 @@
 //!    above the floor for a few milliseconds per hold, and a user who asked for more threads
 //!    than CPUs for blocking work keeps them.
 //!
-//! While cores beyond `worker_threads` are active the monitor does not sleep through idle spells:
-//! it keeps ticking (at most every half stall threshold) so that it can retire them. While any
+//! While the active count differs from `worker_threads` the monitor does not sleep through idle
+//! spells: it keeps ticking (at most every half stall threshold) so that it can retire the extra
+//! cores or give the shed ones back (an idle runtime's shares read even). While any
 //! worker is awake it ticks at least every [`TICK`], so each round of additions takes a tick; at
 //! a fixed count above the CPUs with every core active (no addition possible), every
 //! [`SHED_EVERY`]. Without `/proc` (no way to tell a blocked thread) the count never grows, and

@@ -158,15 +158,16 @@ fn run(shared: &Shared) {
     // `long` tick later instead of waking it (`idle`, *The stall monitor's idle sleep*).
     let deferred = shared.idle().defers_watch();
     while !stopped() {
-        // Cores beyond `worker_threads` retire only at ticks: no idle sleep while any runs. A
-        // core on probation needs ticks that see its next poll in time, from its first.
+        // Cores beyond `worker_threads` retire, and cores shed below it come back, only at
+        // ticks: no idle sleep while the count differs from it. A core on probation needs ticks
+        // that see its next poll in time, from its first.
         let probing_now = {
             let now = Instant::now();
             probation_until.iter().any(|u| u.is_some_and(|u| now < u))
         };
         let resting = (deferred || active_at.elapsed() >= IDLE_GRACE)
             && !probing_now
-            && shared.idle().active() <= shared.config().workers;
+            && shared.idle().active() == shared.config().workers;
         let mut look_now = false;
         if resting && shared.idle().wait_for_awake(stopped) {
             // Slept through an idle spell: every poll seen before it is over.
