@@ -51,6 +51,10 @@
 //!    more of the group ahead: the controller adds none, and every [`SHED_EVERY`] it lowers the
 //!    count by a quarter of the surplus over the floor, until the groups behind have tasks
 //!    waiting again and the rotation, which picks the group behind first, restores the shares.
+//!    While the floor is below `worker_threads` it sheds the whole surplus at once, and an
+//!    uneven reading counts for [`UNEVEN_MEMORY`]: there the monitor's own thread shares the
+//!    CPUs with more threads than CPUs, so its ticks come late, and a worker reports its group
+//!    late, so the readings flicker.
 //!    A single group is never ahead of itself, so loads of one group are unaffected.
 //! 6. **Give back.** Cores shed below `worker_threads` (only where it exceeds the CPUs) come
 //!    back all at once, to `worker_threads`, once the shares have read even at every tick for a
@@ -96,6 +100,10 @@ const SHED_EVERY: Duration = Duration::from_millis(1);
 /// counts as unfair, while more cores are active than CPUs (step 5): a group behind there gets
 /// at most its threads' part of the CPUs, however heavy, so the signal must come early.
 const OVERSUBSCRIBED_LEAD_QUANTA: u32 = 4;
+/// How long one uneven reading counts, while more cores are active than CPUs (step 5): the
+/// spread reads a group only while its worker's report is fresh, and a worker that shares a CPU
+/// with several threads reports late, so the readings flicker.
+const UNEVEN_MEMORY: Duration = Duration::from_millis(10);
 /// The shortest time the shares must read even before cores shed below `worker_threads` come
 /// back (step 6).
 const MIN_HOLD: Duration = WINDOW;
@@ -173,6 +181,8 @@ pub(super) struct Controller {
     even_since: Option<Instant>,
     /// How long they must read even before the shed cores come back (step 6).
     hold: Duration,
+    /// The last tick whose shares read uneven (step 5).
+    uneven_at: Option<Instant>,
     /// When the shed cores last came back, until the next shed (step 6).
     restored_at: Option<Instant>,
 }
@@ -194,6 +204,7 @@ impl Controller {
             shed_at: now,
             even_since: None,
             hold: MIN_HOLD,
+            uneven_at: None,
             restored_at: None,
         })
     }
@@ -217,13 +228,22 @@ impl Controller {
         }
     }
 
-    /// True if the caller should look for blocked polls (step 1) before it decides.
+    /// True if the caller should look for blocked polls (step 1) before it decides: at every
+    /// tick while all active cores are awake and the count may grow, else every
+    /// [`SAMPLE_AT_MAX_EVERY`] for step 5, while all active cores are awake (more than the
+    /// floor, while the floor is below `worker_threads`: cores still waking on an
+    /// oversubscribed machine can already saturate its CPUs).
     pub(super) fn wants_sample(&self, active: usize, awake: usize) -> bool {
-        if awake < active {
-            return false;
-        }
-        if active < self.max {
+        if awake >= active && active < self.max {
             return true;
+        }
+        let saturating = if self.floor < self.base {
+            awake > self.floor
+        } else {
+            awake >= active
+        };
+        if !saturating {
+            return false;
         }
         let now = Instant::now();
         let due = now.saturating_duration_since(self.sampled_at.get()) >= SAMPLE_AT_MAX_EVERY;
@@ -241,7 +261,16 @@ impl Controller {
             let blocked = (s.blocked * s.awake).div_ceil(s.asked).min(s.awake);
             self.saturated = s.awake - blocked >= self.floor;
         }
-        if self.saturated && shares.waiting_ahead {
+        let oversubscribed = self.floor < self.base;
+        if shares.waiting_ahead {
+            self.uneven_at = Some(now);
+        }
+        let uneven = shares.waiting_ahead
+            || (oversubscribed
+                && self
+                    .uneven_at
+                    .is_some_and(|t| now.saturating_duration_since(t) < UNEVEN_MEMORY));
+        if self.saturated && uneven {
             // Step 5: more cores would only run more of the groups ahead.
             self.even_since = None;
             if s.active > self.floor && now.saturating_duration_since(self.shed_at) >= SHED_EVERY {
@@ -250,7 +279,12 @@ impl Controller {
                     self.regret(now);
                 }
                 let surplus = s.active - self.floor;
-                return Decision::Shed(s.active - surplus.div_ceil(4));
+                let step = if oversubscribed {
+                    surplus
+                } else {
+                    surplus.div_ceil(4)
+                };
+                return Decision::Shed(s.active - step);
             }
             return Decision::Keep;
         }
@@ -434,15 +468,37 @@ mod tests {
         let (mut c, t0) = oversubscribed();
         assert_eq!(
             c.decide(t0, sample(8, 8, 8, 0), UNFAIR),
-            Decision::Shed(6),
-            "a quarter of the surplus over the CPUs, rounded up"
+            Decision::Shed(2),
+            "the whole surplus over the CPUs at once"
         );
-        let t = shed_to_floor(&mut c, 6, t0 + SHED_EVERY);
         // At the CPU count: nothing more to shed, however uneven.
         assert_eq!(
-            c.decide(t + SHED_EVERY, sample(2, 2, 2, 0), UNFAIR),
+            c.decide(t0 + SHED_EVERY, sample(2, 2, 2, 0), UNFAIR),
             Decision::Keep
         );
+        // An uneven reading counts for `UNEVEN_MEMORY`: the shares of a tick that missed the
+        // group behind read even, and the shedding goes on (here after step 2 added cores).
+        let (mut c, t0) = oversubscribed();
+        assert_eq!(c.decide(t0, sample(8, 8, 8, 0), UNFAIR), Decision::Shed(2));
+        assert_eq!(
+            c.decide(t0 + SHED_EVERY, sample(2, 2, 2, 2), FAIR),
+            Decision::Add(6)
+        );
+        assert_eq!(
+            c.decide(t0 + 2 * SHED_EVERY, sample(6, 6, 6, 0), FAIR),
+            Decision::Shed(2)
+        );
+        // Once the memory has passed, an even reading sheds nothing.
+        assert_eq!(
+            c.decide(
+                t0 + 2 * SHED_EVERY + UNEVEN_MEMORY,
+                sample(6, 6, 6, 0),
+                FAIR
+            ),
+            Decision::Keep
+        );
+        // No more cores awake than CPUs: nothing to shed, so no look.
+        assert!(!c.wants_sample(8, 2));
         // Saturation counts against the CPUs: 8 cores, 7 of 8 polls blocked, 1 runs: not
         // saturated, so no shed; every core is active, so no addition either.
         let (mut c, t0) = oversubscribed();
@@ -455,20 +511,27 @@ mod tests {
     #[test]
     fn shed_cores_come_back_after_the_shares_read_even_for_the_hold() {
         let (mut c, t0) = oversubscribed();
-        let t = shed_to_floor(&mut c, 8, t0);
-        // Even from `t` on: nothing until the hold has passed.
+        // Even from `t` on (the last uneven reading's memory over): nothing until the hold has
+        // passed.
+        let t = shed_to_floor(&mut c, 8, t0) + UNEVEN_MEMORY;
         assert_eq!(c.decide(t, sample(2, 2, 2, 0), FAIR), Decision::Keep);
         assert_eq!(
             c.decide(t + MIN_HOLD / 2, sample(2, 2, 2, 0), FAIR),
             Decision::Keep
         );
-        // One uneven reading starts the hold again.
+        // One uneven reading starts the hold again, once its memory has passed.
         assert_eq!(
             c.decide(t + MIN_HOLD / 2, sample(2, 2, 2, 0), UNFAIR),
             Decision::Keep
         );
-        let t = t + MIN_HOLD / 2 + SHED_EVERY;
+        let first = t;
+        let t = t + MIN_HOLD / 2 + UNEVEN_MEMORY;
         assert_eq!(c.decide(t, sample(2, 2, 2, 0), FAIR), Decision::Keep);
+        assert_eq!(
+            c.decide(first + MIN_HOLD, sample(2, 2, 2, 0), FAIR),
+            Decision::Keep,
+            "the hold went on through an uneven reading"
+        );
         assert_eq!(
             c.decide(t + MIN_HOLD - SHED_EVERY, sample(2, 2, 2, 0), FAIR),
             Decision::Keep
@@ -488,7 +551,7 @@ mod tests {
     #[test]
     fn a_give_back_shed_again_within_its_hold_doubles_the_hold_up_to_the_most() {
         let (mut c, t0) = oversubscribed();
-        let mut t = shed_to_floor(&mut c, 8, t0);
+        let mut t = shed_to_floor(&mut c, 8, t0) + UNEVEN_MEMORY;
         let mut hold = MIN_HOLD;
         for _ in 0..8 {
             assert_eq!(c.decide(t, sample(2, 2, 2, 0), FAIR), Decision::Keep);
@@ -500,7 +563,7 @@ mod tests {
             t += hold;
             assert_eq!(c.decide(t, sample(2, 2, 2, 0), FAIR), Decision::Restore(8));
             // The load that needed the shed is still there: uneven again soon after.
-            t = shed_to_floor(&mut c, 8, t + 10 * SHED_EVERY);
+            t = shed_to_floor(&mut c, 8, t + 10 * SHED_EVERY) + UNEVEN_MEMORY;
             hold = (hold * 2).min(MAX_HOLD);
         }
         assert_eq!(hold, MAX_HOLD);
@@ -508,7 +571,7 @@ mod tests {
         assert_eq!(c.decide(t, sample(2, 2, 2, 0), FAIR), Decision::Keep);
         t += MAX_HOLD;
         assert_eq!(c.decide(t, sample(2, 2, 2, 0), FAIR), Decision::Restore(8));
-        let t = shed_to_floor(&mut c, 8, t + MAX_HOLD + SHED_EVERY);
+        let t = shed_to_floor(&mut c, 8, t + MAX_HOLD + SHED_EVERY) + UNEVEN_MEMORY;
         assert_eq!(c.decide(t, sample(2, 2, 2, 0), FAIR), Decision::Keep);
         assert_eq!(
             c.decide(t + MIN_HOLD, sample(2, 2, 2, 0), FAIR),
@@ -520,7 +583,8 @@ mod tests {
     fn blocked_polls_bring_shed_cores_back_at_once() {
         let (mut c, t0) = oversubscribed();
         let t = shed_to_floor(&mut c, 8, t0);
-        // Both polls blocked while tasks wait: two cores each, up to `worker_threads`.
+        // Both polls blocked while tasks wait: two cores each, up to `worker_threads`, whatever
+        // the shares (the CPUs are not saturated).
         assert_eq!(
             c.decide(t + SHED_EVERY, sample(2, 2, 2, 2), UNFAIR),
             Decision::Add(6)
