@@ -69,8 +69,7 @@
 //! spells: it keeps ticking (at most every half stall threshold) so that it can retire the extra
 //! cores or give the shed ones back (an idle runtime's shares read even). While any
 //! worker is awake it ticks at least every [`TICK`], so each round of additions takes a tick; at
-//! a fixed count above the CPUs with every core active (no addition possible), every
-//! [`SHED_EVERY`]. Without `/proc` (no way to tell a blocked thread) the count never grows, and
+//! a fixed count above the CPUs (additions only give shed cores back), every [`SHED_EVERY`]. Without `/proc` (no way to tell a blocked thread) the count never grows, and
 //! the CPUs never read as saturated, so nothing is shed.
 
 use std::time::{Duration, Instant};
@@ -218,10 +217,11 @@ impl Controller {
         }
     }
 
-    /// The longest interval between the monitor's ticks while a worker is awake with `active`
-    /// cores active: [`TICK`] while the count may grow, else [`SHED_EVERY`] (step 5 only).
-    pub(super) fn tick(&self, active: usize) -> Duration {
-        if active < self.max || self.max > self.base {
+    /// The longest interval between the monitor's ticks while a worker is awake: [`TICK`] if
+    /// the count may grow past `worker_threads`, else [`SHED_EVERY`] (a fixed count above the
+    /// CPUs: steps 5 and 6, and step 2 only to give shed cores back).
+    pub(super) fn tick(&self) -> Duration {
+        if self.max > self.base {
             TICK
         } else {
             SHED_EVERY

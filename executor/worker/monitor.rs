@@ -257,7 +257,7 @@ fn run(shared: &Shared) {
         };
         if let Some(c) = control.as_ref().filter(|_| shared.idle().counts().0 > 0) {
             // Each round of additions takes a tick (see `controller`).
-            tick = tick.min(c.tick(shared.idle().active()));
+            tick = tick.min(c.tick());
         }
     }
 }
