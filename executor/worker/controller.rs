@@ -182,6 +182,8 @@ pub(super) struct Controller {
     hold: Duration,
     /// The last tick whose shares read uneven (step 5).
     uneven_at: Option<Instant>,
+    /// When `saturated` was last sampled.
+    saturated_at: Instant,
     /// When the shed cores last came back, until the next shed (step 6).
     restored_at: Option<Instant>,
 }
@@ -204,6 +206,7 @@ impl Controller {
             even_since: None,
             hold: MIN_HOLD,
             uneven_at: None,
+            saturated_at: now,
             restored_at: None,
         })
     }
@@ -230,27 +233,34 @@ impl Controller {
 
     /// True if the caller should look for blocked polls (step 1) before it decides: at every
     /// tick while all active cores are awake and the count may grow, else every
-    /// [`SAMPLE_AT_MAX_EVERY`] for step 5, while all active cores are awake (more than the
-    /// floor, while the floor is below `worker_threads`: cores still waking on an
+    /// [`SAMPLE_AT_MAX_EVERY`] for step 5, while all active cores are awake. While the floor is
+    /// below `worker_threads`, step 5 samples only after an uneven reading (loads of one group
+    /// read no `/proc`), and once more cores than the floor are awake (cores still waking on an
     /// oversubscribed machine can already saturate its CPUs).
     pub(super) fn wants_sample(&self, active: usize, awake: usize) -> bool {
         if awake >= active && active < self.max {
             return true;
         }
+        let now = Instant::now();
         let saturating = if self.floor < self.base {
-            awake > self.floor
+            awake > self.floor && self.uneven_within(now)
         } else {
             awake >= active
         };
         if !saturating {
             return false;
         }
-        let now = Instant::now();
         let due = now.saturating_duration_since(self.sampled_at.get()) >= SAMPLE_AT_MAX_EVERY;
         if due {
             self.sampled_at.set(now);
         }
         due
+    }
+
+    /// True if an uneven reading came within [`UNEVEN_MEMORY`] before `now`.
+    fn uneven_within(&self, now: Instant) -> bool {
+        self.uneven_at
+            .is_some_and(|t| now.saturating_duration_since(t) < UNEVEN_MEMORY)
     }
 
     /// Decides from one tick's sample and the scheduler's hints (steps 2, 3, 5 and 6).
@@ -260,17 +270,18 @@ impl Controller {
         if s.asked > 0 {
             let blocked = (s.blocked * s.awake).div_ceil(s.asked).min(s.awake);
             self.saturated = s.awake - blocked >= self.floor;
+            self.saturated_at = now;
         }
         let oversubscribed = self.floor < self.base;
         if shares.waiting_ahead {
             self.uneven_at = Some(now);
         }
-        let uneven = shares.waiting_ahead
-            || (oversubscribed
-                && self
-                    .uneven_at
-                    .is_some_and(|t| now.saturating_duration_since(t) < UNEVEN_MEMORY));
-        if self.saturated && uneven {
+        let uneven = shares.waiting_ahead || (oversubscribed && self.uneven_within(now));
+        // Oversubscribed, samples are taken only after uneven readings: an old one is no news.
+        let saturated = self.saturated
+            && (!oversubscribed
+                || now.saturating_duration_since(self.saturated_at) < UNEVEN_MEMORY);
+        if saturated && uneven {
             // Step 5: more cores would only run more of the groups ahead.
             self.even_since = None;
             if s.active > self.floor && now.saturating_duration_since(self.shed_at) >= SHED_EVERY {
@@ -499,6 +510,12 @@ mod tests {
         );
         // No more cores awake than CPUs: nothing to shed, so no look.
         assert!(!c.wants_sample(8, 2));
+        // Every core active and awake, the shares even: no look at `/proc` either (the second
+        // is past `SAMPLE_AT_MAX_EVERY`).
+        let c = Controller::new(2, 8, 8, Instant::now()).unwrap();
+        assert!(!c.wants_sample(8, 8));
+        std::thread::sleep(SAMPLE_AT_MAX_EVERY + SAMPLE_AT_MAX_EVERY / 2);
+        assert!(!c.wants_sample(8, 8));
         // Saturation counts against the CPUs: 8 cores, 7 of 8 polls blocked, 1 runs: not
         // saturated, so no shed; every core is active, so no addition either.
         let (mut c, t0) = oversubscribed();
