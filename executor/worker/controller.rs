@@ -234,15 +234,20 @@ impl Controller {
     /// True if the caller should look for blocked polls (step 1) before it decides: at every
     /// tick while all active cores are awake and the count may grow, else every
     /// [`SAMPLE_AT_MAX_EVERY`] for step 5, while all active cores are awake. While the floor is
-    /// below `worker_threads`, step 5 samples only after an uneven reading (loads of one group
-    /// read no `/proc`), and once more cores than the floor are awake (cores still waking on an
+    /// below `worker_threads`, step 5 samples at once on an uneven reading (`shares`, read
+    /// first) and then as usual for [`UNEVEN_MEMORY`], never otherwise (loads of one group read
+    /// no `/proc`), once more cores than the floor are awake (cores still waking on an
     /// oversubscribed machine can already saturate its CPUs).
-    pub(super) fn wants_sample(&self, active: usize, awake: usize) -> bool {
+    pub(super) fn wants_sample(&self, active: usize, awake: usize, shares: Shares) -> bool {
         if awake >= active && active < self.max {
             return true;
         }
         let now = Instant::now();
         let saturating = if self.floor < self.base {
+            if awake > self.floor && shares.waiting_ahead {
+                // The first uneven reading: whether to shed depends on this sample.
+                return true;
+            }
             awake > self.floor && self.uneven_within(now)
         } else {
             awake >= active
@@ -354,9 +359,22 @@ impl Controller {
     }
 }
 
-/// Decides from one tick's sample (steps 2, 3, 5 and 6) and applies the decision (step 4).
-pub(super) fn control(shared: &Shared, c: &mut Controller, now: Instant, sample: Sample) {
-    let decision = c.decide(now, sample, Shares::read(shared, c.lead_quanta()));
+/// The scheduler's hints at one tick (step 5), read before the sample (step 1), which an
+/// uneven reading asks for.
+pub(super) fn read_shares(shared: &Shared, c: &Controller) -> Shares {
+    Shares::read(shared, c.lead_quanta())
+}
+
+/// Decides from one tick's sample and hints (steps 2, 3, 5 and 6) and applies the decision
+/// (step 4).
+pub(super) fn control(
+    shared: &Shared,
+    c: &mut Controller,
+    now: Instant,
+    sample: Sample,
+    shares: Shares,
+) {
+    let decision = c.decide(now, sample, shares);
     apply(shared, sample.active, decision);
 }
 
@@ -509,13 +527,15 @@ mod tests {
             Decision::Keep
         );
         // No more cores awake than CPUs: nothing to shed, so no look.
-        assert!(!c.wants_sample(8, 2));
+        assert!(!c.wants_sample(8, 2, UNFAIR));
         // Every core active and awake, the shares even: no look at `/proc` either (the second
         // is past `SAMPLE_AT_MAX_EVERY`).
         let c = Controller::new(2, 8, 8, Instant::now()).unwrap();
-        assert!(!c.wants_sample(8, 8));
+        assert!(!c.wants_sample(8, 8, FAIR));
         std::thread::sleep(SAMPLE_AT_MAX_EVERY + SAMPLE_AT_MAX_EVERY / 2);
-        assert!(!c.wants_sample(8, 8));
+        assert!(!c.wants_sample(8, 8, FAIR));
+        // An uneven reading asks at once.
+        assert!(c.wants_sample(8, 8, UNFAIR));
         // Saturation counts against the CPUs: 8 cores, 7 of 8 polls blocked, 1 runs: not
         // saturated, so no shed; every core is active, so no addition either.
         let (mut c, t0) = oversubscribed();

@@ -84,7 +84,7 @@ use std::time::{Duration, Instant};
 
 use crate::shim::Ordering;
 
-use super::controller::{self, Controller, SAMPLE, Sample};
+use super::controller::{self, Controller, SAMPLE, Sample, Shares};
 use super::lent::{generation, hint, is_lent};
 use super::monitor_state::{MIN_TICK, longest_tick};
 use super::os_thread::{CpuTime, ThreadFiles, preempted};
@@ -238,8 +238,9 @@ fn run(shared: &Shared) {
             }
         }
         if let Some(c) = control.as_mut() {
-            let sample = look_for_blocked(shared, c, &polling, &mut files);
-            controller::control(shared, c, now, sample);
+            let shares = controller::read_shares(shared, c);
+            let sample = look_for_blocked(shared, c, shares, &polling, &mut files);
+            controller::control(shared, c, now, sample, shares);
         }
         let regular = match next_due {
             // A poll spans a tick: wake when it would be stalled, or at the bound that lets the
@@ -268,6 +269,7 @@ fn run(shared: &Shared) {
 fn look_for_blocked(
     shared: &Shared,
     c: &Controller,
+    shares: Shares,
     polling: &[usize],
     files: &mut [Option<ThreadFiles>],
 ) -> Sample {
@@ -280,7 +282,7 @@ fn look_for_blocked(
         blocked: 0,
     };
     let waits = || shared.has_visible_work(usize::MAX) || shared.scheduler().has_queued_work();
-    if polling.is_empty() || !c.wants_sample(active, awake) || !waits() {
+    if polling.is_empty() || !c.wants_sample(active, awake, shares) || !waits() {
         return sample;
     }
     for &i in polling.iter().take(SAMPLE) {
