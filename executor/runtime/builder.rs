@@ -208,6 +208,16 @@ impl Builder {
     /// limit. The environment variable `RONDO_CGROUP_ROOT` names another directory to read as the
     /// cgroup root (default `/sys/fs/cgroup`). tokio's default counts visible CPUs only.
     ///
+    /// More workers than CPUs: every thread exists and counts as a worker, but the operating
+    /// system shares the CPUs by thread, so a group with fewer running tasks than threads would
+    /// get less than its weight. While the CPUs are saturated and the groups' shares drift, the
+    /// worker-count controller runs fewer of the workers, down to the CPU count (never below),
+    /// and brings them back once the shares stay even for a while (250 ms at first, doubled up
+    /// to 4 s while a give-back has to be undone) or at once when polls block in the operating
+    /// system. [`RuntimeMetrics`](crate::RuntimeMetrics) counts these decisions (`worker_core_sheds`,
+    /// `worker_core_restores`). tokio runs all its workers always; a count within the CPUs
+    /// behaves as tokio's.
+    ///
     /// ```
     /// let rt = rondo::Runtime::builder().worker_threads(3).build().unwrap();
     /// assert_eq!(rt.handle().worker_count(), 3);
@@ -513,6 +523,12 @@ impl Builder {
             // The CPUs the process may use: affinity and the cgroup v2 quota (`worker::cpus`).
             None => crate::worker::cpus::default_worker_count(MAX_WORKERS),
         };
+        // The CPUs the process may use, read again only when a count was given: more workers
+        // than CPUs make the controller share the CPUs by weight (`worker::controller`, step 5).
+        let cpus = match self.worker_threads {
+            Some(n) if n > 1 => crate::worker::cpus::default_worker_count(MAX_WORKERS),
+            _ => workers,
+        };
         let max_workers = match self.max_worker_threads {
             None => workers,
             Some(n) if n < workers || n > MAX_WORKERS => {
@@ -574,6 +590,7 @@ impl Builder {
             Config {
                 workers,
                 max_workers,
+                cpus,
                 thread_name: self.thread_name,
                 quantum: self.quantum,
                 on_task_panic: self.on_task_panic,

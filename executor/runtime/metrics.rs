@@ -60,7 +60,8 @@ pub struct RuntimeMetrics {
     /// [`Group::metrics`](crate::Group::metrics)).
     pub groups: Vec<GroupMetrics>,
     /// Workers running now (active cores): from
-    /// [`Builder::worker_threads`](crate::Builder::worker_threads) to
+    /// [`Builder::worker_threads`](crate::Builder::worker_threads) (or
+    /// [`worker_cpus`](Self::worker_cpus) if fewer) to
     /// [`worker_cores_max`](Self::worker_cores_max), as the worker-count controller sets it.
     pub worker_cores: usize,
     /// The most workers that may run at once
@@ -85,6 +86,17 @@ pub struct RuntimeMetrics {
     pub worker_core_sheds: u64,
     /// Workers those decisions retired.
     pub worker_cores_shed: u64,
+    /// The CPUs the process may use, as read at build (its CPU affinity and cgroup v2 quota):
+    /// with more [`worker_threads`](crate::Builder::worker_threads) than CPUs, sheds may take
+    /// [`worker_cores`](Self::worker_cores) down to this.
+    pub worker_cpus: usize,
+    /// Decisions of the controller to bring workers shed below
+    /// [`Builder::worker_threads`](crate::Builder::worker_threads) back; reason: the groups'
+    /// shares stayed even for a hold (250 ms, doubled after each give-back that had to be shed
+    /// again, up to 4 s).
+    pub worker_core_restores: u64,
+    /// Workers those decisions brought back.
+    pub worker_cores_restored: u64,
 }
 
 /// One worker's counters since the runtime started (see [`RuntimeMetrics`]).
@@ -180,6 +192,9 @@ impl RuntimeMetrics {
             worker_cores_retired: cores.retired,
             worker_core_sheds: cores.sheds,
             worker_cores_shed: cores.shed,
+            worker_cpus: shared.config().cpus,
+            worker_core_restores: cores.restores,
+            worker_cores_restored: cores.restored,
         }
     }
 
@@ -384,6 +399,25 @@ impl RuntimeMetrics {
                 "counter",
                 "Workers retired for the groups' shares.",
                 self.worker_cores_shed,
+            ),
+            (
+                "rondo_worker_cpus",
+                "gauge",
+                "The CPUs the process may use, as read at build.",
+                self.worker_cpus as u64,
+            ),
+            (
+                "rondo_worker_core_restores_total",
+                "counter",
+                "Decisions to bring workers shed below worker_threads back (shares even for a \
+                 hold).",
+                self.worker_core_restores,
+            ),
+            (
+                "rondo_worker_cores_restored_total",
+                "counter",
+                "Workers brought back after sheds.",
+                self.worker_cores_restored,
             ),
         ];
         for (name, kind, help, v) in worker_cores {
@@ -598,12 +632,16 @@ impl fmt::Display for RuntimeMetrics {
             self.hand_offs,
             self.monitor_wakeups
         )?;
-        // Only where the count may change (`Builder::max_worker_threads`).
-        if self.worker_cores_max > self.worker_cores || self.worker_core_adds > 0 {
+        // Only where the count changed (`Builder::max_worker_threads`, more workers than CPUs).
+        if self.worker_cores_max > self.worker_cores
+            || self.worker_core_adds > 0
+            || self.worker_core_sheds > 0
+        {
             write!(
                 f,
                 " · worker cores {} of {} (peak {}; {} added in {} decisions for blocked polls, {} \
-                 retired in {} for idle ones, {} in {} for shares)",
+                 retired in {} for idle ones, {} in {} for shares, {} back in {} after even \
+                 shares; {} CPUs)",
                 self.worker_cores,
                 self.worker_cores_max,
                 self.worker_cores_peak,
@@ -612,7 +650,10 @@ impl fmt::Display for RuntimeMetrics {
                 self.worker_cores_retired,
                 self.worker_core_retires,
                 self.worker_cores_shed,
-                self.worker_core_sheds
+                self.worker_core_sheds,
+                self.worker_cores_restored,
+                self.worker_core_restores,
+                self.worker_cpus
             )?;
         }
         Ok(())

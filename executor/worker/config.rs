@@ -27,6 +27,10 @@ pub(crate) struct Config {
     /// All the cores, the most that run at once (`Builder::max_worker_threads`, at least
     /// `workers`): the controller (`controller`) activates the cores beyond `workers`.
     pub(crate) max_workers: usize,
+    /// The CPUs the process may use (`cpus`), read at build; the controller (`controller`,
+    /// step 5) may shed active cores down to the smaller of this and `workers`, so a runtime with
+    /// more workers than CPUs runs a controller even with `max_workers == workers`.
+    pub(crate) cpus: usize,
     pub(crate) thread_name: String,
     pub(crate) quantum: Duration,
     pub(crate) on_task_panic: Option<PanicHook>,

@@ -1,6 +1,8 @@
 //! The worker-count controller: how many of a runtime's cores run, between `worker_threads` and
-//! `max_worker_threads` (`Builder::max_worker_threads`). It runs in the stall monitor's thread, at
-//! the monitor's ticks; a runtime whose two counts are equal has none.
+//! `max_worker_threads` (`Builder::max_worker_threads`), and below `worker_threads` down to the
+//! CPUs the process may use (`cpus`) when there are fewer. It runs in the stall monitor's thread,
+//! at the monitor's ticks; a runtime whose two counts are equal and within the CPUs has none (no
+//! ticks of its own, no `/proc` reads).
 //!
 //! A runtime with room to grow keeps all its cores from the start, each on its own thread; the
 //! cores beyond the active count are dormant (`idle`, steps 6 and 7): parked, never woken for
@@ -42,22 +44,40 @@
 //!    thread: once every runnable task of a group is in a poll, a group with more tasks holds
 //!    more threads and gets more CPU time whatever the weights (the rotation has nothing of the
 //!    other group to pick). So each sample also says whether the CPUs are *saturated*: at least
-//!    `worker_threads` of the awake cores run rather than block (the last sample's estimate is
-//!    kept between samples; at the maximum the controller still asks every
-//!    [`SAMPLE_AT_MAX_EVERY`]). And each tick reads from the group scheduler the spread of the
-//!    virtual runtimes of the groups the workers reported serving within [`CEILING_FRESH`] and
-//!    of the first listed group (`Scheduler::spread_hint`). While the CPUs are saturated and
-//!    that spread exceeds [`FAIR_LEAD_QUANTA`] quanta, more cores would only run more of the
-//!    group ahead: the controller adds none, and every [`SHED_EVERY`] it lowers the count by a
-//!    quarter of the surplus over `worker_threads`, until the groups behind have tasks waiting
-//!    again and the rotation, which picks the group behind first, restores the shares. A single
-//!    group is never ahead of itself, so loads of one group are unaffected.
+//!    the *floor* of the awake cores run rather than block (the last sample's estimate is kept
+//!    between samples; at the maximum the controller still asks every [`SAMPLE_AT_MAX_EVERY`]).
+//!    The floor is `worker_threads`, or the CPUs the process may use (`cpus`: affinity and cgroup
+//!    quota, read at build) if there are fewer. And each tick reads from the group scheduler the
+//!    spread of the virtual runtimes of the groups the workers reported serving within
+//!    [`CEILING_FRESH`] and of the first listed group (`Scheduler::spread_hint`). While the CPUs
+//!    are saturated and that spread exceeds [`FAIR_LEAD_QUANTA`] quanta
+//!    ([`OVERSUBSCRIBED_LEAD_QUANTA`] while the floor is below `worker_threads`: a group behind
+//!    there may be a heavy one whose virtual runtime moves slowly), more cores would only run
+//!    more of the group ahead: the controller adds none, and every [`SHED_EVERY`] it lowers the
+//!    count by a quarter of the surplus over the floor, until the groups behind have tasks
+//!    waiting again and the rotation, which picks the group behind first, restores the shares.
+//!    While the floor is below `worker_threads` it sheds the whole surplus at once, and an
+//!    uneven reading counts for [`UNEVEN_MEMORY`]: there the monitor's own thread shares the
+//!    CPUs with more threads than CPUs, so its ticks come late, and a worker reports its group
+//!    late, so the readings flicker.
+//!    A single group is never ahead of itself, so loads of one group are unaffected.
+//! 6. **Give back.** Cores shed below `worker_threads` (only where it exceeds the CPUs) come
+//!    back all at once, to `worker_threads`, once the shares have read even at every tick for a
+//!    *hold* (from [`MIN_HOLD`]), or as step 2 adds them when polls block. The hold is the
+//!    hysteresis: if the first shed after a give-back comes within the hold (the load that
+//!    needed the shed is still there), the hold doubles, up to [`MAX_HOLD`]; a first shed later
+//!    than that starts again from [`MIN_HOLD`]. A steady load that needs the shed thus runs
+//!    above the floor for a few milliseconds per hold, and a user who asked for more threads
+//!    than CPUs for blocking work keeps them.
 //!
-//! While cores beyond `worker_threads` are active the monitor does not sleep through idle spells:
-//! it keeps ticking (at most every half stall threshold) so that it can retire them. While any
-//! worker is awake it ticks at least every [`Controller::tick`], so each round of additions takes
-//! a tick.
-//! Without `/proc` (no way to tell a blocked thread) the count never grows.
+//! While the active count differs from `worker_threads` the monitor does not sleep through idle
+//! spells: it keeps ticking (at most every half stall threshold) so that it can retire the extra
+//! cores or give the shed ones back (an idle runtime's shares read even). While any worker is
+//! awake it ticks at least every [`Controller::tick`]: step 1's interval if the count may grow
+//! past `worker_threads` (so each round of additions takes a tick), [`SHED_EVERY`] at a fixed
+//! count above the CPUs (where additions only give shed cores back). Without `/proc` (no way to
+//! tell a blocked thread) the count never grows, and the CPUs never read as saturated, so nothing
+//! is shed.
 
 use std::time::{Duration, Instant};
 
@@ -84,6 +104,19 @@ const FAIR_LEAD_QUANTA: u32 = 16;
 const CEILING_FRESH: Duration = Duration::from_millis(2);
 /// Least time between two retirements for the groups' shares (step 5).
 const SHED_EVERY: Duration = Duration::from_millis(1);
+/// How far, in quanta, the groups with work waiting may be ahead of the floor before the count
+/// counts as unfair, while more cores are active than CPUs (step 5): a group behind there gets
+/// at most its threads' part of the CPUs, however heavy, so the signal must come early.
+const OVERSUBSCRIBED_LEAD_QUANTA: u32 = 4;
+/// How long one uneven reading counts, while more cores are active than CPUs (step 5): the
+/// spread reads a group only while its worker's report is fresh, and a worker that shares a CPU
+/// with several threads reports late, so the readings flicker.
+const UNEVEN_MEMORY: Duration = Duration::from_millis(10);
+/// The shortest time the shares must read even before cores shed below `worker_threads` come
+/// back (step 6).
+const MIN_HOLD: Duration = WINDOW;
+/// The longest: the hold doubles after each give-back that had to be shed again within it.
+const MAX_HOLD: Duration = Duration::from_secs(4);
 
 /// What the controller saw at one tick (step 1).
 #[derive(Debug, Clone, Copy)]
@@ -108,12 +141,12 @@ pub(super) struct Shares {
 }
 
 impl Shares {
-    /// Reads the scheduler's hints.
-    fn read(shared: &Shared) -> Shares {
+    /// Reads the scheduler's hints; a spread of more than `lead_quanta` quanta is unfair.
+    fn read(shared: &Shared, lead_quanta: u32) -> Shares {
         let scheduler = shared.scheduler();
         let fresh = crate::clock::nanos(CEILING_FRESH);
-        let lead = u64::try_from((shared.config().quantum * FAIR_LEAD_QUANTA).as_nanos())
-            .unwrap_or(u64::MAX);
+        let lead =
+            u64::try_from((shared.config().quantum * lead_quanta).as_nanos()).unwrap_or(u64::MAX);
         let spread = scheduler.spread_hint(fresh);
         Shares {
             waiting_ahead: spread.is_some_and(|(lo, hi)| hi > lo.saturating_add(lead)),
@@ -121,7 +154,7 @@ impl Shares {
     }
 }
 
-/// A decision (steps 2 and 3): the new active count.
+/// A decision (steps 2, 3, 5 and 6): the new active count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Decision {
     /// Keep the count.
@@ -132,10 +165,15 @@ pub(super) enum Decision {
     Retire(usize),
     /// Lower it to this count: the CPUs are saturated and only groups ahead of their share wait.
     Shed(usize),
+    /// Raise it to this count (`worker_threads`): the shares read even for the hold since cores
+    /// were shed below it.
+    Restore(usize),
 }
 
 /// The controller's state across ticks.
 pub(super) struct Controller {
+    /// The least active count: `base`, or the CPUs if fewer (step 5).
+    floor: usize,
     base: usize,
     max: usize,
     window_start: Instant,
@@ -150,12 +188,25 @@ pub(super) struct Controller {
     /// The interval between the monitor's ticks while a worker is awake (step 1): [`TICK`],
     /// doubled after each sample that found no poll blocked, up to [`QUIET_TICK`].
     tick: Duration,
+    /// Since when the shares read even while the count is below `base` (step 6).
+    even_since: Option<Instant>,
+    /// How long they must read even before the shed cores come back (step 6).
+    hold: Duration,
+    /// The last tick whose shares read uneven (step 5).
+    uneven_at: Option<Instant>,
+    /// When `saturated` was last sampled.
+    saturated_at: Instant,
+    /// When the shed cores last came back, until the next shed (step 6).
+    restored_at: Option<Instant>,
 }
 
 impl Controller {
-    /// A controller between `base` and `max` cores; `None` if they are equal (a fixed count).
-    pub(super) fn new(base: usize, max: usize, now: Instant) -> Option<Self> {
-        (max > base).then_some(Controller {
+    /// A controller between `base` and `max` cores, shedding for the shares down to `cpus` if
+    /// there are fewer; `None` for a fixed count (`base == max`) within the CPUs.
+    pub(super) fn new(cpus: usize, base: usize, max: usize, now: Instant) -> Option<Self> {
+        let floor = base.min(cpus.max(1));
+        (max > base || floor < base).then_some(Controller {
+            floor,
             base,
             max,
             window_start: now,
@@ -165,12 +216,33 @@ impl Controller {
             sampled_at: std::cell::Cell::new(now),
             shed_at: now,
             tick: TICK,
+            even_since: None,
+            hold: MIN_HOLD,
+            uneven_at: None,
+            saturated_at: now,
+            restored_at: None,
         })
     }
 
-    /// The longest interval to the monitor's next tick while a worker is awake (step 1).
+    /// How far, in quanta, the groups served may spread before step 5 sheds.
+    pub(super) fn lead_quanta(&self) -> u32 {
+        if self.floor < self.base {
+            OVERSUBSCRIBED_LEAD_QUANTA
+        } else {
+            FAIR_LEAD_QUANTA
+        }
+    }
+
+    /// The longest interval between the monitor's ticks while a worker is awake: step 1's
+    /// interval ([`TICK`] to [`QUIET_TICK`]) if the count may grow past `worker_threads`, else
+    /// [`SHED_EVERY`] (a fixed count above the
+    /// CPUs: steps 5 and 6, and step 2 only to give shed cores back).
     pub(super) fn tick(&self) -> Duration {
-        self.tick
+        if self.max > self.base {
+            self.tick
+        } else {
+            SHED_EVERY
+        }
     }
 
     /// The workers woke from an idle spell: a new load begins, look at it at once (step 1).
@@ -178,15 +250,30 @@ impl Controller {
         self.tick = TICK;
     }
 
-    /// True if the caller should look for blocked polls (step 1) before it decides.
-    pub(super) fn wants_sample(&self, active: usize, awake: usize) -> bool {
-        if awake < active {
-            return false;
-        }
-        if active < self.max {
+    /// True if the caller should look for blocked polls (step 1) before it decides: at every
+    /// tick while all active cores are awake and the count may grow, else every
+    /// [`SAMPLE_AT_MAX_EVERY`] for step 5, while all active cores are awake. While the floor is
+    /// below `worker_threads`, step 5 samples at once on an uneven reading (`shares`, read
+    /// first) and then as usual for [`UNEVEN_MEMORY`], never otherwise (loads of one group read
+    /// no `/proc`), once more cores than the floor are awake (cores still waking on an
+    /// oversubscribed machine can already saturate its CPUs).
+    pub(super) fn wants_sample(&self, active: usize, awake: usize, shares: Shares) -> bool {
+        if awake >= active && active < self.max {
             return true;
         }
         let now = Instant::now();
+        let saturating = if self.floor < self.base {
+            if awake > self.floor && shares.waiting_ahead {
+                // The first uneven reading: whether to shed depends on this sample.
+                return true;
+            }
+            awake > self.floor && self.uneven_within(now)
+        } else {
+            awake >= active
+        };
+        if !saturating {
+            return false;
+        }
         let due = now.saturating_duration_since(self.sampled_at.get()) >= SAMPLE_AT_MAX_EVERY;
         if due {
             self.sampled_at.set(now);
@@ -194,7 +281,13 @@ impl Controller {
         due
     }
 
-    /// Decides from one tick's sample and the scheduler's hints (steps 2, 3 and 5).
+    /// True if an uneven reading came within [`UNEVEN_MEMORY`] before `now`.
+    fn uneven_within(&self, now: Instant) -> bool {
+        self.uneven_at
+            .is_some_and(|t| now.saturating_duration_since(t) < UNEVEN_MEMORY)
+    }
+
+    /// Decides from one tick's sample and the scheduler's hints (steps 2, 3, 5 and 6).
     pub(super) fn decide(&mut self, now: Instant, s: Sample, shares: Shares) -> Decision {
         let awake = s.awake.min(s.active);
         self.peak_awake = self.peak_awake.max(awake);
@@ -205,16 +298,38 @@ impl Controller {
                 (self.tick * 2).min(QUIET_TICK)
             };
             let blocked = (s.blocked * s.awake).div_ceil(s.asked).min(s.awake);
-            self.saturated = s.awake - blocked >= self.base;
+            self.saturated = s.awake - blocked >= self.floor;
+            self.saturated_at = now;
         }
-        if self.saturated && shares.waiting_ahead {
+        let oversubscribed = self.floor < self.base;
+        if shares.waiting_ahead {
+            self.uneven_at = Some(now);
+        }
+        let uneven = shares.waiting_ahead || (oversubscribed && self.uneven_within(now));
+        // Oversubscribed, samples are taken only after uneven readings: an old one is no news.
+        let saturated = self.saturated
+            && (!oversubscribed
+                || now.saturating_duration_since(self.saturated_at) < UNEVEN_MEMORY);
+        if saturated && uneven {
             // Step 5: more cores would only run more of the groups ahead.
-            if s.active > self.base && now.saturating_duration_since(self.shed_at) >= SHED_EVERY {
+            self.even_since = None;
+            if s.active > self.floor && now.saturating_duration_since(self.shed_at) >= SHED_EVERY {
                 self.shed_at = now;
-                let surplus = s.active - self.base;
-                return Decision::Shed(s.active - surplus.div_ceil(4));
+                if s.active >= self.base {
+                    self.regret(now);
+                }
+                let surplus = s.active - self.floor;
+                let step = if oversubscribed {
+                    surplus
+                } else {
+                    surplus.div_ceil(4)
+                };
+                return Decision::Shed(s.active - step);
             }
             return Decision::Keep;
+        }
+        if let Some(d) = self.give_back(now, s.active) {
+            return d;
         }
         if s.blocked > 0 && s.asked > 0 && s.active < self.max && s.awake >= s.active {
             let blocked = (s.blocked * s.awake).div_ceil(s.asked);
@@ -239,9 +354,51 @@ impl Controller {
     }
 }
 
-/// Decides from one tick's sample (steps 2, 3 and 5) and applies the decision (step 4).
-pub(super) fn control(shared: &Shared, c: &mut Controller, now: Instant, sample: Sample) {
-    let decision = c.decide(now, sample, Shares::read(shared));
+impl Controller {
+    /// Step 6: the cores shed below `base` come back once the shares read even for the hold.
+    fn give_back(&mut self, now: Instant, active: usize) -> Option<Decision> {
+        if active >= self.base {
+            self.even_since = None;
+            return None;
+        }
+        let since = *self.even_since.get_or_insert(now);
+        if now.saturating_duration_since(since) < self.hold {
+            return None;
+        }
+        self.even_since = None;
+        self.restored_at = Some(now);
+        Some(Decision::Restore(self.base))
+    }
+
+    /// Step 6's hysteresis, at the first shed from `base` or more: a give-back that had to be
+    /// shed again within its hold doubles the hold; a shed long after one (or without one)
+    /// starts again from [`MIN_HOLD`].
+    fn regret(&mut self, now: Instant) {
+        self.hold = match self.restored_at.take() {
+            Some(at) if now.saturating_duration_since(at) < self.hold => {
+                (self.hold * 2).min(MAX_HOLD)
+            }
+            _ => MIN_HOLD,
+        };
+    }
+}
+
+/// The scheduler's hints at one tick (step 5), read before the sample (step 1), which an
+/// uneven reading asks for.
+pub(super) fn read_shares(shared: &Shared, c: &Controller) -> Shares {
+    Shares::read(shared, c.lead_quanta())
+}
+
+/// Decides from one tick's sample and hints (steps 2, 3, 5 and 6) and applies the decision
+/// (step 4).
+pub(super) fn control(
+    shared: &Shared,
+    c: &mut Controller,
+    now: Instant,
+    sample: Sample,
+    shares: Shares,
+) {
+    let decision = c.decide(now, sample, shares);
     apply(shared, sample.active, decision);
 }
 
@@ -251,7 +408,7 @@ fn apply(shared: &Shared, active: usize, decision: Decision) {
     let counts = shared.monitor().core_counts();
     match decision {
         Decision::Keep => {}
-        Decision::Add(to) => {
+        Decision::Add(to) | Decision::Restore(to) => {
             idle.set_active(to);
             let cores = shared.cores();
             for idx in active..to {
@@ -260,14 +417,25 @@ fn apply(shared: &Shared, active: usize, decision: Decision) {
                     cores[idx].parker.unpark();
                 }
             }
-            counts.added(to - active, to);
-            trace_event!(
-                DEBUG,
-                from = active,
-                to,
-                reason = "polls blocked while tasks waited",
-                "worker cores added"
-            );
+            if matches!(decision, Decision::Add(_)) {
+                counts.added(to - active, to);
+                trace_event!(
+                    DEBUG,
+                    from = active,
+                    to,
+                    reason = "polls blocked while tasks waited",
+                    "worker cores added"
+                );
+            } else {
+                counts.restored(to - active);
+                trace_event!(
+                    DEBUG,
+                    from = active,
+                    to,
+                    reason = "the groups' shares stayed even since cores were shed",
+                    "worker cores restored"
+                );
+            }
         }
         Decision::Retire(to) => {
             idle.set_active(to);
@@ -317,7 +485,7 @@ mod tests {
     #[test]
     fn the_tick_grows_while_samples_find_nothing_blocked_and_returns_at_a_blocked_poll_or_a_wake() {
         let t0 = Instant::now();
-        let mut c = Controller::new(2, 64, t0).unwrap();
+        let mut c = Controller::new(2, 2, 64, t0).unwrap();
         assert_eq!(c.tick(), TICK);
         // A CPU-bound load: every sample finds its polls running.
         let mut ticks = Vec::new();
@@ -345,14 +513,183 @@ mod tests {
     }
 
     #[test]
-    fn a_fixed_count_has_no_controller() {
-        assert!(Controller::new(4, 4, Instant::now()).is_none());
+    fn a_fixed_count_within_the_cpus_has_no_controller() {
+        assert!(Controller::new(8, 4, 4, Instant::now()).is_none());
+        assert!(Controller::new(4, 4, 4, Instant::now()).is_none());
+        // More workers than CPUs: a controller, for the shares only.
+        assert!(Controller::new(2, 8, 8, Instant::now()).is_some());
+    }
+
+    /// A fixed 8-worker runtime on 2 CPUs, every core active, `t0` a `SHED_EVERY` after its
+    /// start.
+    fn oversubscribed() -> (Controller, Instant) {
+        let t0 = Instant::now();
+        (Controller::new(2, 8, 8, t0).unwrap(), t0 + SHED_EVERY)
+    }
+
+    /// Sheds from `active` down to the floor on saturated CPUs with the shares uneven, one
+    /// `SHED_EVERY` apart from `t`; returns the time of the last shed.
+    fn shed_to_floor(c: &mut Controller, mut active: usize, mut t: Instant) -> Instant {
+        let mut steps = 0;
+        while active > 2 {
+            match c.decide(t, sample(active, active, active, 0), UNFAIR) {
+                Decision::Shed(to) => {
+                    assert!(to < active && to >= 2, "{active} -> {to}");
+                    active = to;
+                }
+                d => panic!("expected a shed at {active}, got {d:?}"),
+            }
+            steps += 1;
+            assert!(steps <= 8, "shedding to the CPUs took too many steps");
+            t += SHED_EVERY;
+        }
+        t - SHED_EVERY
+    }
+
+    #[test]
+    fn more_workers_than_cpus_shed_down_to_the_cpus_and_never_below() {
+        let (mut c, t0) = oversubscribed();
+        assert_eq!(
+            c.decide(t0, sample(8, 8, 8, 0), UNFAIR),
+            Decision::Shed(2),
+            "the whole surplus over the CPUs at once"
+        );
+        // At the CPU count: nothing more to shed, however uneven.
+        assert_eq!(
+            c.decide(t0 + SHED_EVERY, sample(2, 2, 2, 0), UNFAIR),
+            Decision::Keep
+        );
+        // An uneven reading counts for `UNEVEN_MEMORY`: the shares of a tick that missed the
+        // group behind read even, and the shedding goes on (here after step 2 added cores).
+        let (mut c, t0) = oversubscribed();
+        assert_eq!(c.decide(t0, sample(8, 8, 8, 0), UNFAIR), Decision::Shed(2));
+        assert_eq!(
+            c.decide(t0 + SHED_EVERY, sample(2, 2, 2, 2), FAIR),
+            Decision::Add(6)
+        );
+        assert_eq!(
+            c.decide(t0 + 2 * SHED_EVERY, sample(6, 6, 6, 0), FAIR),
+            Decision::Shed(2)
+        );
+        // Once the memory has passed, an even reading sheds nothing.
+        assert_eq!(
+            c.decide(
+                t0 + 2 * SHED_EVERY + UNEVEN_MEMORY,
+                sample(6, 6, 6, 0),
+                FAIR
+            ),
+            Decision::Keep
+        );
+        // No more cores awake than CPUs: nothing to shed, so no look.
+        assert!(!c.wants_sample(8, 2, UNFAIR));
+        // Every core active and awake, the shares even: no look at `/proc` either (the second
+        // is past `SAMPLE_AT_MAX_EVERY`).
+        let c = Controller::new(2, 8, 8, Instant::now()).unwrap();
+        assert!(!c.wants_sample(8, 8, FAIR));
+        std::thread::sleep(SAMPLE_AT_MAX_EVERY + SAMPLE_AT_MAX_EVERY / 2);
+        assert!(!c.wants_sample(8, 8, FAIR));
+        // An uneven reading asks at once.
+        assert!(c.wants_sample(8, 8, UNFAIR));
+        // Saturation counts against the CPUs: 8 cores, 7 of 8 polls blocked, 1 runs: not
+        // saturated, so no shed; every core is active, so no addition either.
+        let (mut c, t0) = oversubscribed();
+        assert_eq!(c.decide(t0, sample(8, 8, 8, 7), UNFAIR), Decision::Keep);
+        // Even shares: nothing shed.
+        let (mut c, t0) = oversubscribed();
+        assert_eq!(c.decide(t0, sample(8, 8, 8, 0), FAIR), Decision::Keep);
+    }
+
+    #[test]
+    fn shed_cores_come_back_after_the_shares_read_even_for_the_hold() {
+        let (mut c, t0) = oversubscribed();
+        // Even from `t` on (the last uneven reading's memory over): nothing until the hold has
+        // passed.
+        let t = shed_to_floor(&mut c, 8, t0) + UNEVEN_MEMORY;
+        assert_eq!(c.decide(t, sample(2, 2, 2, 0), FAIR), Decision::Keep);
+        assert_eq!(
+            c.decide(t + MIN_HOLD / 2, sample(2, 2, 2, 0), FAIR),
+            Decision::Keep
+        );
+        // One uneven reading starts the hold again, once its memory has passed.
+        assert_eq!(
+            c.decide(t + MIN_HOLD / 2, sample(2, 2, 2, 0), UNFAIR),
+            Decision::Keep
+        );
+        let first = t;
+        let t = t + MIN_HOLD / 2 + UNEVEN_MEMORY;
+        assert_eq!(c.decide(t, sample(2, 2, 2, 0), FAIR), Decision::Keep);
+        assert_eq!(
+            c.decide(first + MIN_HOLD, sample(2, 2, 2, 0), FAIR),
+            Decision::Keep,
+            "the hold went on through an uneven reading"
+        );
+        assert_eq!(
+            c.decide(t + MIN_HOLD - SHED_EVERY, sample(2, 2, 2, 0), FAIR),
+            Decision::Keep
+        );
+        assert_eq!(
+            c.decide(t + MIN_HOLD, sample(2, 2, 2, 0), FAIR),
+            Decision::Restore(8),
+            "all the shed cores come back at once"
+        );
+        // Back at `worker_threads`: nothing more to give back.
+        assert_eq!(
+            c.decide(t + 3 * MIN_HOLD, sample(8, 8, 8, 0), FAIR),
+            Decision::Keep
+        );
+    }
+
+    #[test]
+    fn a_give_back_shed_again_within_its_hold_doubles_the_hold_up_to_the_most() {
+        let (mut c, t0) = oversubscribed();
+        let mut t = shed_to_floor(&mut c, 8, t0) + UNEVEN_MEMORY;
+        let mut hold = MIN_HOLD;
+        for _ in 0..8 {
+            assert_eq!(c.decide(t, sample(2, 2, 2, 0), FAIR), Decision::Keep);
+            assert_eq!(
+                c.decide(t + hold - SHED_EVERY, sample(2, 2, 2, 0), FAIR),
+                Decision::Keep,
+                "given back before a hold of {hold:?}"
+            );
+            t += hold;
+            assert_eq!(c.decide(t, sample(2, 2, 2, 0), FAIR), Decision::Restore(8));
+            // The load that needed the shed is still there: uneven again soon after.
+            t = shed_to_floor(&mut c, 8, t + 10 * SHED_EVERY) + UNEVEN_MEMORY;
+            hold = (hold * 2).min(MAX_HOLD);
+        }
+        assert_eq!(hold, MAX_HOLD);
+        // A give-back that stands longer than its hold: the next shed starts from the least hold.
+        assert_eq!(c.decide(t, sample(2, 2, 2, 0), FAIR), Decision::Keep);
+        t += MAX_HOLD;
+        assert_eq!(c.decide(t, sample(2, 2, 2, 0), FAIR), Decision::Restore(8));
+        let t = shed_to_floor(&mut c, 8, t + MAX_HOLD + SHED_EVERY) + UNEVEN_MEMORY;
+        assert_eq!(c.decide(t, sample(2, 2, 2, 0), FAIR), Decision::Keep);
+        assert_eq!(
+            c.decide(t + MIN_HOLD, sample(2, 2, 2, 0), FAIR),
+            Decision::Restore(8)
+        );
+    }
+
+    #[test]
+    fn blocked_polls_bring_shed_cores_back_at_once() {
+        let (mut c, t0) = oversubscribed();
+        let t = shed_to_floor(&mut c, 8, t0);
+        // Both polls blocked while tasks wait: two cores each, up to `worker_threads`, whatever
+        // the shares (the CPUs are not saturated).
+        assert_eq!(
+            c.decide(t + SHED_EVERY, sample(2, 2, 2, 2), UNFAIR),
+            Decision::Add(6)
+        );
+        assert_eq!(
+            c.decide(t + SHED_EVERY, sample(6, 6, 6, 6), FAIR),
+            Decision::Add(8)
+        );
     }
 
     #[test]
     fn blocked_polls_while_all_are_awake_add_two_cores_each() {
         let t0 = Instant::now();
-        let mut c = Controller::new(2, 64, t0).unwrap();
+        let mut c = Controller::new(64, 2, 64, t0).unwrap();
         // All blocked: the count triples.
         assert_eq!(c.decide(t0, sample(2, 2, 2, 2), FAIR), Decision::Add(6));
         assert_eq!(c.decide(t0, sample(6, 6, 6, 6), FAIR), Decision::Add(18));
@@ -374,7 +711,7 @@ mod tests {
     #[test]
     fn running_polls_add_nothing() {
         let t0 = Instant::now();
-        let mut c = Controller::new(2, 64, t0).unwrap();
+        let mut c = Controller::new(64, 2, 64, t0).unwrap();
         assert_eq!(c.decide(t0, sample(2, 2, 2, 0), FAIR), Decision::Keep);
         assert_eq!(c.decide(t0, sample(2, 2, 0, 0), FAIR), Decision::Keep);
         // An idle active core means no core is missing.
@@ -384,7 +721,7 @@ mod tests {
     #[test]
     fn unused_cores_retire_by_halves_once_per_window_down_to_the_base() {
         let t0 = Instant::now();
-        let mut c = Controller::new(2, 64, t0).unwrap();
+        let mut c = Controller::new(64, 2, 64, t0).unwrap();
         let mut active = 64;
         let mut t = t0;
         let mut windows = 0;
@@ -410,7 +747,7 @@ mod tests {
     #[test]
     fn a_window_with_an_addition_or_all_cores_awake_retires_nothing() {
         let t0 = Instant::now();
-        let mut c = Controller::new(2, 64, t0).unwrap();
+        let mut c = Controller::new(64, 2, 64, t0).unwrap();
         assert_eq!(c.decide(t0, sample(2, 2, 2, 2), FAIR), Decision::Add(6));
         assert_eq!(
             c.decide(t0 + WINDOW, sample(4, 0, 0, 0), FAIR),
@@ -435,7 +772,7 @@ mod tests {
     #[test]
     fn a_group_ahead_on_saturated_cpus_sheds_cores_instead_of_adding() {
         let t0 = Instant::now();
-        let mut c = Controller::new(2, 64, t0).unwrap();
+        let mut c = Controller::new(64, 2, 64, t0).unwrap();
         // Polls blocked while tasks wait: cores are added, whatever the shares, while the
         // polls that run do not fill the CPUs.
         assert_eq!(c.decide(t0, sample(2, 2, 2, 2), UNFAIR), Decision::Add(6));
@@ -455,13 +792,13 @@ mod tests {
             Decision::Shed(18)
         );
         // Never below the base.
-        let mut c = Controller::new(2, 64, t0).unwrap();
+        let mut c = Controller::new(64, 2, 64, t0).unwrap();
         assert_eq!(
             c.decide(t0 + SHED_EVERY, sample(2, 2, 2, 0), UNFAIR),
             Decision::Keep
         );
         // Saturated but fair: additions go on as before.
-        let mut c = Controller::new(2, 64, t0).unwrap();
+        let mut c = Controller::new(64, 2, 64, t0).unwrap();
         assert_eq!(c.decide(t0, sample(8, 8, 8, 4), FAIR), Decision::Add(16));
         // Unfair but the CPUs not saturated (every poll blocked): additions go on.
         assert_eq!(

@@ -1,4 +1,4 @@
-//! The default worker count: the CPUs this process may use, as the operating system limits them.
+//! The CPUs this process may use, as the operating system limits them: the default worker count.
 //!
 //! With no explicit `worker_threads`, a runtime starts one worker per CPU it can run on, counted
 //! as the smaller of two limits (the rule Go follows for its default `GOMAXPROCS`):
@@ -10,6 +10,10 @@
 //!    filesystem holds `<quota> <period>` (microseconds of CPU time per period) or `max <period>`
 //!    (no limit). The tightest quota on the path, divided by its period and rounded up, is the
 //!    limit: `150000 100000` (1.5 CPUs) allows 2 workers.
+//!
+//! The same count, read at build when `worker_threads` is given, is the floor the worker-count
+//! controller may shed to while more workers than CPUs let the shares drift (`controller`,
+//! step 5).
 //!
 //! The count is at least 1. A missing or unreadable file, or content that does not parse, is no
 //! limit: the default never fails and never panics for what the system reports.

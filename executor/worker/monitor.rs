@@ -84,7 +84,7 @@ use std::time::{Duration, Instant};
 
 use crate::shim::Ordering;
 
-use super::controller::{self, Controller, SAMPLE, Sample};
+use super::controller::{self, Controller, SAMPLE, Sample, Shares};
 use super::lent::{generation, hint, is_lent};
 use super::monitor_state::{MIN_TICK, longest_tick};
 use super::os_thread::{CpuTime, ThreadFiles, preempted};
@@ -148,7 +148,8 @@ fn run(shared: &Shared) {
     let mut stalled = Vec::with_capacity(shared.cores().len());
     // The worker-count controller, if the count may grow (see `controller`), and the active
     // cores in a poll at this tick.
-    let mut control = Controller::new(shared.config().workers, shared.config().max_workers, now);
+    let config = shared.config();
+    let mut control = Controller::new(config.cpus, config.workers, config.max_workers, now);
     let mut polling = Vec::with_capacity(shared.cores().len());
     let mut tick = short;
     // The last tick that saw a worker awake or a poll begin.
@@ -157,15 +158,16 @@ fn run(shared: &Shared) {
     // `long` tick later instead of waking it (`idle`, *The stall monitor's idle sleep*).
     let deferred = shared.idle().defers_watch();
     while !stopped() {
-        // Cores beyond `worker_threads` retire only at ticks: no idle sleep while any runs. A
-        // core on probation needs ticks that see its next poll in time, from its first.
+        // Cores beyond `worker_threads` retire, and cores shed below it come back, only at
+        // ticks: no idle sleep while the count differs from it. A core on probation needs ticks
+        // that see its next poll in time, from its first.
         let probing_now = {
             let now = Instant::now();
             probation_until.iter().any(|u| u.is_some_and(|u| now < u))
         };
         let resting = (deferred || active_at.elapsed() >= IDLE_GRACE)
             && !probing_now
-            && shared.idle().active() <= shared.config().workers;
+            && shared.idle().active() == shared.config().workers;
         let mut look_now = false;
         if resting && shared.idle().wait_for_awake(stopped) {
             // Slept through an idle spell: every poll seen before it is over.
@@ -239,8 +241,9 @@ fn run(shared: &Shared) {
             }
         }
         if let Some(c) = control.as_mut() {
-            let sample = look_for_blocked(shared, c, &polling, &mut files);
-            controller::control(shared, c, now, sample);
+            let shares = controller::read_shares(shared, c);
+            let sample = look_for_blocked(shared, c, shares, &polling, &mut files);
+            controller::control(shared, c, now, sample, shares);
         }
         let regular = match next_due {
             // A poll spans a tick: wake when it would be stalled, or at the bound that lets the
@@ -269,6 +272,7 @@ fn run(shared: &Shared) {
 fn look_for_blocked(
     shared: &Shared,
     c: &Controller,
+    shares: Shares,
     polling: &[usize],
     files: &mut [Option<ThreadFiles>],
 ) -> Sample {
@@ -281,7 +285,7 @@ fn look_for_blocked(
         blocked: 0,
     };
     let waits = || shared.has_visible_work(usize::MAX) || shared.scheduler().has_queued_work();
-    if polling.is_empty() || !c.wants_sample(active, awake) || !waits() {
+    if polling.is_empty() || !c.wants_sample(active, awake, shares) || !waits() {
         return sample;
     }
     for &i in polling.iter().take(SAMPLE) {

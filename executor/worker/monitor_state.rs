@@ -47,6 +47,10 @@ pub(crate) struct CoreCounts {
     /// ahead), and the cores retired.
     sheds: StatU64,
     shed: StatU64,
+    /// Decisions to bring cores shed below `worker_threads` back (the shares stayed even for
+    /// the hold), and the cores they brought back.
+    restores: StatU64,
+    restored: StatU64,
 }
 
 /// A snapshot of [`CoreCounts`].
@@ -59,6 +63,8 @@ pub(crate) struct CoreCountsSnapshot {
     pub(crate) retired: u64,
     pub(crate) sheds: u64,
     pub(crate) shed: u64,
+    pub(crate) restores: u64,
+    pub(crate) restored: u64,
 }
 
 impl CoreCounts {
@@ -81,6 +87,12 @@ impl CoreCounts {
         self.shed.fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// Counts a decision that brought `n` shed cores back.
+    pub(crate) fn restored(&self, n: usize) {
+        self.restores.fetch_add(1, Ordering::Relaxed);
+        self.restored.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
     pub(crate) fn snapshot(&self) -> CoreCountsSnapshot {
         CoreCountsSnapshot {
             peak: self.peak.load(Ordering::Relaxed),
@@ -90,6 +102,8 @@ impl CoreCounts {
             retired: self.retired.load(Ordering::Relaxed),
             sheds: self.sheds.load(Ordering::Relaxed),
             shed: self.shed.load(Ordering::Relaxed),
+            restores: self.restores.load(Ordering::Relaxed),
+            restored: self.restored.load(Ordering::Relaxed),
         }
     }
 }
