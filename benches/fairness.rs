@@ -181,13 +181,14 @@ const WEIGHTED_SPIN_US: [u64; 3] = [50, 20, 5];
 const WEIGHTED_TASKS: usize = 8;
 
 /// The shares of the CPU that groups of these weights should get when each group `i` can keep at
-/// most `tasks[i]` of the `workers` busy (a task runs on one worker at a time): the workers are
-/// shared by weight, a group whose share exceeds its cap gets its cap, and the rest is shared again
-/// among the others. Shares are of the CPU actually used.
+/// most `tasks[i]` of the CPUs busy (a task runs on one CPU at a time): the CPUs the `workers`
+/// can use (no more than the machine's) are shared by weight, a group whose share exceeds its cap
+/// gets its cap, and the rest is shared again among the others. Shares are of the CPU actually
+/// used.
 fn capped_shares(weights: &[u32], tasks: &[usize], workers: usize) -> Vec<f64> {
     let mut alloc = vec![0.0; weights.len()];
     let mut open: Vec<usize> = (0..weights.len()).collect();
-    let mut capacity = workers as f64;
+    let mut capacity = workers.min(cores()) as f64;
     loop {
         let total: f64 = open.iter().map(|&i| f64::from(weights[i])).sum();
         let capped: Vec<usize> = open
@@ -255,7 +256,7 @@ fn gaming_sets<S: Clone>(crowd: S, single: S) -> Vec<Backlog<S>> {
     ]
 }
 
-/// The single task's fair share of the consumed CPU: half, but never more than one worker.
+/// The single task's fair share of the consumed CPU: half, but never more than one CPU.
 fn gaming_fair_share(workers: usize) -> f64 {
     capped_shares(&[1, 1], &[GAMING_CROWD, 1], workers)[1]
 }
