@@ -853,7 +853,10 @@ impl Scheduler {
                 let taken = leaf.take_batch(|len| (len / workers + 1).min(max_batch), batch);
                 let left = match taken {
                     Some((first, left)) => {
-                        tree::serve(&mut st, worker, leaf_slot, stamp);
+                        let share = tree::serve(&mut st, worker, leaf_slot, stamp);
+                        if let Some(n) = leaf.node() {
+                            n.share.store(share, Ordering::Relaxed);
+                        }
                         leaf.end_wait(|| stamp);
                         picked = Some((leaf.clone(), first));
                         left
@@ -1029,16 +1032,9 @@ impl Scheduler {
         let _rotation = lock(&shard.rotation);
         let tree = Tree::new(self.served.len());
         let mut st = lock_tree(&tree);
-        let slot = st.nodes.insert(NodeState {
-            group: Arc::downgrade(g),
-            parent: None,
-            rotation: Default::default(),
-            floor: 0,
-            own_key: None,
-            in_parent: None,
-            throttled: false,
-            capped: false,
-        });
+        let slot = st
+            .nodes
+            .insert(NodeState::new(Arc::downgrade(g), None, g.weight()));
         let linked = g.set_node(Node::new(tree.clone(), slot, None, 0, usize::MAX));
         if !linked {
             st.nodes.remove(slot);
@@ -1067,16 +1063,11 @@ impl Scheduler {
             return;
         };
         let mut st = lock_tree(&pnode.tree);
-        let slot = st.nodes.insert(NodeState {
-            group: Arc::downgrade(child),
-            parent: Some(pnode.slot),
-            rotation: Default::default(),
-            floor: 0,
-            own_key: None,
-            in_parent: None,
-            throttled: false,
-            capped: false,
-        });
+        let slot = st.nodes.insert(NodeState::new(
+            Arc::downgrade(child),
+            Some(pnode.slot),
+            child.weight(),
+        ));
         let child_key = lock(&pnode.children).insert(Arc::downgrade(child));
         let linked = child.set_node(Node::new(
             pnode.tree.clone(),
@@ -1212,8 +1203,10 @@ impl Scheduler {
             let mut throttled = Throttled::new();
             {
                 let mut st = lock_tree(&node.tree);
-                (behind, others_in_tree) =
+                let share;
+                (behind, others_in_tree, share) =
                     tree::behind_on_path(&mut st, node.slot, worker, stamp, &mut throttled);
+                node.share.store(share, Ordering::Relaxed);
             }
             self.note_throttled(&node.tree, throttled);
         }

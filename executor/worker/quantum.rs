@@ -87,6 +87,9 @@ impl Core {
                     batch.push(r);
                 }
                 self.end_segment(now);
+                // The segment just begun may have brought the quantum's end forward to `g`'s
+                // slice (`fair::segment`): the group picked next gets its own.
+                self.service.restart_quantum(now);
             }
             Verdict::Stay { .. } if others_active => {
                 // Other workers serve other groups and only see this group's global queue: expose
