@@ -633,6 +633,7 @@ impl Scheduler {
                 // A tree: the group's own queue in its own node's frame, then every ancestor
                 // (`tree`, shares), each under its own lock.
                 node.own_vns.fetch_add(c.ns, Ordering::Relaxed);
+                node.tree.charged.fetch_add(c.ns, Ordering::Relaxed);
                 drop(gs);
                 let now = crate::clock::stamp();
                 cap::charge(node, c.ns, now);
@@ -853,7 +854,7 @@ impl Scheduler {
                 let taken = leaf.take_batch(|len| (len / workers + 1).min(max_batch), batch);
                 let left = match taken {
                     Some((first, left)) => {
-                        let share = tree::serve(&mut st, worker, leaf_slot, stamp);
+                        let share = tree::serve(&mut st, &node.tree, worker, leaf_slot, stamp);
                         if let Some(n) = leaf.node() {
                             n.share.store(share, Ordering::Relaxed);
                         }
@@ -1204,8 +1205,13 @@ impl Scheduler {
             {
                 let mut st = lock_tree(&node.tree);
                 let share;
-                (behind, others_in_tree, share) =
-                    tree::behind_on_path(&mut st, node.slot, worker, stamp, &mut throttled);
+                (behind, others_in_tree, share) = tree::behind_on_path(
+                    &mut st,
+                    &node.tree,
+                    (node.slot, worker),
+                    stamp,
+                    &mut throttled,
+                );
                 node.share.store(share, Ordering::Relaxed);
             }
             self.note_throttled(&node.tree, throttled);

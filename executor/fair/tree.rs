@@ -430,8 +430,8 @@ pub(crate) fn descend(
 /// throttled here (recorded in `throttled`), the root by the pick that follows.
 pub(crate) fn behind_on_path(
     st: &mut TreeState,
-    leaf: usize,
-    worker: usize,
+    tree: &Tree,
+    (leaf, worker): (usize, usize),
     now: u64,
     throttled: &mut Throttled,
 ) -> (bool, bool, u32) {
@@ -475,18 +475,46 @@ pub(crate) fn behind_on_path(
                 mine = Entity::Child(n);
                 n = p;
             }
-            None => return (false, others, path_share(st, leaf)),
+            None => {
+                let share = path_share(st, leaf);
+                return (false, others, scale(share, tree_share(st, tree, now)));
+            }
         }
     }
 }
 
 /// Records that `worker` took work from the own queue of `leaf` at `now` (step 2's `served`),
 /// and returns the path's share (`path_share`).
-pub(crate) fn serve(st: &mut TreeState, worker: usize, leaf: usize, now: u64) -> u32 {
+pub(crate) fn serve(st: &mut TreeState, tree: &Tree, worker: usize, leaf: usize, now: u64) -> u32 {
     if let Some(entry) = st.served.get_mut(worker) {
         *entry = Some((leaf, now));
     }
-    path_share(st, leaf)
+    scale(path_share(st, leaf), tree_share(st, tree, now))
+}
+
+/// The least stretch (nanoseconds) over which a tree's share of the workers is measured.
+const MEASURE_EVERY: u64 = 10_000_000;
+
+/// The share of the runtime's workers the tree's groups got over the last measured stretch of at
+/// least [`MEASURE_EVERY`] (step 5), in fixed point: the service charged to the tree over the
+/// stretch's length times the workers. Measured, not computed from the weights of the top-level
+/// groups, which live in the scheduler's shards: a tree alone on the runtime has all of it.
+pub(crate) fn tree_share(st: &mut TreeState, tree: &Tree, now: u64) -> u32 {
+    let (at, charged) = st.measured;
+    let elapsed = now.saturating_sub(at);
+    if elapsed >= MEASURE_EVERY {
+        let total = tree.charged.load(Ordering::Relaxed);
+        let capacity = u128::from(elapsed) * st.served.len().max(1) as u128;
+        let served = u128::from(total.saturating_sub(charged)) * u128::from(SHARE_ONE);
+        st.tree_share = (served / capacity).clamp(1, u128::from(SHARE_ONE)) as u32;
+        st.measured = (now, total);
+    }
+    st.tree_share
+}
+
+/// The product of two shares in fixed point.
+fn scale(a: u32, b: u32) -> u32 {
+    (u64::from(a) * u64::from(b) / u64::from(SHARE_ONE)) as u32
 }
 
 /// Below this share ([`SHARE_ONE`] is the whole tree), a path's exact share no longer matters:

@@ -96,6 +96,10 @@ pub(crate) struct TreeState {
     /// Per worker: the node whose own queue it took work from at its last pick in this tree, and
     /// the clock stamp when that was last confirmed (the floors count it as active).
     pub(crate) served: Vec<Option<(usize, u64)>>,
+    /// The clock stamp and `Tree::charged` when the tree's share of the workers was last measured
+    /// (`fair::tree::tree_share`), and that share, in fixed point ([`SHARE_ONE`]: all of them).
+    pub(crate) measured: (u64, u64),
+    pub(crate) tree_share: u32,
 }
 
 impl TreeState {
@@ -111,6 +115,9 @@ pub(crate) struct Tree {
     state: Mutex<TreeState>,
     /// Slots of groups that dropped, freed by the next holder of `state`'s lock.
     dead: Mutex<Vec<usize>>,
+    /// The service charged to the tree's groups, in nanoseconds (`Scheduler::charge`, without
+    /// the tree's lock).
+    pub(crate) charged: AtomicU64,
 }
 
 impl Tree {
@@ -122,8 +129,11 @@ impl Tree {
                 seq: 0,
                 in_shard: false,
                 served: vec![None; workers],
+                measured: (0, 0),
+                tree_share: SHARE_ONE,
             }),
             dead: Mutex::new(Vec::new()),
+            charged: AtomicU64::new(0),
         })
     }
 
