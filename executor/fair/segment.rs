@@ -43,9 +43,13 @@
 //!
 //! # Slices in a tenant tree
 //! A segment on a group of a tenant tree ends the quantum after a *slice*: the quantum scaled by
-//! the share of its tree the group's path is entitled to (`Node::share`, stored by the tree's
-//! last pick of the group or quantum end on it, `fair::tree` step 5), at least an eighth of the
-//! quantum and [`LEAST_SLICE`] (the quantum, if that is shorter). The segment's start moves the
+//! the group's share of the workers (`Node::share`: its path's share of its tree times the tree's
+//! measured share of the workers, stored by the tree's last pick of the group or quantum end on
+//! it, `fair::tree` step 5), at least a sixteenth of the quantum and [`LEAST_SLICE`] (the
+//! quantum, if that is shorter). The lag a group suffers is about a slice of whoever runs before
+//! it, and its relative error over a window is that lag over the small service the window owes
+//! a small share: short slices for small shares keep that error small, and the least slice
+//! bounds what the extra quantum ends cost (one per 50 µs at most). The segment's start moves the
 //! quantum's start back so that the quantum ends at the slice's end, if that is sooner; nothing
 //! else changes, so a flat group (no node), and a tree group whose path has the whole tree, keep
 //! the full quantum, and a flat group's segment costs one load more when it begins.
@@ -166,7 +170,7 @@ impl Service {
             measured: 0,
             ratio: RATIO_ONE,
             quantum,
-            least_slice: (quantum / 8).max(LEAST_SLICE).min(quantum),
+            least_slice: (quantum / 16).max(LEAST_SLICE).min(quantum),
         }
     }
 

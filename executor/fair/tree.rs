@@ -34,11 +34,13 @@
 //! 5. **Slice.** A pick of an own queue (step 3), and a quantum end that stays with it (step 4),
 //!    compute the path's share of the tree (`path_share`: the product over the levels of the
 //!    path's entity's weight over its node's active weight, which each node keeps as entities
-//!    enter and leave its rotation) and store it in the group's `Node::share`. A worker that
-//!    begins a segment on the group ends its quantum after the quantum scaled by that share, at
-//!    least an eighth of the quantum and 50 µs (`fair::segment`): an entity behind in a node waits
-//!    at most a slice of whoever runs before it, and small shares run in short slices, so their
-//!    lag over any window is small next to the service the window owes them.
+//!    enter and leave its rotation), times the tree's share of the workers (`tree_share`: the
+//!    service charged to the tree over the last 10 ms or more, over that time the workers had),
+//!    and store it in the group's `Node::share`. A worker that begins a segment on the group ends
+//!    its quantum after the quantum scaled by that share, at least a sixteenth of the quantum and
+//!    50 µs (`fair::segment`): an entity behind in a node waits about a slice of whoever runs
+//!    before it, and small shares run in short slices, so their lag over any window is small
+//!    next to the service the window owes them. Flat groups keep the whole quantum.
 //!
 //! A worker may take a group's tasks without a pick (`take_from_own_group`), so an own entity can
 //! stay in its rotation with an empty queue: the pick that reaches it deactivates it and descends
