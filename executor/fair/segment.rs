@@ -52,7 +52,10 @@
 //! bounds what the extra quantum ends cost (one per 50 µs at most). The segment's start moves the
 //! quantum's start back so that the quantum ends at the slice's end, if that is sooner; nothing
 //! else changes, so a flat group (no node), and a tree group whose path has the whole tree, keep
-//! the full quantum, and a flat group's segment costs one load more when it begins.
+//! the full quantum, and a flat group's segment costs one load more when it begins. A visit after
+//! a sliced segment reads the thread's CPU clock whatever the segment time since the last
+//! reading: a ratio measured over earlier slices, of other groups, would charge one group the
+//! time the system preempted the worker in another's slice.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -149,6 +152,10 @@ pub(crate) struct Service {
     /// The runtime's quantum, and the least slice (see the module docs), in nanoseconds.
     quantum: u64,
     least_slice: u64,
+    /// A segment since the last reading of the thread's CPU clock ran in a slice shorter than
+    /// the quantum: the next visit reads the clock whatever the segment time measured (see the
+    /// module docs).
+    sliced: bool,
 }
 
 impl Service {
@@ -171,6 +178,7 @@ impl Service {
             ratio: RATIO_ONE,
             quantum,
             least_slice: (quantum / 16).max(LEAST_SLICE).min(quantum),
+            sliced: false,
         }
     }
 
@@ -239,6 +247,7 @@ impl Service {
             .max(self.least_slice);
         let start = now.saturating_add(slice).saturating_sub(self.quantum);
         self.quantum_start = self.quantum_start.min(start);
+        self.sliced = true;
     }
 
     /// Ends the current segment: adds its duration and polls to its group's charge. Returns the
@@ -268,7 +277,11 @@ impl Service {
     /// docs).
     fn scale_to_cpu_time(&mut self) {
         let thread = this_thread();
-        if self.measured >= CPU_READ_EVERY || self.cpu_mark.is_none_or(|(_, t)| t != thread) {
+        if self.measured >= CPU_READ_EVERY
+            || self.sliced
+            || self.cpu_mark.is_none_or(|(_, t)| t != thread)
+        {
+            self.sliced = false;
             let cpu = thread_cpu_ns().map(|ns| (ns, thread));
             if let (Some((now, _)), Some((mark, t))) = (cpu, self.cpu_mark) {
                 let burned = now.saturating_sub(mark);
