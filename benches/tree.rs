@@ -66,12 +66,31 @@ struct Node {
     counters: Vec<Arc<AtomicU64>>,
 }
 
-impl Node {
-    fn ns(&self) -> f64 {
-        self.counters
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed) as f64)
-            .sum()
+/// The leaves' counters read in one pass, so that every node's count (a sum of leaves') is of
+/// the same instant: the sampling thread shares the cores with the workers and may be preempted
+/// for milliseconds between two reads, which would shift service from one window to the next for
+/// whichever nodes were read after the preemption.
+struct Snapshot {
+    leaves: Vec<f64>,
+}
+
+impl Snapshot {
+    fn take(all: &[Arc<AtomicU64>]) -> Snapshot {
+        Snapshot {
+            leaves: all
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed) as f64)
+                .collect(),
+        }
+    }
+
+    fn total(&self) -> f64 {
+        self.leaves.iter().sum()
+    }
+
+    /// The count of `node`, whose leaves are `at` in `all`.
+    fn of(&self, at: &[usize]) -> f64 {
+        at.iter().map(|&i| self.leaves[i]).sum()
     }
 }
 
@@ -164,10 +183,21 @@ fn nested(rt: &rondo::Runtime, secs: u64, seed: u64) -> Nested {
         .filter(|n| n.counters.len() == 1)
         .flat_map(|n| n.counters.clone())
         .collect();
-    let sum = || -> f64 { all.iter().map(|c| c.load(Ordering::Relaxed) as f64).sum() };
+    // Each node's leaves, by index in `all`.
+    let at: Vec<Vec<usize>> = nodes
+        .iter()
+        .map(|n| {
+            n.counters
+                .iter()
+                .filter_map(|c| all.iter().position(|a| Arc::ptr_eq(a, c)))
+                .collect()
+        })
+        .collect();
+    let counts = |snap: &Snapshot| -> Vec<f64> { at.iter().map(|a| snap.of(a)).collect() };
     std::thread::sleep(Duration::from_millis(300));
-    let start_ns: Vec<f64> = nodes.iter().map(Node::ns).collect();
-    let start_all = sum();
+    let start = Snapshot::take(&all);
+    let start_ns: Vec<f64> = counts(&start);
+    let start_all = start.total();
     let mut last: Vec<f64> = start_ns.clone();
     let mut last_all = start_all;
     if std::env::var_os("RONDO_TREE_VERBOSE").is_some() {
@@ -185,7 +215,9 @@ fn nested(rt: &rondo::Runtime, secs: u64, seed: u64) -> Nested {
     for _ in 0..windows {
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         next += WINDOW;
-        let now_all = sum();
+        let snap = Snapshot::take(&all);
+        let now_ns = counts(&snap);
+        let now_all = snap.total();
         let window_all = now_all - last_all;
         if verbose {
             let shares: Vec<String> = nodes
@@ -195,7 +227,7 @@ fn nested(rt: &rondo::Runtime, secs: u64, seed: u64) -> Nested {
                 .map(|(i, n)| {
                     format!(
                         "{:+.0}",
-                        ((n.ns() - last[i]) / window_all / n.expected - 1.0) * 100.0
+                        ((now_ns[i] - last[i]) / window_all / n.expected - 1.0) * 100.0
                     )
                 })
                 .collect();
@@ -206,7 +238,7 @@ fn nested(rt: &rondo::Runtime, secs: u64, seed: u64) -> Nested {
             );
         }
         for (i, n) in nodes.iter().enumerate() {
-            let v = n.ns();
+            let v = now_ns[i];
             let share = (v - last[i]) / window_all;
             worst_points = worst_points.max((share - n.expected).abs());
             worst_lag = worst_lag.max((share - n.expected).abs() * window_all);
@@ -219,11 +251,13 @@ fn nested(rt: &rondo::Runtime, secs: u64, seed: u64) -> Nested {
         }
         last_all = now_all;
     }
-    let total_all = sum() - start_all;
+    let end = Snapshot::take(&all);
+    let end_ns = counts(&end);
+    let total_all = end.total() - start_all;
     let worst_total = nodes
         .iter()
         .enumerate()
-        .map(|(i, n)| (((n.ns() - start_ns[i]) / total_all) / n.expected - 1.0).abs())
+        .map(|(i, n)| (((end_ns[i] - start_ns[i]) / total_all) / n.expected - 1.0).abs())
         .fold(0.0, f64::max);
     stop.store(true, Ordering::SeqCst);
     rt.block_on(async {

@@ -661,3 +661,79 @@ fn a_capped_group_alone_on_many_workers_runs_every_period() {
         run_for(&rt, Duration::ZERO, &stop, hs);
     });
 }
+
+/// Spins `poll` per poll, yielding in between, logging `id` for each poll, until `stop`.
+async fn logged(id: u8, poll: Duration, log: Arc<Mutex<Vec<u8>>>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        spin(poll);
+        log.lock().unwrap().push(id);
+        rondo::yield_now().await;
+    }
+}
+
+/// The lengths of the runs of consecutive polls of `id` in `log`, sorted.
+fn runs_of(log: &[u8], id: u8) -> Vec<usize> {
+    let mut runs = Vec::new();
+    let mut run = 0;
+    for &x in log {
+        if x == id {
+            run += 1;
+        } else if run > 0 {
+            runs.push(run);
+            run = 0;
+        }
+    }
+    if run > 0 {
+        runs.push(run);
+    }
+    runs.sort_unstable();
+    runs
+}
+
+#[test]
+fn a_small_share_runs_in_shorter_slices_than_a_large_one() {
+    // One worker and a quantum of 80 polls: two siblings of weights 1 and 15, one task each. A
+    // worker serving a tree group ends its quantum after the group's slice, the quantum scaled
+    // by its share of the workers (at least a sixteenth of it): the light sibling runs about 5
+    // polls at a time, the heavy one about 75. Without slices, each would run whole quanta, the
+    // light one 80 polls at a time. (What is counted is polls in a row, not time.)
+    let _serial = serial();
+    watchdog(60, || {
+        let poll = Duration::from_micros(50);
+        let quantum = Duration::from_millis(4);
+        let rt = rondo::Runtime::builder()
+            .worker_threads(1)
+            .quantum(quantum)
+            .build()
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let tenant = rt.group().name("tenant").build().unwrap();
+        let light = tenant.child().name("light").weight(1).build().unwrap();
+        let heavy = tenant.child().name("heavy").weight(15).build().unwrap();
+        let hs = vec![
+            light.spawn(logged(1, poll, log.clone(), stop.clone())),
+            heavy.spawn(logged(2, poll, log.clone(), stop.clone())),
+        ];
+        run_for(&rt, Duration::from_millis(500), &stop, hs);
+        let log = log.lock().unwrap();
+        let (light_runs, heavy_runs) = (runs_of(&log, 1), runs_of(&log, 2));
+        assert!(
+            light_runs.len() >= 5 && heavy_runs.len() >= 5,
+            "too few runs to compare: light {light_runs:?}, heavy {heavy_runs:?}"
+        );
+        let median = |r: &[usize]| r[r.len() / 2];
+        let whole_quantum = (quantum.as_nanos() / poll.as_nanos()) as usize;
+        assert!(
+            median(&light_runs) <= whole_quantum / 4,
+            "the light sibling ran {} polls in a row (median), a whole quantum is {whole_quantum}: \
+             {light_runs:?}",
+            median(&light_runs)
+        );
+        assert!(
+            median(&heavy_runs) >= 3 * median(&light_runs),
+            "the heavy sibling's slices ({heavy_runs:?}) are not longer than the light one's \
+             ({light_runs:?})"
+        );
+    });
+}

@@ -633,6 +633,7 @@ impl Scheduler {
                 // A tree: the group's own queue in its own node's frame, then every ancestor
                 // (`tree`, shares), each under its own lock.
                 node.own_vns.fetch_add(c.ns, Ordering::Relaxed);
+                node.tree.charged.fetch_add(c.ns, Ordering::Relaxed);
                 drop(gs);
                 let now = crate::clock::stamp();
                 cap::charge(node, c.ns, now);
@@ -853,7 +854,10 @@ impl Scheduler {
                 let taken = leaf.take_batch(|len| (len / workers + 1).min(max_batch), batch);
                 let left = match taken {
                     Some((first, left)) => {
-                        tree::serve(&mut st, worker, leaf_slot, stamp);
+                        let share = tree::serve(&mut st, &node.tree, worker, leaf_slot, stamp);
+                        if let Some(n) = leaf.node() {
+                            n.share.store(share, Ordering::Relaxed);
+                        }
                         leaf.end_wait(|| stamp);
                         picked = Some((leaf.clone(), first));
                         left
@@ -1029,16 +1033,9 @@ impl Scheduler {
         let _rotation = lock(&shard.rotation);
         let tree = Tree::new(self.served.len());
         let mut st = lock_tree(&tree);
-        let slot = st.nodes.insert(NodeState {
-            group: Arc::downgrade(g),
-            parent: None,
-            rotation: Default::default(),
-            floor: 0,
-            own_key: None,
-            in_parent: None,
-            throttled: false,
-            capped: false,
-        });
+        let slot = st
+            .nodes
+            .insert(NodeState::new(Arc::downgrade(g), None, g.weight()));
         let linked = g.set_node(Node::new(tree.clone(), slot, None, 0, usize::MAX));
         if !linked {
             st.nodes.remove(slot);
@@ -1067,16 +1064,11 @@ impl Scheduler {
             return;
         };
         let mut st = lock_tree(&pnode.tree);
-        let slot = st.nodes.insert(NodeState {
-            group: Arc::downgrade(child),
-            parent: Some(pnode.slot),
-            rotation: Default::default(),
-            floor: 0,
-            own_key: None,
-            in_parent: None,
-            throttled: false,
-            capped: false,
-        });
+        let slot = st.nodes.insert(NodeState::new(
+            Arc::downgrade(child),
+            Some(pnode.slot),
+            child.weight(),
+        ));
         let child_key = lock(&pnode.children).insert(Arc::downgrade(child));
         let linked = child.set_node(Node::new(
             pnode.tree.clone(),
@@ -1212,8 +1204,15 @@ impl Scheduler {
             let mut throttled = Throttled::new();
             {
                 let mut st = lock_tree(&node.tree);
-                (behind, others_in_tree) =
-                    tree::behind_on_path(&mut st, node.slot, worker, stamp, &mut throttled);
+                let share;
+                (behind, others_in_tree, share) = tree::behind_on_path(
+                    &mut st,
+                    &node.tree,
+                    (node.slot, worker),
+                    stamp,
+                    &mut throttled,
+                );
+                node.share.store(share, Ordering::Relaxed);
             }
             self.note_throttled(&node.tree, throttled);
         }

@@ -40,12 +40,30 @@
 //! segments (searching, picks) counts as CPU time, which errs towards charging a little more,
 //! never more than the wall time. The scaled charges go to both the virtual runtimes and the
 //! groups' metrics (`busy`); the worker's own metrics keep wall time.
+//!
+//! # Slices in a tenant tree
+//! A segment on a group of a tenant tree ends the quantum after a *slice*: the quantum scaled by
+//! the group's share of the workers (`Node::share`: its path's share of its tree times the tree's
+//! measured share of the workers, stored by the tree's last pick of the group or quantum end on
+//! it, `fair::tree` step 5), at least a sixteenth of the quantum and [`LEAST_SLICE`] (the
+//! quantum, if that is shorter). The lag a group suffers is about a slice of whoever runs before
+//! it, and its relative error over a window is that lag over the small service the window owes
+//! a small share: short slices for small shares keep that error small, and the least slice
+//! bounds what the extra quantum ends cost (one per 50 µs at most). The segment's start moves the
+//! quantum's start back so that the quantum ends at the slice's end, if that is sooner; nothing
+//! else changes, so a flat group (no node), and a tree group whose path has the whole tree, keep
+//! the full quantum, and a flat group's segment costs one load more when it begins. A visit after
+//! a sliced segment reads the thread's CPU clock whatever the segment time since the last
+//! reading: a ratio measured over earlier slices, of other groups, would charge one group the
+//! time the system preempted the worker in another's slice.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::group::GroupInner;
+use crate::group::tree::SHARE_ONE;
+use crate::shim::Ordering;
 
 use super::scheduler::{Charge, Scheduler};
 
@@ -64,6 +82,9 @@ const NONE: usize = usize::MAX;
 const CPU_READ_EVERY: u64 = 250_000;
 /// `Service::ratio` of a worker that was not preempted: 1 in fixed point.
 const RATIO_ONE: u64 = 1 << 16;
+/// The least slice (nanoseconds) of a group with a small share of its tree (see the module docs),
+/// unless the quantum is shorter.
+const LEAST_SLICE: u64 = 50_000;
 
 /// The CPU time the calling thread has burned, in nanoseconds, or `None` where the system offers
 /// no per-thread CPU clock (then charges stay in wall time). A system call on Linux.
@@ -128,10 +149,19 @@ pub(crate) struct Service {
     /// CPU time ÷ segment time over the last stretch, in fixed point (`RATIO_ONE` is 1): the
     /// factor the charges are scaled by.
     ratio: u64,
+    /// The runtime's quantum, and the least slice (see the module docs), in nanoseconds.
+    quantum: u64,
+    least_slice: u64,
+    /// A segment since the last reading of the thread's CPU clock ran in a slice shorter than
+    /// the quantum: the next visit reads the clock whatever the segment time measured (see the
+    /// module docs).
+    sliced: bool,
 }
 
 impl Service {
-    pub(crate) fn new() -> Self {
+    /// A worker's service, with no segment open, for a runtime whose quantum is `quantum`.
+    pub(crate) fn new(quantum: Duration) -> Self {
+        let quantum = crate::clock::nanos(quantum);
         let now = crate::clock::stamp();
         Service {
             charges: Vec::with_capacity(MAX_PENDING_CHARGES),
@@ -146,6 +176,9 @@ impl Service {
             cpu_mark: None,
             measured: 0,
             ratio: RATIO_ONE,
+            quantum,
+            least_slice: (quantum / 16).max(LEAST_SLICE).min(quantum),
+            sliced: false,
         }
     }
 
@@ -166,6 +199,9 @@ impl Service {
     /// charges is full and has no entry for `g`, charges it first (under the groups' own locks).
     pub(crate) fn begin(&mut self, g: Cow<'_, Arc<GroupInner>>, now: u64, scheduler: &Scheduler) {
         debug_assert_eq!(self.current, NONE, "a segment is already open");
+        if let Some(node) = g.node() {
+            self.slice(node.share.load(Ordering::Relaxed), now);
+        }
         // From the newest: a worker alternating between two groups finds either at once.
         let addr = Arc::as_ptr(&g) as usize;
         let at = match self
@@ -201,6 +237,19 @@ impl Service {
         self.polls = 0;
     }
 
+    /// A segment on a tree group whose path has `share` of its tree begins at `now`: the quantum
+    /// ends at the end of the group's slice, if that is sooner (see the module docs).
+    fn slice(&mut self, share: u32, now: u64) {
+        if share >= SHARE_ONE {
+            return;
+        }
+        let slice = (self.quantum.saturating_mul(u64::from(share)) / u64::from(SHARE_ONE))
+            .max(self.least_slice);
+        let start = now.saturating_add(slice).saturating_sub(self.quantum);
+        self.quantum_start = self.quantum_start.min(start);
+        self.sliced = true;
+    }
+
     /// Ends the current segment: adds its duration and polls to its group's charge. Returns the
     /// duration, or `None` if no segment was open.
     pub(crate) fn end(&mut self, now: u64) -> Option<u64> {
@@ -228,7 +277,11 @@ impl Service {
     /// docs).
     fn scale_to_cpu_time(&mut self) {
         let thread = this_thread();
-        if self.measured >= CPU_READ_EVERY || self.cpu_mark.is_none_or(|(_, t)| t != thread) {
+        if self.measured >= CPU_READ_EVERY
+            || self.sliced
+            || self.cpu_mark.is_none_or(|(_, t)| t != thread)
+        {
+            self.sliced = false;
             let cpu = thread_cpu_ns().map(|ns| (ns, thread));
             if let (Some((now, _)), Some((mark, t))) = (cpu, self.cpu_mark) {
                 let burned = now.saturating_sub(mark);

@@ -31,6 +31,16 @@
 //!    whole tree empty takes the root out of the shard rotation.
 //! 4. **Quantum end.** A worker serving a tree group switches if, at some level of its path, an
 //!    entity other than the path's is behind the path's (or a cap throttles a node on the path).
+//! 5. **Slice.** A pick of an own queue (step 3), and a quantum end that stays with it (step 4),
+//!    compute the path's share of the tree (`path_share`: the product over the levels of the
+//!    path's entity's weight over its node's active weight, which each node keeps as entities
+//!    enter and leave its rotation), times the tree's share of the workers (`tree_share`: the
+//!    service charged to the tree over the last 10 ms or more, over that time the workers had),
+//!    and store it in the group's `Node::share`. A worker that begins a segment on the group ends
+//!    its quantum after the quantum scaled by that share, at least a sixteenth of the quantum and
+//!    50 µs (`fair::segment`): an entity behind in a node waits about a slice of whoever runs
+//!    before it, and small shares run in short slices, so their lag over any window is small
+//!    next to the service the window owes them. Flat groups keep the whole quantum.
 //!
 //! A worker may take a group's tasks without a pick (`take_from_own_group`), so an own entity can
 //! stay in its rotation with an empty queue: the pick that reaches it deactivates it and descends
@@ -39,7 +49,8 @@
 use std::sync::Arc;
 
 use crate::group::GroupInner;
-use crate::group::tree::{Entity, Key, NodeState, Tree, TreeState};
+use crate::group::inner::effective_weight;
+use crate::group::tree::{Entity, Key, NodeState, SHARE_ONE, Tree, TreeState};
 use crate::shim::{MutexGuard, Ordering};
 
 use super::cap;
@@ -99,6 +110,23 @@ fn set_key(st: &mut TreeState, n: usize, e: Entity, key: Option<Key>) {
     }
 }
 
+/// The weight entity `e` counts in its node's `active_weight` (see `NodeState`).
+fn weight_in_rotation(st: &TreeState, e: Entity) -> u64 {
+    match e {
+        Entity::Own => 1,
+        Entity::Child(c) => st.nodes.get(c).map_or(0, |c| c.entered_weight),
+    }
+}
+
+/// Takes the entity at `key` out of `n`'s rotation, and its weight out of `n`'s active weight.
+fn leave_rotation(st: &mut TreeState, n: usize, key: &Key) {
+    if let Some(e) = st.nodes[n].rotation.remove(key) {
+        let w = weight_in_rotation(st, e);
+        let node = &mut st.nodes[n];
+        node.active_weight = node.active_weight.saturating_sub(w);
+    }
+}
+
 /// Re-keys the first entities of `n`'s rotation whose keys a charge left behind, and removes
 /// entities whose group dropped, until the first key is current (see `scheduler::fix_front`).
 fn fix_front(st: &mut TreeState, n: usize) {
@@ -111,14 +139,18 @@ fn fix_front(st: &mut TreeState, n: usize) {
             Some(v) if v <= key.0 => return,
             _ => {}
         }
-        st.nodes[n].rotation.remove(&key);
         match current {
             Some(v) => {
+                // Re-keyed: the same entity, the same active weight.
+                st.nodes[n].rotation.remove(&key);
                 let key = (v, st.next_seq());
                 st.nodes[n].rotation.insert(key, e);
                 set_key(st, n, e, Some(key));
             }
-            None => set_key(st, n, e, None),
+            None => {
+                leave_rotation(st, n, &key);
+                set_key(st, n, e, None);
+            }
         }
     }
 }
@@ -175,22 +207,29 @@ fn enter(st: &mut TreeState, n: usize, e: Entity, fresh_since: u64) {
     let Some(g) = group_of(st, slot) else {
         return;
     };
-    let vns = {
+    let (vns, weight) = {
         match (e, g.node()) {
             (Entity::Own, Some(node)) => {
                 let floor = virtual_ns(floor);
-                node.own_vns.fetch_max(floor, Ordering::Relaxed).max(floor)
+                (
+                    node.own_vns.fetch_max(floor, Ordering::Relaxed).max(floor),
+                    1,
+                )
             }
             _ => {
                 let mut gs = g.sched();
                 let lifted = gs.vruntime.max(floor);
                 set_vruntime(&g, &mut gs, lifted);
-                virtual_ns(lifted)
+                (virtual_ns(lifted), u64::from(effective_weight(&gs)))
             }
         }
     };
+    if let Entity::Child(c) = e {
+        st.nodes[c].entered_weight = weight;
+    }
     let key = (vns, st.next_seq());
     st.nodes[n].rotation.insert(key, e);
+    st.nodes[n].active_weight += weight;
     set_key(st, n, e, Some(key));
 }
 
@@ -235,7 +274,7 @@ pub(crate) fn activate_up(st: &mut TreeState, mut n: usize, fresh_since: u64) ->
 pub(crate) fn deactivate_own(st: &mut TreeState, n: usize) {
     if let Some(node) = st.nodes.get_mut(n) {
         if let Some(key) = node.own_key.take() {
-            node.rotation.remove(&key);
+            leave_rotation(st, n, &key);
         }
         deactivate_up(st, n);
     }
@@ -253,8 +292,8 @@ pub(crate) fn deactivate_up(st: &mut TreeState, mut n: usize) {
         let (Some(p), Some(key)) = (node.parent, node.in_parent.take()) else {
             return;
         };
-        if let Some(parent) = st.nodes.get_mut(p) {
-            parent.rotation.remove(&key);
+        if st.nodes.contains(p) {
+            leave_rotation(st, p, &key);
         }
         n = p;
     }
@@ -288,7 +327,7 @@ pub(crate) fn throttle(
     }
     node.throttled = true;
     if let (Some(p), Some(key)) = (node.parent, node.in_parent.take()) {
-        st.nodes[p].rotation.remove(&key);
+        leave_rotation(st, p, &key);
         deactivate_up(st, p);
     }
     if let Some(g) = group_of(st, n) {
@@ -333,7 +372,9 @@ fn free_slot(st: &mut TreeState, slot: usize) {
     let node: NodeState = st.nodes.remove(slot);
     if let (Some(p), Some(key)) = (node.parent, node.in_parent) {
         if let Some(parent) = st.nodes.get_mut(p) {
-            parent.rotation.remove(&key);
+            if parent.rotation.remove(&key).is_some() {
+                parent.active_weight = parent.active_weight.saturating_sub(node.entered_weight);
+            }
         }
         deactivate_up(st, p);
     }
@@ -384,19 +425,20 @@ pub(crate) fn descend(
 
 /// Step 4: is an entity other than the path's behind it at some level of the path from the served
 /// `leaf` to the root, or is a node on the path throttled? Refreshes `worker`'s served entry.
-/// Also says whether any entity other than the path's is active (others wait in the tree).
+/// Also says whether any entity other than the path's is active (others wait in the tree), and
+/// the path's share (`path_share`), which scales the worker's next slice if it stays.
 ///
 /// A capped node on the path that used its quota counts as behind; below the root it is
 /// throttled here (recorded in `throttled`), the root by the pick that follows.
 pub(crate) fn behind_on_path(
     st: &mut TreeState,
-    leaf: usize,
-    worker: usize,
+    tree: &Tree,
+    (leaf, worker): (usize, usize),
     now: u64,
     throttled: &mut Throttled,
-) -> (bool, bool) {
+) -> (bool, bool, u32) {
     if !st.nodes.contains(leaf) {
-        return (false, false);
+        return (false, false, SHARE_ONE);
     }
     if let Some(entry) = st.served.get_mut(worker) {
         *entry = Some((leaf, now));
@@ -405,13 +447,13 @@ pub(crate) fn behind_on_path(
     let (mut n, mut mine) = (leaf, Entity::Own);
     loop {
         if st.nodes[n].throttled {
-            return (true, others);
+            return (true, others, SHARE_ONE);
         }
         if let Some(until) = exhausted(st, n, now) {
             if st.nodes[n].parent.is_some() {
                 throttle(st, n, until, now, throttled);
             }
-            return (true, others);
+            return (true, others, SHARE_ONE);
         }
         fix_front(st, n);
         if let Some((key, first)) = st.nodes[n]
@@ -423,7 +465,7 @@ pub(crate) fn behind_on_path(
                 others = true;
                 if let Some(v) = vruntime_of(st, n, mine) {
                     if key.0 < virtual_ns(v) {
-                        return (true, true);
+                        return (true, true, SHARE_ONE);
                     }
                 }
             } else if st.nodes[n].rotation.len() > 1 {
@@ -435,14 +477,78 @@ pub(crate) fn behind_on_path(
                 mine = Entity::Child(n);
                 n = p;
             }
-            None => return (false, others),
+            None => {
+                let share = path_share(st, leaf);
+                return (false, others, scale(share, tree_share(st, tree, now)));
+            }
         }
     }
 }
 
-/// Records that `worker` took work from the own queue of `leaf` at `now` (step 2's `served`).
-pub(crate) fn serve(st: &mut TreeState, worker: usize, leaf: usize, now: u64) {
+/// Records that `worker` took work from the own queue of `leaf` at `now` (step 2's `served`),
+/// and returns the path's share (`path_share`).
+pub(crate) fn serve(st: &mut TreeState, tree: &Tree, worker: usize, leaf: usize, now: u64) -> u32 {
     if let Some(entry) = st.served.get_mut(worker) {
         *entry = Some((leaf, now));
+    }
+    scale(path_share(st, leaf), tree_share(st, tree, now))
+}
+
+/// The least stretch (nanoseconds) over which a tree's share of the workers is measured.
+const MEASURE_EVERY: u64 = 10_000_000;
+
+/// The share of the runtime's workers the tree's groups got over the last measured stretch of at
+/// least [`MEASURE_EVERY`] (step 5), in fixed point: the service charged to the tree over the
+/// stretch's length times the workers. Measured, not computed from the weights of the top-level
+/// groups, which live in the scheduler's shards: a tree alone on the runtime has all of it.
+pub(crate) fn tree_share(st: &mut TreeState, tree: &Tree, now: u64) -> u32 {
+    let (at, charged) = st.measured;
+    let elapsed = now.saturating_sub(at);
+    if elapsed >= MEASURE_EVERY {
+        let total = tree.charged.load(Ordering::Relaxed);
+        let capacity = u128::from(elapsed) * st.served.len().max(1) as u128;
+        let served = u128::from(total.saturating_sub(charged)) * u128::from(SHARE_ONE);
+        st.tree_share = (served / capacity).clamp(1, u128::from(SHARE_ONE)) as u32;
+        st.measured = (now, total);
+    }
+    st.tree_share
+}
+
+/// The product of two shares in fixed point.
+fn scale(a: u32, b: u32) -> u32 {
+    (u64::from(a) * u64::from(b) / u64::from(SHARE_ONE)) as u32
+}
+
+/// Below this share ([`SHARE_ONE`] is the whole tree), a path's exact share no longer matters:
+/// the slice it scales is at its least (`fair::segment`).
+const SHARE_LEAST: u64 = (SHARE_ONE / 16) as u64;
+
+/// The share of the tree the path from the root down to `leaf`'s own queue is entitled to while
+/// the active entities stay busy (step 5): the product, over the levels of the path, of the
+/// path's entity's weight over the active weight of its node (the entity counted even when it
+/// is out of the rotation: its queue was just emptied by a pick, or its cap throttles it). In
+/// fixed point, [`SHARE_ONE`] is the whole tree; O(depth), and it stops early once the share is
+/// below what any slice distinguishes.
+pub(crate) fn path_share(st: &TreeState, leaf: usize) -> u32 {
+    let mut share = u64::from(SHARE_ONE);
+    let Some(mut node) = st.nodes.get(leaf) else {
+        return SHARE_ONE;
+    };
+    let (mut weight, mut entered) = (1, node.own_key.is_some());
+    loop {
+        let total = if entered {
+            node.active_weight.max(weight)
+        } else {
+            node.active_weight + weight
+        };
+        share = share * weight / total.max(1);
+        if share < SHARE_LEAST {
+            return share as u32;
+        }
+        let Some(parent) = node.parent.and_then(|p| st.nodes.get(p)) else {
+            return share as u32;
+        };
+        (weight, entered) = (node.entered_weight.max(1), node.in_parent.is_some());
+        node = parent;
     }
 }

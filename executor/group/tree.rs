@@ -23,7 +23,7 @@ use std::sync::{Arc, Weak};
 
 use slab::Slab;
 
-use crate::shim::{AtomicPtr, AtomicU64, Mutex, MutexGuard, Ordering, lock};
+use crate::shim::{AtomicPtr, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering, lock};
 
 use super::inner::GroupInner;
 
@@ -60,6 +60,30 @@ pub(crate) struct NodeState {
     /// The node's group has a CPU cap (a copy of `Node::cap_quota != 0`, so that a descent
     /// reads the cap of capped nodes only).
     pub(crate) capped: bool,
+    /// The total weight of the entities in `rotation` (the own queue counts the default weight,
+    /// 1; a child, its `entered_weight`): the denominator of a share at this level.
+    pub(crate) active_weight: u64,
+    /// The weight this node counts in its parent's `active_weight` while it is in its parent's
+    /// rotation: its effective weight when it entered.
+    pub(crate) entered_weight: u64,
+}
+
+impl NodeState {
+    /// A node of `group` under `parent`, out of every rotation, of weight `weight`.
+    pub(crate) fn new(group: Weak<GroupInner>, parent: Option<usize>, weight: u32) -> NodeState {
+        NodeState {
+            group,
+            parent,
+            rotation: BTreeMap::new(),
+            floor: 0,
+            own_key: None,
+            in_parent: None,
+            throttled: false,
+            capped: false,
+            active_weight: 0,
+            entered_weight: u64::from(weight),
+        }
+    }
 }
 
 /// A tree's nodes, and what its workers serve (under the tree's lock).
@@ -72,6 +96,10 @@ pub(crate) struct TreeState {
     /// Per worker: the node whose own queue it took work from at its last pick in this tree, and
     /// the clock stamp when that was last confirmed (the floors count it as active).
     pub(crate) served: Vec<Option<(usize, u64)>>,
+    /// The clock stamp and `Tree::charged` when the tree's share of the workers was last measured
+    /// (`fair::tree::tree_share`), and that share, in fixed point ([`SHARE_ONE`]: all of them).
+    pub(crate) measured: (u64, u64),
+    pub(crate) tree_share: u32,
 }
 
 impl TreeState {
@@ -87,6 +115,9 @@ pub(crate) struct Tree {
     state: Mutex<TreeState>,
     /// Slots of groups that dropped, freed by the next holder of `state`'s lock.
     dead: Mutex<Vec<usize>>,
+    /// The service charged to the tree's groups, in nanoseconds (`Scheduler::charge`, without
+    /// the tree's lock).
+    pub(crate) charged: AtomicU64,
 }
 
 impl Tree {
@@ -98,8 +129,11 @@ impl Tree {
                 seq: 0,
                 in_shard: false,
                 served: vec![None; workers],
+                measured: (0, 0),
+                tree_share: SHARE_ONE,
             }),
             dead: Mutex::new(Vec::new()),
+            charged: AtomicU64::new(0),
         })
     }
 
@@ -146,7 +180,15 @@ pub(crate) struct Node {
     pub(crate) cap_quota: AtomicU64,
     /// The cap's accounting (`fair::cap`).
     pub(crate) cap: Mutex<CapState>,
+    /// The share of the tree the path from the root to this group's own queue is entitled to,
+    /// in fixed point ([`SHARE_ONE`] is the whole tree), as of the last pick of the own queue or
+    /// quantum end on it (`fair::tree::path_share`): the scale of the time slice a worker gives
+    /// the group's tasks (`fair::segment`).
+    pub(crate) share: AtomicU32,
 }
+
+/// [`Node::share`] of a path entitled to the whole tree.
+pub(crate) const SHARE_ONE: u32 = 1 << 16;
 
 /// A capped node's accounting for the current period.
 #[derive(Debug, Default)]
@@ -180,6 +222,7 @@ impl Node {
             own_vns: AtomicU64::new(0),
             cap_quota: AtomicU64::new(0),
             cap: Mutex::new(CapState::default()),
+            share: AtomicU32::new(SHARE_ONE),
         }
     }
 }

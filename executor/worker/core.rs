@@ -98,6 +98,7 @@ impl Core {
         // SAFETY: `remote` points to a live element of `shared.cores()`; taking a field's address
         // creates no reference.
         let lent_slot = SlotPtr(unsafe { std::ptr::addr_of!((*remote).lent) });
+        let quantum = shared.config().quantum;
         Core {
             idx,
             shared,
@@ -107,7 +108,7 @@ impl Core {
             tick: 0,
             global_due: false,
             searching: false,
-            service: Service::new(),
+            service: Service::new(quantum),
             reported_serving: false,
             rng: 0x9E37_79B9 ^ (idx as u32).wrapping_mul(0x85EB_CA6B) | 1,
             batch: Vec::with_capacity(LOCAL_CAPACITY / 2),

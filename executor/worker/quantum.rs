@@ -75,6 +75,10 @@ impl Core {
                 others_listed || shared.others_serve_other_groups(self.idx, &g)
             }
         };
+        // The segment starts after the charge and the check, as a pick's does: their time is no
+        // group's service (charged to the group that stays, it would tilt the shares against the
+        // groups that run many short slices in a row).
+        let now = crate::clock::stamp();
         self.begin_segment(Cow::Owned(g), now);
         let mut batch: Vec<Runnable> = Vec::new();
         match verdict {
@@ -87,6 +91,9 @@ impl Core {
                     batch.push(r);
                 }
                 self.end_segment(now);
+                // The segment just begun may have brought the quantum's end forward to `g`'s
+                // slice (`fair::segment`): the group picked next gets its own.
+                self.service.restart_quantum(now);
             }
             Verdict::Stay { .. } if others_active => {
                 // Other workers serve other groups and only see this group's global queue: expose
