@@ -53,9 +53,11 @@
 //! quantum's start back so that the quantum ends at the slice's end, if that is sooner; nothing
 //! else changes, so a flat group (no node), and a tree group whose path has the whole tree, keep
 //! the full quantum, and a flat group's segment costs one load more when it begins. A visit after
-//! a sliced segment reads the thread's CPU clock whatever the segment time since the last
-//! reading: a ratio measured over earlier slices, of other groups, would charge one group the
-//! time the system preempted the worker in another's slice.
+//! a sliced segment reads the thread's CPU clock once the segment time since the last reading
+//! reaches the least slice, however short of [`CPU_READ_EVERY`]: a ratio measured over earlier
+//! slices, of other groups, would charge one group the time the system preempted the worker in
+//! another's slice. Shorter sliced segments (the tasks of many small groups) read no clock: a
+//! preemption in one makes its measured time long.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -153,8 +155,8 @@ pub(crate) struct Service {
     quantum: u64,
     least_slice: u64,
     /// A segment since the last reading of the thread's CPU clock ran in a slice shorter than
-    /// the quantum: the next visit reads the clock whatever the segment time measured (see the
-    /// module docs).
+    /// the quantum: the next visit reads the clock once the segment time measured reaches the
+    /// least slice (see the module docs).
     sliced: bool,
 }
 
@@ -278,7 +280,7 @@ impl Service {
     fn scale_to_cpu_time(&mut self) {
         let thread = this_thread();
         if self.measured >= CPU_READ_EVERY
-            || self.sliced
+            || (self.sliced && self.measured >= self.least_slice)
             || self.cpu_mark.is_none_or(|(_, t)| t != thread)
         {
             self.sliced = false;
