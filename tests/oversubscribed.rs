@@ -197,3 +197,32 @@ fn blocking_polls_get_the_shed_cores_back() {
         );
     });
 }
+
+/// One group's blocking load on 64 threads: the workers' entries for that one group, published
+/// before and after polls that block for a millisecond, differ by what the group was charged
+/// in between; that is no spread between groups, and nothing is shed.
+#[test]
+fn one_group_blocking_on_many_threads_sheds_nothing() {
+    let _serial = serial();
+    let rt = runtime(64);
+    let m = watchdog(60, move || {
+        for _ in 0..5 {
+            rt.block_on(async {
+                let tasks: Vec<_> = (0..2_000)
+                    .map(|_| {
+                        rondo::spawn(async {
+                            std::thread::sleep(Duration::from_millis(1));
+                            spin(Duration::from_micros(20));
+                        })
+                    })
+                    .collect();
+                for t in tasks {
+                    t.await.unwrap();
+                }
+            });
+        }
+        rt.metrics()
+    });
+    assert_eq!(m.worker_core_sheds, 0, "{m}");
+    assert_eq!(m.worker_cores, 64);
+}

@@ -272,6 +272,9 @@ struct Served {
     /// The clock stamp of that visit. A worker that serves normally visits at least once a
     /// quantum.
     at: AtomicU64,
+    /// The served top-level group's address, as an identity only (never dereferenced): tells
+    /// entries of one group apart from entries of two (`spread_hint`).
+    group: AtomicUsize,
 }
 
 pub(crate) struct Scheduler {
@@ -312,6 +315,7 @@ impl Scheduler {
                 .map(|_| Served {
                     vtime: AtomicU64::new(u64::MAX),
                     at: AtomicU64::new(0),
+                    group: AtomicUsize::new(0),
                 })
                 .collect(),
             listed: AtomicUsize::new(0),
@@ -351,14 +355,31 @@ impl Scheduler {
 
     /// The smallest and the largest virtual runtime among the first listed group and the
     /// groups the workers published as served within `fresh` (clock-stamp nanoseconds), in
-    /// virtual nanoseconds (a hint; `None` for no such group).
+    /// virtual nanoseconds (a hint). `None` unless the workers served at least two groups: the
+    /// entries of one group published at different times differ by what it was charged in
+    /// between (many workers in long polls), which is no spread between groups. Each served
+    /// group counts with its freshest entry (a virtual runtime only rises).
     pub(crate) fn spread_hint(&self, fresh: u64) -> Option<(u64, u64)> {
         let fresh_since = crate::clock::stamp().saturating_sub(fresh);
+        let mut groups: Vec<(usize, u64)> = Vec::new();
+        for s in self.served.iter() {
+            let v = s.vtime.load(Ordering::Relaxed);
+            if v == u64::MAX || s.at.load(Ordering::Relaxed) < fresh_since {
+                continue;
+            }
+            let id = s.group.load(Ordering::Relaxed);
+            match groups.iter_mut().find(|(g, _)| *g == id) {
+                Some((_, freshest)) => *freshest = (*freshest).max(v),
+                None => groups.push((id, v)),
+            }
+        }
+        if groups.len() < 2 {
+            return None;
+        }
         let front = self.front.load(Ordering::Relaxed);
-        self.served
+        groups
             .iter()
-            .filter(|s| s.at.load(Ordering::Relaxed) >= fresh_since)
-            .map(|s| s.vtime.load(Ordering::Relaxed))
+            .map(|&(_, v)| v)
             .chain(std::iter::once(front))
             .filter(|&v| v != u64::MAX)
             .fold(None, |r, v| match r {
@@ -616,10 +637,14 @@ impl Scheduler {
     }
 
     /// Publishes the group `worker` serves (its virtual runtime, `vruntime`) for the floor.
-    fn publish_served(&self, worker: usize, vruntime: u128, now: u64) {
+    fn publish_served(&self, worker: usize, g: &GroupInner, vruntime: u128, now: u64) {
         let s = &self.served[worker];
         s.vtime.store(virtual_ns(vruntime), Ordering::Relaxed);
         s.at.store(now, Ordering::Relaxed);
+        let id = std::ptr::from_ref(g) as usize;
+        if s.group.load(Ordering::Relaxed) != id {
+            s.group.store(id, Ordering::Relaxed);
+        }
     }
 
     /// Applies `c` under its group's lock alone: raises the group's virtual runtime (its rotation
@@ -778,7 +803,7 @@ impl Scheduler {
             None => (None, 0),
         };
         if first.is_some() {
-            self.publish_served(worker, gs.vruntime, stamp);
+            self.publish_served(worker, &g, gs.vruntime, stamp);
         }
         let picked_vruntime = gs.vruntime;
         let unlisted = if left == 0 {
@@ -893,7 +918,7 @@ impl Scheduler {
         if picked.is_some() {
             root.end_wait(|| stamp);
             let vruntime = root.sched().vruntime;
-            self.publish_served(worker, vruntime, stamp);
+            self.publish_served(worker, &root, vruntime, stamp);
         }
         fix_front(&mut rotation);
         self.publish(shard, &rotation);
@@ -1182,7 +1207,7 @@ impl Scheduler {
             let gs = g.sched();
             (gs.vruntime, gs.in_rotation)
         };
-        self.publish_served(worker, vruntime, stamp);
+        self.publish_served(worker, g, vruntime, stamp);
         let own = virtual_ns(vruntime);
         let mut behind = false;
         let floor = self.floor.load(Ordering::Relaxed);

@@ -60,7 +60,8 @@
 //!    uneven reading counts for [`UNEVEN_MEMORY`]: there the monitor's own thread shares the
 //!    CPUs with more threads than CPUs, so its ticks come late, and a worker reports its group
 //!    late, so the readings flicker.
-//!    A single group is never ahead of itself, so loads of one group are unaffected.
+//!    A single group is never ahead of itself (the spread counts only while the workers served
+//!    two groups or more), so loads of one group are unaffected.
 //! 6. **Give back.** Cores shed below `worker_threads` (only where it exceeds the CPUs) come
 //!    back all at once, to `worker_threads`, once the shares have read even at every tick for a
 //!    *hold* (from [`MIN_HOLD`]), or as step 2 adds them when polls block. The hold is the
