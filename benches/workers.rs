@@ -126,6 +126,15 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
+/// The index and time of the fastest configuration in `v` (not empty).
+fn fastest(v: &[Duration]) -> (usize, Duration) {
+    v.iter()
+        .copied()
+        .enumerate()
+        .min_by_key(|&(_, d)| d)
+        .unwrap()
+}
+
 /// The median of `v` (not empty).
 fn median(v: &[Duration]) -> Duration {
     let mut v = v.to_vec();
@@ -246,12 +255,7 @@ fn main() {
         for (i, n) in SWEEP.iter().enumerate() {
             println!("{n:>8} {:>12}", ms(r[i]));
         }
-        let (bi, best_fixed) = r
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, d)| **d)
-            .map(|(i, d)| (i, *d))
-            .unwrap();
+        let (bi, best_fixed) = fastest(&r);
         println!(
             "adaptive {} (peak {adaptive_peak} cores) / best fixed (rondo {}, {}): {:.2} (target at \
              most 1)",
@@ -263,12 +267,7 @@ fn main() {
         // The best of many near-equal fixed counts is the least of more runs than adaptive's
         // best: the medians compare one figure per configuration, estimated alike.
         let medians: Vec<Duration> = runs.iter().map(|v| median(v)).collect();
-        let (mi, median_fixed) = medians
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, d)| **d)
-            .map(|(i, d)| (i, *d))
-            .unwrap();
+        let (mi, median_fixed) = fastest(&medians);
         println!(
             "medians: adaptive {} / best fixed (rondo {}, {}): {:.2} (target at most 1)",
             ms(median(&adaptive_runs)),
