@@ -22,7 +22,8 @@
 //! rounds is an extreme value that one lucky round decides. The bests are printed too.
 //!
 //! Spinning is a busy-wait on `Instant`, never a sleep, so it uses a worker like real CPU work.
-//! Worker threads: 2, or `RONDO_BENCH_WORKERS`. Run with `cargo bench --bench fairness`.
+//! Worker threads: 2, or `RONDO_BENCH_WORKERS`. Run with `cargo bench --bench fairness`;
+//! `RONDO_FAIRNESS_ONLY=N` runs scenario N alone (4: both its flat and its tree form).
 
 mod common;
 
@@ -356,6 +357,15 @@ const TREE_CONNECTIONS: usize = 100;
 
 // ---------------------------------------------------------------------------------------------
 
+/// The one scenario to run, from `RONDO_FAIRNESS_ONLY` (1 to 5), or `None` for all of them.
+fn only() -> Option<u32> {
+    let v = std::env::var("RONDO_FAIRNESS_ONLY").ok()?;
+    match v.trim().parse::<u32>() {
+        Ok(n @ 1..=5) => Some(n),
+        _ => panic!("RONDO_FAIRNESS_ONLY must be a scenario number from 1 to 5, got {v:?}"),
+    }
+}
+
 fn main() {
     let n = workers();
     let bench_start = Instant::now();
@@ -371,207 +381,213 @@ fn main() {
     let ae = AePool::new(n);
     let ae_sp = ae.spawner();
     let mut rows = Vec::new();
+    let only = only();
+    let runs = |scenario: u32| only.is_none_or(|o| o == scenario);
 
     // 1. Small behind big.
-    println!();
-    println!(
-        "1. small behind big: {FLOOD_TASKS} × {} µs in A, {} ms later {SMALL_TASKS} × {} µs in B \
-         (ideal for B: {:.1} ms); best of 3",
-        TASK_SPIN.as_micros(),
-        SMALL_DELAY.as_millis(),
-        TASK_SPIN.as_micros(),
-        fair_ideal(n).as_secs_f64() * 1e3
-    );
-    let mut best = [f64::INFINITY; 3];
-    for round in 1..=3 {
-        let a = RondoGroup(rondo_rt.group().name("flood").build().expect("group"));
-        let b = RondoGroup(rondo_rt.group().name("small").build().expect("group"));
-        let results = [
-            small_behind_big(&rondo_rt, &a, &b),
-            small_behind_big(&tokio_rt, &tokio_sp, &tokio_sp),
-            small_behind_big(&ae, &ae_sp, &ae_sp),
-        ];
-        for (i, r) in results.iter().enumerate() {
-            best[i] = best[i].min(r.small.as_secs_f64() / fair_ideal(n).as_secs_f64());
-        }
+    if runs(1) {
+        println!();
         println!(
-            "   round {round}: B / A done after  rondo {:.1} / {:.1} ms,  tokio {:.1} / {:.1} ms,  \
-             async-executor {:.1} / {:.1} ms",
-            results[0].small.as_secs_f64() * 1e3,
-            results[0].flood.as_secs_f64() * 1e3,
-            results[1].small.as_secs_f64() * 1e3,
-            results[1].flood.as_secs_f64() * 1e3,
-            results[2].small.as_secs_f64() * 1e3,
-            results[2].flood.as_secs_f64() * 1e3,
+            "1. small behind big: {FLOOD_TASKS} × {} µs in A, {} ms later {SMALL_TASKS} × {} µs in B \
+         (ideal for B: {:.1} ms); best of 3",
+            TASK_SPIN.as_micros(),
+            SMALL_DELAY.as_millis(),
+            TASK_SPIN.as_micros(),
+            fair_ideal(n).as_secs_f64() * 1e3
         );
+        let mut best = [f64::INFINITY; 3];
+        for round in 1..=3 {
+            let a = RondoGroup(rondo_rt.group().name("flood").build().expect("group"));
+            let b = RondoGroup(rondo_rt.group().name("small").build().expect("group"));
+            let results = [
+                small_behind_big(&rondo_rt, &a, &b),
+                small_behind_big(&tokio_rt, &tokio_sp, &tokio_sp),
+                small_behind_big(&ae, &ae_sp, &ae_sp),
+            ];
+            for (i, r) in results.iter().enumerate() {
+                best[i] = best[i].min(r.small.as_secs_f64() / fair_ideal(n).as_secs_f64());
+            }
+            println!(
+                "   round {round}: B / A done after  rondo {:.1} / {:.1} ms,  tokio {:.1} / {:.1} ms,  \
+             async-executor {:.1} / {:.1} ms",
+                results[0].small.as_secs_f64() * 1e3,
+                results[0].flood.as_secs_f64() * 1e3,
+                results[1].small.as_secs_f64() * 1e3,
+                results[1].flood.as_secs_f64() * 1e3,
+                results[2].small.as_secs_f64() * 1e3,
+                results[2].flood.as_secs_f64() * 1e3,
+            );
+        }
+        rows.push(Row {
+            scenario: "1. small behind big: B time ÷ fair ideal".into(),
+            rondo: best[0],
+            tokio: Some(best[1]),
+            ae: Some(best[2]),
+            target: "≤ 2.0",
+            met: best[0] <= 2.0,
+        });
     }
-    rows.push(Row {
-        scenario: "1. small behind big: B time ÷ fair ideal".into(),
-        rondo: best[0],
-        tokio: Some(best[1]),
-        ae: Some(best[2]),
-        target: "≤ 2.0",
-        met: best[0] <= 2.0,
-    });
-
     // 2. Weighted shares.
-    println!();
-    println!(
-        "2. weighted shares: weights {WEIGHTS:?}, {WEIGHTED_TASKS} tasks each spinning \
+    if runs(2) {
+        println!();
+        println!(
+            "2. weighted shares: weights {WEIGHTS:?}, {WEIGHTED_TASKS} tasks each spinning \
          {WEIGHTED_SPIN_US:?} µs per poll, {} s",
-        SHARE_RUN.as_secs()
-    );
-    let groups: Vec<rondo::Group> = WEIGHTS
-        .iter()
-        .map(|w| {
-            rondo_rt
-                .group()
-                .name(format!("weight-{w}"))
-                .weight(*w)
-                .build()
-                .expect("group")
-        })
-        .collect();
-    let mut busy_edges = Vec::new();
-    let spawners = [0, 1, 2].map(|i| RondoGroup(groups[i].clone()));
-    let r_times = backlogged(&rondo_rt, &weighted_sets(spawners), || {
-        busy_edges.push(busy(&groups))
-    });
-    let busy_delta: Vec<Duration> = busy_edges[1]
-        .iter()
-        .zip(&busy_edges[0])
-        .map(|(a, b)| a.saturating_sub(*b))
-        .collect();
-    let t_times = backlogged(&tokio_rt, &weighted_sets([tokio_sp; 3]), || {});
-    let a_times = backlogged(&ae, &weighted_sets([ae_sp; 3]), || {});
-    let (r_sh, t_sh, a_sh) = (shares(&r_times), shares(&t_times), shares(&a_times));
-    // With more workers than a group has tasks, the heaviest group cannot use its whole share.
-    let wanted = weighted_wanted(n);
-    println!(
-        "   CPU shares (want {} with {n} workers and {WEIGHTED_TASKS} tasks per group): rondo {} \
+            SHARE_RUN.as_secs()
+        );
+        let groups: Vec<rondo::Group> = WEIGHTS
+            .iter()
+            .map(|w| {
+                rondo_rt
+                    .group()
+                    .name(format!("weight-{w}"))
+                    .weight(*w)
+                    .build()
+                    .expect("group")
+            })
+            .collect();
+        let mut busy_edges = Vec::new();
+        let spawners = [0, 1, 2].map(|i| RondoGroup(groups[i].clone()));
+        let r_times = backlogged(&rondo_rt, &weighted_sets(spawners), || {
+            busy_edges.push(busy(&groups))
+        });
+        let busy_delta: Vec<Duration> = busy_edges[1]
+            .iter()
+            .zip(&busy_edges[0])
+            .map(|(a, b)| a.saturating_sub(*b))
+            .collect();
+        let t_times = backlogged(&tokio_rt, &weighted_sets([tokio_sp; 3]), || {});
+        let a_times = backlogged(&ae, &weighted_sets([ae_sp; 3]), || {});
+        let (r_sh, t_sh, a_sh) = (shares(&r_times), shares(&t_times), shares(&a_times));
+        // With more workers than a group has tasks, the heaviest group cannot use its whole share.
+        let wanted = weighted_wanted(n);
+        println!(
+            "   CPU shares (want {} with {n} workers and {WEIGHTED_TASKS} tasks per group): rondo {} \
          (metrics().busy: {}),  tokio {},  async-executor {}",
-        fmt_shares(&wanted),
-        fmt_shares(&r_sh),
-        fmt_shares(&shares(&busy_delta)),
-        fmt_shares(&t_sh),
-        fmt_shares(&a_sh)
-    );
-    let r_err = weighted_error(&r_sh, &wanted);
-    println!(
-        "   (metrics().busy gives an error of {:.1}%)",
-        weighted_error(&shares(&busy_delta), &wanted) * 100.0
-    );
-    rows.push(Row {
-        scenario: "2. weighted shares 1:2:4: max share error".into(),
-        rondo: r_err,
-        tokio: Some(weighted_error(&t_sh, &wanted)),
-        ae: Some(weighted_error(&a_sh, &wanted)),
-        target: "≤ 0.05",
-        met: r_err <= 0.05,
-    });
-    drop(groups);
-
-    // 3. Count gaming.
-    println!();
-    let fair = gaming_fair_share(n);
-    println!(
-        "3. count gaming: {GAMING_CROWD} tasks in A, 1 in B, equal weights, each spinning {} µs \
-         per poll, {} s; B's fair share of the CPU used: {:.0}%",
-        GAMING_SPIN.as_micros(),
-        SHARE_RUN.as_secs(),
-        fair * 100.0
-    );
-    let crowd = rondo_rt.group().name("crowd").build().expect("group");
-    let single = rondo_rt.group().name("single").build().expect("group");
-    let pair = [crowd.clone(), single.clone()];
-    let mut busy_edges = Vec::new();
-    let r_times = backlogged(
-        &rondo_rt,
-        &gaming_sets(RondoGroup(crowd), RondoGroup(single)),
-        || busy_edges.push(busy(&pair)),
-    );
-    let busy_delta: Vec<Duration> = busy_edges[1]
-        .iter()
-        .zip(&busy_edges[0])
-        .map(|(a, b)| a.saturating_sub(*b))
-        .collect();
-    let t_times = backlogged(&tokio_rt, &gaming_sets(tokio_sp, tokio_sp), || {});
-    let a_times = backlogged(&ae, &gaming_sets(ae_sp, ae_sp), || {});
-    let (r_sh, t_sh, a_sh) = (shares(&r_times), shares(&t_times), shares(&a_times));
-    println!(
-        "   B's share: rondo {:.1}% (metrics().busy: {:.1}%),  tokio {:.2}%,  async-executor {:.2}%",
-        r_sh[1] * 100.0,
-        shares(&busy_delta)[1] * 100.0,
-        t_sh[1] * 100.0,
-        a_sh[1] * 100.0
-    );
-    let r_fig = r_sh[1] / fair;
-    rows.push(Row {
-        scenario: "3. count gaming: B share ÷ fair share".into(),
-        rondo: r_fig,
-        tokio: Some(t_sh[1] / fair),
-        ae: Some(a_sh[1] / fair),
-        target: "0.9–1.1",
-        met: (0.9..=1.1).contains(&r_fig),
-    });
-    drop(pair);
-
-    // 4. Many groups.
-    println!();
-    println!(
-        "4. many groups: {MANY_GROUPS} groups × {TASKS_PER_GROUP} empty tasks vs {} tasks in one \
-         group, spawned from block_on and all awaited; median of {MANY_ROUNDS} interleaved rounds",
-        MANY_GROUPS * TASKS_PER_GROUP
-    );
-    let (mut many_total, mut many_run, mut one_total, mut one_run) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut tree_total = Vec::new();
-    for _ in 0..MANY_ROUNDS {
-        let many = many_groups(&rondo_rt, MANY_GROUPS, TASKS_PER_GROUP);
-        let tree = many_groups_tree(&rondo_rt, TREE_TENANTS, TREE_CONNECTIONS, TASKS_PER_GROUP);
-        tree_total.push(tree.total.as_secs_f64());
-        let one = many_groups(&rondo_rt, 1, MANY_GROUPS * TASKS_PER_GROUP);
-        many_total.push(many.total.as_secs_f64());
-        many_run.push(many.run.as_secs_f64());
-        one_total.push(one.total.as_secs_f64());
-        one_run.push(one.run.as_secs_f64());
+            fmt_shares(&wanted),
+            fmt_shares(&r_sh),
+            fmt_shares(&shares(&busy_delta)),
+            fmt_shares(&t_sh),
+            fmt_shares(&a_sh)
+        );
+        let r_err = weighted_error(&r_sh, &wanted);
+        println!(
+            "   (metrics().busy gives an error of {:.1}%)",
+            weighted_error(&shares(&busy_delta), &wanted) * 100.0
+        );
+        rows.push(Row {
+            scenario: "2. weighted shares 1:2:4: max share error".into(),
+            rondo: r_err,
+            tokio: Some(weighted_error(&t_sh, &wanted)),
+            ae: Some(weighted_error(&a_sh, &wanted)),
+            target: "≤ 0.05",
+            met: r_err <= 0.05,
+        });
+        drop(groups);
     }
-    let ms = |v: &[f64]| {
-        let v: Vec<String> = v.iter().map(|x| format!("{:.1}", x * 1e3)).collect();
-        v.join(" ")
-    };
-    println!("   many groups, ms per round: {}", ms(&many_total));
-    println!("   one group, ms per round:   {}", ms(&one_total));
-    println!(
-        "   best: many groups {:.1} ms ({:.1} ms without creating the groups), one group {:.1} ms; \
+    // 3. Count gaming.
+    if runs(3) {
+        println!();
+        let fair = gaming_fair_share(n);
+        println!(
+            "3. count gaming: {GAMING_CROWD} tasks in A, 1 in B, equal weights, each spinning {} µs \
+         per poll, {} s; B's fair share of the CPU used: {:.0}%",
+            GAMING_SPIN.as_micros(),
+            SHARE_RUN.as_secs(),
+            fair * 100.0
+        );
+        let crowd = rondo_rt.group().name("crowd").build().expect("group");
+        let single = rondo_rt.group().name("single").build().expect("group");
+        let pair = [crowd.clone(), single.clone()];
+        let mut busy_edges = Vec::new();
+        let r_times = backlogged(
+            &rondo_rt,
+            &gaming_sets(RondoGroup(crowd), RondoGroup(single)),
+            || busy_edges.push(busy(&pair)),
+        );
+        let busy_delta: Vec<Duration> = busy_edges[1]
+            .iter()
+            .zip(&busy_edges[0])
+            .map(|(a, b)| a.saturating_sub(*b))
+            .collect();
+        let t_times = backlogged(&tokio_rt, &gaming_sets(tokio_sp, tokio_sp), || {});
+        let a_times = backlogged(&ae, &gaming_sets(ae_sp, ae_sp), || {});
+        let (r_sh, t_sh, a_sh) = (shares(&r_times), shares(&t_times), shares(&a_times));
+        println!(
+            "   B's share: rondo {:.1}% (metrics().busy: {:.1}%),  tokio {:.2}%,  async-executor {:.2}%",
+            r_sh[1] * 100.0,
+            shares(&busy_delta)[1] * 100.0,
+            t_sh[1] * 100.0,
+            a_sh[1] * 100.0
+        );
+        let r_fig = r_sh[1] / fair;
+        rows.push(Row {
+            scenario: "3. count gaming: B share ÷ fair share".into(),
+            rondo: r_fig,
+            tokio: Some(t_sh[1] / fair),
+            ae: Some(a_sh[1] / fair),
+            target: "0.9–1.1",
+            met: (0.9..=1.1).contains(&r_fig),
+        });
+        drop(pair);
+    }
+    // 4. Many groups.
+    if runs(4) {
+        println!();
+        println!(
+            "4. many groups: {MANY_GROUPS} groups × {TASKS_PER_GROUP} empty tasks vs {} tasks in one \
+         group, spawned from block_on and all awaited; median of {MANY_ROUNDS} interleaved rounds",
+            MANY_GROUPS * TASKS_PER_GROUP
+        );
+        let (mut many_total, mut many_run, mut one_total, mut one_run) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut tree_total = Vec::new();
+        for _ in 0..MANY_ROUNDS {
+            let many = many_groups(&rondo_rt, MANY_GROUPS, TASKS_PER_GROUP);
+            let tree = many_groups_tree(&rondo_rt, TREE_TENANTS, TREE_CONNECTIONS, TASKS_PER_GROUP);
+            tree_total.push(tree.total.as_secs_f64());
+            let one = many_groups(&rondo_rt, 1, MANY_GROUPS * TASKS_PER_GROUP);
+            many_total.push(many.total.as_secs_f64());
+            many_run.push(many.run.as_secs_f64());
+            one_total.push(one.total.as_secs_f64());
+            one_run.push(one.run.as_secs_f64());
+        }
+        let ms = |v: &[f64]| {
+            let v: Vec<String> = v.iter().map(|x| format!("{:.1}", x * 1e3)).collect();
+            v.join(" ")
+        };
+        println!("   many groups, ms per round: {}", ms(&many_total));
+        println!("   one group, ms per round:   {}", ms(&one_total));
+        println!(
+            "   best: many groups {:.1} ms ({:.1} ms without creating the groups), one group {:.1} ms; \
          groups alive afterwards: {}",
-        minimum(&many_total) * 1e3,
-        minimum(&many_run) * 1e3,
-        minimum(&one_total) * 1e3,
-        rondo_rt.handle().group_count()
-    );
-    println!(
-        "   ratios: best {:.2}, median {:.2}, best without group creation {:.2}",
-        minimum(&many_total) / minimum(&one_total),
-        median(&many_total) / median(&one_total),
-        minimum(&many_run) / minimum(&one_run)
-    );
-    let fig = median(&many_total) / median(&one_total);
-    rows.push(Row {
-        scenario: "4. 10,000 groups vs 1 group (incl. creation): median time ratio".into(),
-        rondo: fig,
-        tokio: None,
-        ae: None,
-        target: "≤ 1.2",
-        met: fig <= 1.2,
-    });
-    println!(
-        "   as a tree ({TREE_TENANTS} tenants × {TREE_CONNECTIONS} connection groups), ms per \
+            minimum(&many_total) * 1e3,
+            minimum(&many_run) * 1e3,
+            minimum(&one_total) * 1e3,
+            rondo_rt.handle().group_count()
+        );
+        println!(
+            "   ratios: best {:.2}, median {:.2}, best without group creation {:.2}",
+            minimum(&many_total) / minimum(&one_total),
+            median(&many_total) / median(&one_total),
+            minimum(&many_run) / minimum(&one_run)
+        );
+        let fig = median(&many_total) / median(&one_total);
+        rows.push(Row {
+            scenario: "4. 10,000 groups vs 1 group (incl. creation): median time ratio".into(),
+            rondo: fig,
+            tokio: None,
+            ae: None,
+            target: "≤ 1.2",
+            met: fig <= 1.2,
+        });
+        println!(
+            "   as a tree ({TREE_TENANTS} tenants × {TREE_CONNECTIONS} connection groups), ms per \
          round: {}",
-        ms(&tree_total)
-    );
-    let fig = median(&tree_total) / median(&one_total);
-    rows.push(Row {
+            ms(&tree_total)
+        );
+        let fig = median(&tree_total) / median(&one_total);
+        rows.push(Row {
         scenario: format!(
             "4t. {TREE_TENANTS} tenants × {TREE_CONNECTIONS} groups vs 1 group: median time ratio"
         ),
@@ -581,57 +597,58 @@ fn main() {
         target: "≤ 1.2",
         met: fig <= 1.2,
     });
-
-    // 5. Overhead of a non-default group.
-    println!();
-    println!(
-        "5. overhead: core workloads in a non-default group vs the default group (both through \
-         Group::spawn); median of {OVERHEAD_ROUNDS} interleaved rounds (best in brackets)"
-    );
-    let default = RondoGroup(
-        rondo_rt
-            .block_on(rondo_rt.spawn(async { rondo::current_group() }))
-            .expect("task failed")
-            .expect("a task has a group"),
-    );
-    let custom = RondoGroup(rondo_rt.group().name("custom").build().expect("group"));
-    for w in [
-        Workload::SpawnManyRemote,
-        Workload::SpawnManyLocal,
-        Workload::YieldMany,
-    ] {
-        let (mut ds, mut cs) = (Vec::new(), Vec::new());
-        for round in 0..=OVERHEAD_ROUNDS {
-            let td = rondo_rt.block_on(w.run(default.clone())).as_secs_f64();
-            let tc = rondo_rt.block_on(w.run(custom.clone())).as_secs_f64();
-            if round > 0 {
-                ds.push(td);
-                cs.push(tc);
-            }
-        }
-        let (d, c) = (median(&ds), median(&cs));
-        let ops = w.ops() as f64;
-        println!(
-            "   {}: default {:.0} ({:.0}) ns/{}, custom group {:.0} ({:.0}) ns/{}; ratio of bests {:.3}",
-            w.name(),
-            d * 1e9 / ops,
-            minimum(&ds) * 1e9 / ops,
-            w.unit(),
-            c * 1e9 / ops,
-            minimum(&cs) * 1e9 / ops,
-            w.unit(),
-            minimum(&cs) / minimum(&ds)
-        );
-        rows.push(Row {
-            scenario: format!("5. {} in a group ÷ default group (medians)", w.name()),
-            rondo: c / d,
-            tokio: None,
-            ae: None,
-            target: "≤ 1.1",
-            met: c / d <= 1.1,
-        });
     }
-
+    // 5. Overhead of a non-default group.
+    if runs(5) {
+        println!();
+        println!(
+            "5. overhead: core workloads in a non-default group vs the default group (both through \
+         Group::spawn); median of {OVERHEAD_ROUNDS} interleaved rounds (best in brackets)"
+        );
+        let default = RondoGroup(
+            rondo_rt
+                .block_on(rondo_rt.spawn(async { rondo::current_group() }))
+                .expect("task failed")
+                .expect("a task has a group"),
+        );
+        let custom = RondoGroup(rondo_rt.group().name("custom").build().expect("group"));
+        for w in [
+            Workload::SpawnManyRemote,
+            Workload::SpawnManyLocal,
+            Workload::YieldMany,
+        ] {
+            let (mut ds, mut cs) = (Vec::new(), Vec::new());
+            for round in 0..=OVERHEAD_ROUNDS {
+                let td = rondo_rt.block_on(w.run(default.clone())).as_secs_f64();
+                let tc = rondo_rt.block_on(w.run(custom.clone())).as_secs_f64();
+                if round > 0 {
+                    ds.push(td);
+                    cs.push(tc);
+                }
+            }
+            let (d, c) = (median(&ds), median(&cs));
+            let ops = w.ops() as f64;
+            println!(
+                "   {}: default {:.0} ({:.0}) ns/{}, custom group {:.0} ({:.0}) ns/{}; ratio of bests {:.3}",
+                w.name(),
+                d * 1e9 / ops,
+                minimum(&ds) * 1e9 / ops,
+                w.unit(),
+                c * 1e9 / ops,
+                minimum(&cs) * 1e9 / ops,
+                w.unit(),
+                minimum(&cs) / minimum(&ds)
+            );
+            rows.push(Row {
+                scenario: format!("5. {} in a group ÷ default group (medians)", w.name()),
+                rondo: c / d,
+                tokio: None,
+                ae: None,
+                target: "≤ 1.1",
+                met: c / d <= 1.1,
+            });
+        }
+    }
     println!();
     let opt = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.3}"));
     let table: Vec<Vec<String>> = rows
