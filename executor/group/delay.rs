@@ -10,20 +10,9 @@
 //! samples per group, where rondo's scheduler decides).
 //!
 //! Cost. A sample is recorded where the wait's end is stamped already, on the path taken only
-//! when something waited: a division, a leading-zero count and two atomic read-modify-writes (an
-//! addition to the sum, and a bucket's count). The group's first [`INLINE_SAMPLES`] samples are
-//! inline in it: their sum, and their buckets packed in one word that a compare-and-swap extends
-//! by one sample. Later samples count in a record of their sum and every bucket's count,
-//! allocated by the first sample that finds the inline word full (a compare-and-swap publishes
-//! it; a loser frees its own). A short-lived group (one per connection or per batch, which waits
-//! a few times) allocates nothing for its delays.
-//!
-//! Protocol. The inline word holds its sample count in its low [`COUNT_BITS`] bits and the
-//! bucket of sample `i` in the [`BUCKET_BITS`] bits at `COUNT_BITS + i * BUCKET_BITS`. A sample
-//! goes to the word while it has room (a compare-and-swap from the value it read; a loser
-//! re-reads), else to the record; it is never in both. The record exists only once the word is
-//! full, so a sample that finds it goes there directly. A reader adds the word's samples to the
-//! record's, each word read once: samples landing meanwhile may or may not be included.
+//! when something waited: a division, a leading-zero count and two relaxed additions. The
+//! buckets live in a record allocated by the group's first sample (a compare-and-swap publishes
+//! it; a loser frees its own), so a group that never waits carries one null pointer.
 //!
 //! Buckets. [`DELAY_BUCKETS`] of them, by powers of two of microseconds: bucket 0 holds waits
 //! under 1 µs, bucket `k` (1 to 20) waits in `[2^(k-1), 2^k)` µs, and the last one every wait of
@@ -45,39 +34,21 @@ fn bucket_of(ns: u64) -> usize {
     ((u64::BITS - us.leading_zeros()) as usize).min(DELAY_BUCKETS - 1)
 }
 
-/// Samples the inline word holds (see the module docs).
-pub(crate) const INLINE_SAMPLES: u32 = 12;
-/// Bits of the inline word's sample count.
-const COUNT_BITS: u32 = 4;
-/// Bits of one inline sample's bucket.
-const BUCKET_BITS: u32 = 5;
-
-const _: () = {
-    assert!(DELAY_BUCKETS <= 1 << BUCKET_BITS);
-    assert!(INLINE_SAMPLES < 1 << COUNT_BITS);
-    assert!(COUNT_BITS + INLINE_SAMPLES * BUCKET_BITS <= u64::BITS);
-};
-
-/// The samples the inline word had no room for, allocated by the first of them: their sum and
-/// their counts.
+/// The waits' sum and counts, allocated by the first sample.
 struct Record {
     sum_ns: AtomicU64,
     buckets: [AtomicU64; DELAY_BUCKETS],
 }
 
-/// A group's schedule delays (see the module docs): the sum and the buckets of the first
-/// samples inline, and a pointer to the record of later ones, null until one is needed.
+/// A group's schedule delays (see the module docs): a pointer to its record, null until the first
+/// sample.
 pub(crate) struct Delays {
-    sum_ns: AtomicU64,
-    inline: AtomicU64,
     record: AtomicPtr<Record>,
 }
 
 impl Delays {
     pub(crate) fn new() -> Self {
         Delays {
-            sum_ns: AtomicU64::new(0),
-            inline: AtomicU64::new(0),
             record: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
@@ -87,7 +58,7 @@ impl Delays {
     fn get(&self) -> Option<&Record> {
         let p = self.record.load(Ordering::Acquire);
         // SAFETY: a non-null pointer was published (Release, matched by the Acquire above) by
-        // `allocate` after the record was fully initialized, and it is freed only in `drop`,
+        // `record_slow` after the record was fully initialized, and it is freed only in `drop`,
         // which has `&mut self`, so it outlives this borrow of `self`.
         unsafe { p.as_ref() }
     }
@@ -96,52 +67,16 @@ impl Delays {
     #[inline]
     pub(crate) fn record(&self, ns: u64) {
         let r = match self.get() {
-            // The record exists only once the inline word is full.
             Some(r) => r,
-            None => match self.record_early(ns) {
-                Some(r) => r,
-                None => return,
-            },
+            None => self.allocate(),
         };
         r.sum_ns.fetch_add(ns, Ordering::Relaxed);
         r.buckets[bucket_of(ns)].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// [`record`](Self::record) before the record exists: into the inline word while it has
-    /// room (`None`), else the record, allocated first, for the caller to count the sample in.
-    /// Out of line: most groups' samples are few.
-    #[cold]
-    #[inline(never)]
-    fn record_early(&self, ns: u64) -> Option<&Record> {
-        let bucket = bucket_of(ns);
-        let mut word = self.inline.load(Ordering::Relaxed);
-        loop {
-            let n = (word & ((1 << COUNT_BITS) - 1)) as u32;
-            if n >= INLINE_SAMPLES {
-                break;
-            }
-            let with = word + 1 + ((bucket as u64) << (COUNT_BITS + n * BUCKET_BITS));
-            match self.inline.compare_exchange_weak(
-                word,
-                with,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    self.sum_ns.fetch_add(ns, Ordering::Relaxed);
-                    return None;
-                }
-                Err(now) => word = now,
-            }
-        }
-        Some(match self.get() {
-            Some(r) => r,
-            None => self.allocate(),
-        })
-    }
-
     /// Allocates the record and publishes it; a thread that lost the race frees its own and uses
     /// the winner's.
+    #[cold]
     fn allocate(&self) -> &Record {
         let new = Box::into_raw(Box::new(Record {
             sum_ns: AtomicU64::new(0),
@@ -165,34 +100,21 @@ impl Delays {
         }
     }
 
-    /// True once the samples outgrew the inline word and allocated the record.
-    #[cfg(test)]
-    pub(crate) fn has_record(&self) -> bool {
-        self.get().is_some()
-    }
-
     /// Nanoseconds of all recorded waits.
     pub(crate) fn sum_ns(&self) -> u64 {
-        self.sum_ns.load(Ordering::Relaxed)
-            + self.get().map_or(0, |r| r.sum_ns.load(Ordering::Relaxed))
+        self.get().map_or(0, |r| r.sum_ns.load(Ordering::Relaxed))
     }
 
-    /// The counts as they stand (the inline word and each bucket read once; samples landing
-    /// meanwhile may or may not be included).
+    /// The counts as they stand (each bucket read once; samples landing meanwhile may or may
+    /// not be included).
     pub(crate) fn snapshot(&self) -> ScheduleDelayHistogram {
         let mut h = ScheduleDelayHistogram::default();
-        let word = self.inline.load(Ordering::Relaxed);
-        let n = (word & ((1 << COUNT_BITS) - 1)) as u32;
-        for i in 0..n.min(INLINE_SAMPLES) {
-            let b = (word >> (COUNT_BITS + i * BUCKET_BITS)) & ((1 << BUCKET_BITS) - 1);
-            h.counts[(b as usize).min(DELAY_BUCKETS - 1)] += 1;
-        }
         if let Some(r) = self.get() {
             for (c, b) in h.counts.iter_mut().zip(&r.buckets) {
-                *c += b.load(Ordering::Relaxed);
+                *c = b.load(Ordering::Relaxed);
             }
+            h.sum = Duration::from_nanos(r.sum_ns.load(Ordering::Relaxed));
         }
-        h.sum = Duration::from_nanos(self.sum_ns());
         h
     }
 }
@@ -387,35 +309,6 @@ mod tests {
             let us = Duration::from_micros(ns / 1_000);
             assert!(range.contains(&us), "{ns} ns in {range:?}");
         }
-    }
-
-    /// The first `INLINE_SAMPLES` samples allocate nothing and count in their buckets; the next
-    /// one allocates the record, and the snapshot adds both.
-    #[test]
-    fn first_samples_stay_inline_then_the_record_takes_the_rest() {
-        let d = Delays::new();
-        let waits: Vec<u64> = (0..u64::from(INLINE_SAMPLES))
-            .map(|i| if i % 3 == 0 { u64::MAX } else { i * 1_000 })
-            .collect();
-        for &ns in &waits {
-            d.record(ns.min(1 << 50));
-        }
-        assert!(!d.has_record(), "{INLINE_SAMPLES} samples need no record");
-        let mut want = [0u64; DELAY_BUCKETS];
-        for &ns in &waits {
-            want[bucket_of(ns.min(1 << 50))] += 1;
-        }
-        assert_eq!(d.snapshot().counts(), &want);
-        d.record(5_000);
-        d.record(5_000);
-        assert!(d.has_record());
-        want[bucket_of(5_000)] += 2;
-        let h = d.snapshot();
-        assert_eq!(h.counts(), &want);
-        assert_eq!(h.count(), u64::from(INLINE_SAMPLES) + 2);
-        let sum: u64 = waits.iter().map(|&ns| ns.min(1 << 50)).sum::<u64>() + 10_000;
-        assert_eq!(d.sum_ns(), sum);
-        assert_eq!(h.sum(), Duration::from_nanos(sum));
     }
 
     #[test]

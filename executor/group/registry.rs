@@ -43,11 +43,9 @@ use crate::shim::{AtomicU64, Mutex, Ordering, lock};
 use crate::task::TaskMeta;
 use crate::task::meta::{Outcome, task_id};
 
-/// Bytes between the end of one 8-byte field and the start of the next that keep the two off each
-/// other's cache line whatever the allocation's alignment (groups are allocated with the
-/// allocator's default alignment, not a cache line's): the two then start 64 bytes apart, and no
-/// 64-byte line holds a byte of each.
-pub(crate) const LINE_GAP: usize = 64 - std::mem::size_of::<u64>();
+/// Bytes that keep two fields off each other's cache line whatever the allocation's alignment
+/// (groups are allocated with the allocator's default alignment, not a cache line's).
+pub(crate) const LINE_GAP: usize = 64;
 
 /// Shards of a group's idle tasks (see the module docs): a power of two.
 pub(crate) const SHARDS: usize = 8;
