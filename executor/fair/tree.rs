@@ -41,6 +41,13 @@
 //!    50 µs (`fair::segment`): an entity behind in a node waits about a slice of whoever runs
 //!    before it, and small shares run in short slices, so their lag over any window is small
 //!    next to the service the window owes them. Flat groups keep the whole quantum.
+//! 6. **Lag.** The same pick and quantum end also measure the path's *lag* (`path_lag`): at each
+//!    node of the path, how far the path's entity and the nearest other entity of the node's
+//!    rotation are apart, scaled to the root's frame (a lag in a node with a small share of the
+//!    tree weighs as the tree's service that owes it), the largest over the path. The worker
+//!    publishes it with its served entry (`Scheduler::spread_hint`): the worker-count
+//!    controller of a runtime with more workers than CPUs sheds cores while a tree drifts from
+//!    its shares, as it does while top-level groups spread.
 //!
 //! A worker may take a group's tasks without a pick (`take_from_own_group`), so an own entity can
 //! stay in its rotation with an empty queue: the pick that reaches it deactivates it and descends
@@ -436,9 +443,47 @@ pub(crate) fn behind_on_path(
     (leaf, worker): (usize, usize),
     now: u64,
     throttled: &mut Throttled,
-) -> (bool, bool, u32) {
+) -> PathCheck {
+    match check_path(st, tree, (leaf, worker), now, throttled) {
+        Ok((behind, others, share)) => PathCheck {
+            behind,
+            others,
+            share,
+            lag: path_lag(st, leaf),
+        },
+        Err(others) => PathCheck {
+            behind: true,
+            others,
+            share: SHARE_ONE,
+            lag: 0,
+        },
+    }
+}
+
+/// What [`behind_on_path`] found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PathCheck {
+    /// Another entity is behind the path's at some level, or a node on it is throttled.
+    pub(crate) behind: bool,
+    /// Another entity than the path's is active somewhere on it.
+    pub(crate) others: bool,
+    /// The slice's scale (`path_share` times `tree_share`).
+    pub(crate) share: u32,
+    /// The path's lag (`path_lag`); 0 if a node on the path is throttled.
+    pub(crate) lag: u64,
+}
+
+/// [`behind_on_path`] but the lag: behind, others, share; `Err(others)` if a node on the path is
+/// throttled.
+fn check_path(
+    st: &mut TreeState,
+    tree: &Tree,
+    (leaf, worker): (usize, usize),
+    now: u64,
+    throttled: &mut Throttled,
+) -> Result<(bool, bool, u32), bool> {
     if !st.nodes.contains(leaf) {
-        return (false, false, SHARE_ONE);
+        return Ok((false, false, SHARE_ONE));
     }
     if let Some(entry) = st.served.get_mut(worker) {
         *entry = Some((leaf, now));
@@ -447,13 +492,13 @@ pub(crate) fn behind_on_path(
     let (mut n, mut mine) = (leaf, Entity::Own);
     loop {
         if st.nodes[n].throttled {
-            return (true, others, SHARE_ONE);
+            return Err(others);
         }
         if let Some(until) = exhausted(st, n, now) {
             if st.nodes[n].parent.is_some() {
                 throttle(st, n, until, now, throttled);
             }
-            return (true, others, SHARE_ONE);
+            return Err(others);
         }
         fix_front(st, n);
         if let Some((key, first)) = st.nodes[n]
@@ -465,7 +510,7 @@ pub(crate) fn behind_on_path(
                 others = true;
                 if let Some(v) = vruntime_of(st, n, mine) {
                     if key.0 < virtual_ns(v) {
-                        return (true, true, SHARE_ONE);
+                        return Ok((true, true, SHARE_ONE));
                     }
                 }
             } else if st.nodes[n].rotation.len() > 1 {
@@ -479,19 +524,95 @@ pub(crate) fn behind_on_path(
             }
             None => {
                 let share = path_share(st, leaf);
-                return (false, others, scale(share, tree_share(st, tree, now)));
+                return Ok((false, others, scale(share, tree_share(st, tree, now))));
             }
         }
     }
 }
 
 /// Records that `worker` took work from the own queue of `leaf` at `now` (step 2's `served`),
-/// and returns the path's share (`path_share`).
-pub(crate) fn serve(st: &mut TreeState, tree: &Tree, worker: usize, leaf: usize, now: u64) -> u32 {
+/// and returns the path's share (`path_share`) and its lag (`path_lag`).
+pub(crate) fn serve(
+    st: &mut TreeState,
+    tree: &Tree,
+    worker: usize,
+    leaf: usize,
+    now: u64,
+) -> (u32, u64) {
     if let Some(entry) = st.served.get_mut(worker) {
         *entry = Some((leaf, now));
     }
-    scale(path_share(st, leaf), tree_share(st, tree, now))
+    let share = scale(path_share(st, leaf), tree_share(st, tree, now));
+    (share, path_lag(st, leaf))
+}
+
+/// The lag between the entity of `leaf`'s path under `n` (`mine`) and the other entity of `n`'s
+/// rotation nearest the front, in `n`'s frame (virtual nanoseconds): how far the first other
+/// entity is behind `mine`, or `mine` behind the second. The first key is exact after
+/// `fix_front`; the second may be stale (lower), which only makes the lag smaller.
+fn lag_at(st: &mut TreeState, n: usize, mine: Entity) -> u64 {
+    fix_front(st, n);
+    let mut keys = st.nodes[n].rotation.iter();
+    let Some((&(first, _), &e)) = keys.next() else {
+        return 0;
+    };
+    if e == mine {
+        return keys
+            .next()
+            .map_or(0, |(&(second, _), _)| second.saturating_sub(first));
+    }
+    vruntime_of(st, n, mine).map_or(0, |v| virtual_ns(v).abs_diff(first))
+}
+
+/// Step 6: the largest lag between two active entities of one node on the path from the root to
+/// `leaf`'s own queue (`lag_at`), in the root's virtual nanoseconds: the lag the tree's service
+/// would make up at the shares of that node, over the root's weight. Entities of a node with a
+/// small share of the tree advance slowly in its frame, so a lag there weighs as much as the
+/// tree's service that owes it: the scale of the top-level groups' spread, which the
+/// worker-count controller compares with a few quanta (`Scheduler::spread_hint`). O(depth).
+///
+/// A lag `l` at a node `k` with active weight `W` and share `s` of the tree is `l * W / s` of
+/// the tree's service. Going up from the leaf, the largest so far is kept times the current
+/// node's share: `l * W` at `k` itself, scaled by the parent's active weight over the node's
+/// weight one level up; the root's share is the whole tree.
+pub(crate) fn path_lag(st: &mut TreeState, leaf: usize) -> u64 {
+    if !st.nodes.contains(leaf) {
+        return 0;
+    }
+    let (mut n, mut mine) = (leaf, Entity::Own);
+    let (mut weight, mut entered) = (1u64, st.nodes[leaf].own_key.is_some());
+    let mut lag: u128 = 0;
+    loop {
+        let active = st.nodes[n].active_weight;
+        let total = if entered {
+            active.max(weight)
+        } else {
+            active + weight
+        }
+        .max(1);
+        let here = u128::from(lag_at(st, n, mine)) * u128::from(total);
+        lag = lag.max(here);
+        let node = &st.nodes[n];
+        match node.parent.filter(|p| st.nodes.contains(*p)) {
+            Some(p) => {
+                weight = node.entered_weight.max(1);
+                entered = node.in_parent.is_some();
+                let parent_active = st.nodes[p].active_weight;
+                let parent_total = if entered {
+                    parent_active.max(weight)
+                } else {
+                    parent_active + weight
+                };
+                lag = lag.saturating_mul(u128::from(parent_total.max(1))) / u128::from(weight);
+                mine = Entity::Child(n);
+                n = p;
+            }
+            None => {
+                let root_weight = node.entered_weight.max(1);
+                return u64::try_from(lag / u128::from(root_weight)).unwrap_or(u64::MAX);
+            }
+        }
+    }
 }
 
 /// The least stretch (nanoseconds) over which a tree's share of the workers is measured.
