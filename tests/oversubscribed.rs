@@ -160,7 +160,8 @@ fn heavy_share_in_a_tree(rt: &rondo::Runtime, run: Duration) -> f64 {
 
 /// Fixed 8 workers on 2 CPUs, one tenant tree of unequal shares: the drift within the tree
 /// sheds the cores down to the CPUs, so the heavy group's one task gets a whole CPU (half of the
-/// CPU time the tasks count) where sharing by thread would give it about an eighth.
+/// CPU time the tasks count; its weight entitles it to 1.6 of the 2, one task uses at most one)
+/// where sharing by thread would give it about an eighth.
 // The controller tells a saturated CPU through `/proc`.
 #[cfg(target_os = "linux")]
 #[test]
@@ -174,12 +175,14 @@ fn a_tree_drifting_from_its_shares_sheds_cores() {
             return;
         }
         // Other processes on the machine take CPU time from some threads more than others: up
-        // to three tries (sharing by thread gives about an eighth in every one).
+        // to three tries, and a bound that still tells a whole CPU from sharing by thread
+        // (about an eighth, 0.08 to 0.13 measured, in every try).
+        let bound = 0.35..=0.6;
         let mut shares = Vec::new();
         for _ in 0..3 {
             let share = heavy_share_in_a_tree(&rt, Duration::from_secs(1));
             shares.push(share);
-            if (0.45..=0.55).contains(&share) {
+            if bound.contains(&share) {
                 break;
             }
         }
@@ -187,8 +190,8 @@ fn a_tree_drifting_from_its_shares_sheds_cores() {
         eprintln!("heavy shares in a tree {shares:.3?}: {m}");
         assert!(m.worker_core_sheds >= 1 && m.worker_cores_shed >= 6, "{m}");
         assert!(
-            shares.iter().any(|s| (0.45..=0.55).contains(s)),
-            "the one heavy task's share {shares:.3?}, expected 0.5 ± 10%: {m}"
+            shares.iter().any(|s| bound.contains(s)),
+            "the one heavy task's share {shares:.3?}, expected 0.5 (0.35 to 0.6): {m}"
         );
         assert!(m.worker_cores >= cpus, "{m}");
     });
