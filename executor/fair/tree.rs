@@ -445,11 +445,11 @@ pub(crate) fn behind_on_path(
     throttled: &mut Throttled,
 ) -> PathCheck {
     match check_path(st, tree, (leaf, worker), now, throttled) {
-        Ok((behind, others, share)) => PathCheck {
+        Ok((behind, others, share, lag)) => PathCheck {
             behind,
             others,
             share,
-            lag: path_lag(st, leaf),
+            lag,
         },
         Err(others) => PathCheck {
             behind: true,
@@ -469,11 +469,13 @@ pub(crate) struct PathCheck {
     pub(crate) others: bool,
     /// The slice's scale (`path_share` times `tree_share`).
     pub(crate) share: u32,
-    /// The path's lag (`path_lag`); 0 if a node on the path is throttled.
+    /// The path's lag (`path_lag`); 0 if another entity is behind or a node is throttled (the
+    /// pick that follows measures it).
     pub(crate) lag: u64,
 }
 
-/// [`behind_on_path`] but the lag: behind, others, share; `Err(others)` if a node on the path is
+/// [`behind_on_path`]: behind, others, share, lag (measured on the way up as `path_lag` does,
+/// from the values the check reads anyway; 0 if behind); `Err(others)` if a node on the path is
 /// throttled.
 fn check_path(
     st: &mut TreeState,
@@ -481,15 +483,16 @@ fn check_path(
     (leaf, worker): (usize, usize),
     now: u64,
     throttled: &mut Throttled,
-) -> Result<(bool, bool, u32), bool> {
+) -> Result<(bool, bool, u32, u64), bool> {
     if !st.nodes.contains(leaf) {
-        return Ok((false, false, SHARE_ONE));
+        return Ok((false, false, SHARE_ONE, 0));
     }
     if let Some(entry) = st.served.get_mut(worker) {
         *entry = Some((leaf, now));
     }
     let mut others = false;
     let (mut n, mut mine) = (leaf, Entity::Own);
+    let mut walk = LagWalk::new(st, leaf);
     loop {
         if st.nodes[n].throttled {
             return Err(others);
@@ -501,30 +504,31 @@ fn check_path(
             return Err(others);
         }
         fix_front(st, n);
-        if let Some((key, first)) = st.nodes[n]
-            .rotation
-            .first_key_value()
-            .map(|(k, e)| (*k, *e))
-        {
+        let mut keys = st.nodes[n].rotation.iter();
+        if let Some((&(first_key, _), &first)) = keys.next() {
             if first != mine {
                 others = true;
-                if let Some(v) = vruntime_of(st, n, mine) {
-                    if key.0 < virtual_ns(v) {
-                        return Ok((true, true, SHARE_ONE));
+                if let Some(v) = vruntime_of(st, n, mine).map(virtual_ns) {
+                    if first_key < v {
+                        return Ok((true, true, SHARE_ONE, 0));
                     }
+                    walk.count(st, n, first_key - v);
                 }
-            } else if st.nodes[n].rotation.len() > 1 {
+            } else if let Some((&(second_key, _), _)) = keys.next() {
                 others = true;
+                walk.count(st, n, second_key.saturating_sub(first_key));
             }
         }
-        match st.nodes[n].parent {
+        match st.nodes[n].parent.filter(|p| st.nodes.contains(*p)) {
             Some(p) => {
+                walk.up(st, n, p);
                 mine = Entity::Child(n);
                 n = p;
             }
             None => {
                 let share = path_share(st, leaf);
-                return Ok((false, others, scale(share, tree_share(st, tree, now))));
+                let share = scale(share, tree_share(st, tree, now));
+                return Ok((false, others, share, walk.finish(st, n)));
             }
         }
     }
@@ -580,38 +584,70 @@ pub(crate) fn path_lag(st: &mut TreeState, leaf: usize) -> u64 {
         return 0;
     }
     let (mut n, mut mine) = (leaf, Entity::Own);
-    let (mut weight, mut entered) = (1u64, st.nodes[leaf].own_key.is_some());
-    let mut lag: u128 = 0;
+    let mut walk = LagWalk::new(st, leaf);
     loop {
-        let active = st.nodes[n].active_weight;
-        let total = if entered {
-            active.max(weight)
-        } else {
-            active + weight
-        }
-        .max(1);
-        let here = u128::from(lag_at(st, n, mine)) * u128::from(total);
-        lag = lag.max(here);
-        let node = &st.nodes[n];
-        match node.parent.filter(|p| st.nodes.contains(*p)) {
+        let here = lag_at(st, n, mine);
+        walk.count(st, n, here);
+        match st.nodes[n].parent.filter(|p| st.nodes.contains(*p)) {
             Some(p) => {
-                weight = node.entered_weight.max(1);
-                entered = node.in_parent.is_some();
-                let parent_active = st.nodes[p].active_weight;
-                let parent_total = if entered {
-                    parent_active.max(weight)
-                } else {
-                    parent_active + weight
-                };
-                lag = lag.saturating_mul(u128::from(parent_total.max(1))) / u128::from(weight);
+                walk.up(st, n, p);
                 mine = Entity::Child(n);
                 n = p;
             }
-            None => {
-                let root_weight = node.entered_weight.max(1);
-                return u64::try_from(lag / u128::from(root_weight)).unwrap_or(u64::MAX);
-            }
+            None => return walk.finish(st, n),
         }
+    }
+}
+
+/// [`path_lag`]'s walk up a path: the largest lag so far, times the current node's share of
+/// the tree, and the weight the path's entity counts in the current node.
+struct LagWalk {
+    lag: u128,
+    weight: u64,
+    entered: bool,
+}
+
+impl LagWalk {
+    /// At `leaf`, whose own queue is the path's entity.
+    fn new(st: &TreeState, leaf: usize) -> LagWalk {
+        LagWalk {
+            lag: 0,
+            weight: 1,
+            entered: st.nodes[leaf].own_key.is_some(),
+        }
+    }
+
+    /// The active weight of `n`, counting the path's entity even when it is out of the rotation
+    /// (as `path_share` does).
+    fn total(&self, st: &TreeState, n: usize) -> u64 {
+        let active = st.nodes[n].active_weight;
+        if self.entered {
+            active.max(self.weight)
+        } else {
+            active + self.weight
+        }
+        .max(1)
+    }
+
+    /// Counts a lag of `lag` virtual nanoseconds in `n`'s frame, at `n`.
+    fn count(&mut self, st: &TreeState, n: usize, lag: u64) {
+        let here = u128::from(lag) * u128::from(self.total(st, n));
+        self.lag = self.lag.max(here);
+    }
+
+    /// Goes up from `n` to its parent `p`.
+    fn up(&mut self, st: &TreeState, n: usize, p: usize) {
+        let node = &st.nodes[n];
+        self.weight = node.entered_weight.max(1);
+        self.entered = node.in_parent.is_some();
+        let total = self.total(st, p);
+        self.lag = self.lag.saturating_mul(u128::from(total)) / u128::from(self.weight);
+    }
+
+    /// The lag in the root's virtual nanoseconds, at the root `n`.
+    fn finish(&self, st: &TreeState, n: usize) -> u64 {
+        let root_weight = st.nodes[n].entered_weight.max(1);
+        u64::try_from(self.lag / u128::from(root_weight)).unwrap_or(u64::MAX)
     }
 }
 
