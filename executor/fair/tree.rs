@@ -433,7 +433,8 @@ pub(crate) fn descend(
 /// Step 4: is an entity other than the path's behind it at some level of the path from the served
 /// `leaf` to the root, or is a node on the path throttled? Refreshes `worker`'s served entry.
 /// Also says whether any entity other than the path's is active (others wait in the tree), and
-/// the path's share (`path_share`), which scales the worker's next slice if it stays.
+/// the path's share (`path_share`), which scales the worker's next slice if it stays, and its
+/// lag (`path_lag`, step 6).
 ///
 /// A capped node on the path that used its quota counts as behind; below the root it is
 /// throttled here (recorded in `throttled`), the root by the pick that follows.
