@@ -275,9 +275,13 @@ struct Served {
     /// The served top-level group's address, as an identity only (never dereferenced): tells
     /// entries of one group apart from entries of two (`spread_hint`).
     group: AtomicUsize,
-    /// For a tree, the served path's lag at that visit (`tree::path_lag`, in the root's virtual
-    /// nanoseconds); 0 for a flat group.
+    /// For a tree, the served path's lag at a visit (`tree::path_lag`, in the root's virtual
+    /// nanoseconds). It belongs to the visit stamped `at` only while `lag_at` equals `at`: a
+    /// flat group's visit leaves both alone (its hot path pays nothing for trees), and its new
+    /// `at` retires the lag.
     lag: AtomicU64,
+    /// The clock stamp of the visit `lag` was published at.
+    lag_at: AtomicU64,
 }
 
 /// How far apart the groups being served are (`Scheduler::spread_hint`), in virtual
@@ -330,6 +334,7 @@ impl Scheduler {
                     at: AtomicU64::new(0),
                     group: AtomicUsize::new(0),
                     lag: AtomicU64::new(0),
+                    lag_at: AtomicU64::new(u64::MAX),
                 })
                 .collect(),
             listed: AtomicUsize::new(0),
@@ -388,7 +393,9 @@ impl Scheduler {
             if v == u64::MAX || s.at.load(Ordering::Relaxed) < fresh_since {
                 continue;
             }
-            tree_lag = tree_lag.max(s.lag.load(Ordering::Relaxed));
+            if s.lag_at.load(Ordering::Relaxed) == s.at.load(Ordering::Relaxed) {
+                tree_lag = tree_lag.max(s.lag.load(Ordering::Relaxed));
+            }
             let id = s.group.load(Ordering::Relaxed);
             match groups.iter_mut().find(|(g, _)| *g == id) {
                 Some((_, freshest)) => *freshest = (*freshest).max(v),
@@ -666,8 +673,8 @@ impl Scheduler {
         }
     }
 
-    /// Publishes the group `worker` serves (its virtual runtime, `vruntime`) for the floor, with
-    /// no lag (a tree's caller publishes its path's lag after, `publish_lag`).
+    /// Publishes the group `worker` serves (its virtual runtime, `vruntime`) for the floor; a
+    /// tree's caller publishes its path's lag after, with the same stamp (`publish_lag`).
     fn publish_served(&self, worker: usize, g: &GroupInner, vruntime: u128, now: u64) {
         let s = &self.served[worker];
         s.vtime.store(virtual_ns(vruntime), Ordering::Relaxed);
@@ -676,15 +683,14 @@ impl Scheduler {
         if s.group.load(Ordering::Relaxed) != id {
             s.group.store(id, Ordering::Relaxed);
         }
-        self.publish_lag(worker, 0);
     }
 
-    /// Publishes the lag of the tree path `worker` serves (`spread_hint`).
-    fn publish_lag(&self, worker: usize, lag: u64) {
-        let s = &self.served[worker].lag;
-        if s.load(Ordering::Relaxed) != lag {
-            s.store(lag, Ordering::Relaxed);
-        }
+    /// Publishes the lag of the tree path `worker` serves (`spread_hint`), for the visit that
+    /// `publish_served` stamped `now`.
+    fn publish_lag(&self, worker: usize, lag: u64, now: u64) {
+        let s = &self.served[worker];
+        s.lag.store(lag, Ordering::Relaxed);
+        s.lag_at.store(now, Ordering::Relaxed);
     }
 
     /// Applies `c` under its group's lock alone: raises the group's virtual runtime (its rotation
@@ -882,6 +888,8 @@ impl Scheduler {
     /// (whose lock the caller holds): descends the tree to the own queue with the smallest
     /// virtual runtime and takes its batch (`tree`, step 3). Returns that group and its first
     /// task, or the root and `None` if the tree had no work (the root then leaves the rotation).
+    /// Never inlined: a flat group's pick keeps its code, whatever the tree's path costs.
+    #[inline(never)]
     fn pick_in_tree(
         &self,
         shard: &Shard,
@@ -960,7 +968,7 @@ impl Scheduler {
             root.end_wait(|| stamp);
             let vruntime = root.sched().vruntime;
             self.publish_served(worker, &root, vruntime, stamp);
-            self.publish_lag(worker, lag);
+            self.publish_lag(worker, lag, stamp);
         }
         fix_front(&mut rotation);
         self.publish(shard, &rotation);
@@ -1228,6 +1236,29 @@ impl Scheduler {
             }
         }
     }
+    /// The tree part of [`charge_and_check`](Self::charge_and_check), for a worker serving the
+    /// tree group `node` that no top-level group is ahead of: is a group of the tree behind the
+    /// served path (`tree::behind_on_path`), and are others of the tree listed? Publishes the
+    /// path's share and lag. Never inlined: a flat group's quantum end keeps its code.
+    #[inline(never)]
+    fn check_tree_path(&self, node: &Node, worker: usize, stamp: u64) -> (bool, bool) {
+        let mut throttled = Throttled::new();
+        let check = {
+            let mut st = lock_tree(&node.tree);
+            let check = tree::behind_on_path(
+                &mut st,
+                &node.tree,
+                (node.slot, worker),
+                stamp,
+                &mut throttled,
+            );
+            node.share.store(check.share, Ordering::Relaxed);
+            self.publish_lag(worker, check.lag, stamp);
+            check
+        };
+        self.note_throttled(&node.tree, throttled);
+        (check.behind, check.others)
+    }
 
     /// Applies a worker's charges at the end of its quantum (`g`, the group it was serving, among
     /// them) and decides what the worker does next: it switches if a shard's first group (after
@@ -1268,21 +1299,7 @@ impl Scheduler {
         self.update_floor(stamp);
         let mut others_in_tree = false;
         if let (false, Some(node)) = (behind, served.node()) {
-            let mut throttled = Throttled::new();
-            {
-                let mut st = lock_tree(&node.tree);
-                let check = tree::behind_on_path(
-                    &mut st,
-                    &node.tree,
-                    (node.slot, worker),
-                    stamp,
-                    &mut throttled,
-                );
-                (behind, others_in_tree) = (check.behind, check.others);
-                node.share.store(check.share, Ordering::Relaxed);
-                self.publish_lag(worker, check.lag);
-            }
-            self.note_throttled(&node.tree, throttled);
+            (behind, others_in_tree) = self.check_tree_path(node, worker, stamp);
         }
         if behind {
             // The worker leaves `g`: if `g` stays in the rotation with tasks queued (a pick
