@@ -17,7 +17,10 @@
 //! `RONDO_TREE_SECS`; the quantum: `RONDO_TREE_QUANTUM_US` (default 500); scenario 1 alone:
 //! `RONDO_TREE_NESTED_ONLY=1`. Scenario 1 also prints the worst window's error in CPU time and in
 //! quanta (a group's lag or lead on its share), which does not depend on how much of the machine
-//! the runtime gets. Run with `cargo bench --bench tree`.
+//! the runtime gets. `RONDO_TREE_VERBOSE=1` prints each group's expected share and, per window,
+//! the CPU time the tasks counted, the worst error, the active cores and the worker-count
+//! controller's sheds and restores so far, and each leaf's error. Run with
+//! `cargo bench --bench tree`.
 
 mod common;
 
@@ -231,9 +234,19 @@ fn nested(rt: &rondo::Runtime, secs: u64, seed: u64) -> Nested {
                     )
                 })
                 .collect();
+            let m = rt.metrics();
+            let worst = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| ((now_ns[i] - last[i]) / window_all / n.expected - 1.0).abs())
+                .fold(0.0, f64::max);
             println!(
-                "   window: {:.0} ms of CPU; leaves' errors %: {}",
+                "   window: {:.0} ms of CPU; worst {:.1}%; cores {} sheds {} restores {}; leaves' errors %: {}",
                 window_all / 1e6,
+                worst * 100.0,
+                m.worker_cores,
+                m.worker_core_sheds,
+                m.worker_core_restores,
                 shares.join(" ")
             );
         }

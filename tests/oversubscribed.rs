@@ -130,6 +130,73 @@ fn more_workers_than_cpus_keep_the_weights_and_get_their_cores_back() {
     });
 }
 
+/// [`heavy_share`] within one tenant tree: a weight-4 group of one task beside a weight-1 group
+/// of 16, both children of one group under a top-level tenant. One top-level group is served, so
+/// only the tree's own lag shows the drift.
+fn heavy_share_in_a_tree(rt: &rondo::Runtime, run: Duration) -> f64 {
+    let tenant = rt.group().name("tenant").build().unwrap();
+    let mid = tenant.child().name("mid").weight(3).build().unwrap();
+    let heavy = mid.child().name("heavy").weight(4).build().unwrap();
+    let light = mid.child().name("light").weight(1).build().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (h, l) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut tasks = vec![heavy.spawn(backlogged(h.clone(), stop.clone()))];
+    for _ in 0..16 {
+        tasks.push(light.spawn(backlogged(l.clone(), stop.clone())));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let (h0, l0) = (h.load(Ordering::Relaxed), l.load(Ordering::Relaxed));
+    std::thread::sleep(run);
+    let (h1, l1) = (h.load(Ordering::Relaxed), l.load(Ordering::Relaxed));
+    stop.store(true, Ordering::Relaxed);
+    rt.block_on(async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    let (dh, dl) = ((h1 - h0) as f64, (l1 - l0) as f64);
+    dh / (dh + dl)
+}
+
+/// Fixed 8 workers on 2 CPUs, one tenant tree of unequal shares: the drift within the tree
+/// sheds the cores down to the CPUs, so the heavy group's one task gets a whole CPU (half of the
+/// CPU time the tasks count; its weight entitles it to 1.6 of the 2, one task uses at most one)
+/// where sharing by thread would give it about an eighth.
+// The controller tells a saturated CPU through `/proc`.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_tree_drifting_from_its_shares_sheds_cores() {
+    let _serial = serial();
+    watchdog(60, || {
+        let rt = runtime(8);
+        let cpus = rt.metrics().worker_cpus;
+        if cpus < 2 {
+            // A one-CPU machine: the heavy task's whole CPU is all of it; nothing to compare.
+            return;
+        }
+        // Other processes on the machine take CPU time from some threads more than others: up
+        // to three tries, and a bound that still tells a whole CPU from sharing by thread
+        // (about an eighth, 0.08 to 0.13 measured, in every try).
+        let bound = 0.35..=0.6;
+        let mut shares = Vec::new();
+        for _ in 0..3 {
+            let share = heavy_share_in_a_tree(&rt, Duration::from_secs(1));
+            shares.push(share);
+            if bound.contains(&share) {
+                break;
+            }
+        }
+        let m = rt.metrics();
+        eprintln!("heavy shares in a tree {shares:.3?}: {m}");
+        assert!(m.worker_core_sheds >= 1 && m.worker_cores_shed >= 6, "{m}");
+        assert!(
+            shares.iter().any(|s| bound.contains(s)),
+            "the one heavy task's share {shares:.3?}, expected 0.5 (0.35 to 0.6): {m}"
+        );
+        assert!(m.worker_cores >= cpus, "{m}");
+    });
+}
+
 /// A count within the CPUs has no controller: the same load sheds nothing (and the one task
 /// gets its whole CPU anyway: two threads on two CPUs).
 #[test]

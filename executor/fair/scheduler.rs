@@ -275,6 +275,23 @@ struct Served {
     /// The served top-level group's address, as an identity only (never dereferenced): tells
     /// entries of one group apart from entries of two (`spread_hint`).
     group: AtomicUsize,
+    /// For a tree, the served path's lag at a visit (`tree::path_lag`, in the root's virtual
+    /// nanoseconds). It belongs to the visit stamped `at` only while `lag_at` equals `at`: a
+    /// flat group's visit leaves both alone (its hot path pays nothing for trees), and its new
+    /// `at` retires the lag.
+    lag: AtomicU64,
+    /// The clock stamp of the visit `lag` was published at.
+    lag_at: AtomicU64,
+}
+
+/// How far apart the groups being served are (`Scheduler::spread_hint`), in virtual
+/// nanoseconds of the top-level groups.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Spread {
+    /// Between the top-level groups served and the first listed one, if two or more are served.
+    pub(crate) groups: Option<u64>,
+    /// Within a tree being served, at its worst node (0 if none).
+    pub(crate) tree_lag: u64,
 }
 
 pub(crate) struct Scheduler {
@@ -316,6 +333,8 @@ impl Scheduler {
                     vtime: AtomicU64::new(u64::MAX),
                     at: AtomicU64::new(0),
                     group: AtomicUsize::new(0),
+                    lag: AtomicU64::new(0),
+                    lag_at: AtomicU64::new(u64::MAX),
                 })
                 .collect(),
             listed: AtomicUsize::new(0),
@@ -353,19 +372,29 @@ impl Scheduler {
         }
     }
 
-    /// The smallest and the largest virtual runtime among the first listed group and the
-    /// groups the workers published as served within `fresh` (clock-stamp nanoseconds), in
-    /// virtual nanoseconds (a hint). `None` unless the workers served at least two groups: the
-    /// entries of one group published at different times differ by what it was charged in
-    /// between (many workers in long polls), which is no spread between groups. Each served
-    /// group counts with its freshest entry (a virtual runtime only rises).
-    pub(crate) fn spread_hint(&self, fresh: u64) -> Option<(u64, u64)> {
+    /// How far apart the groups being served are, in virtual nanoseconds of the top-level
+    /// groups (a hint, for the worker-count controller):
+    /// - [`Spread::groups`]: the spread between the smallest and the largest virtual runtime
+    ///   among the first listed group and the groups the workers published as served within
+    ///   `fresh` (clock-stamp nanoseconds); `None` unless the workers served at least two groups:
+    ///   the entries of one group published at different times differ by what it was charged in
+    ///   between (many workers in long polls), which is no spread between groups. Each served
+    ///   group counts with its freshest entry (a virtual runtime only rises).
+    /// - [`Spread::tree_lag`]: the largest lag a worker serving a tree published within `fresh`
+    ///   (`tree::path_lag`): two entities of one node apart, read at one instant under the
+    ///   tree's lock and scaled to the root's frame, so that one tree whose groups drift from
+    ///   their shares counts too, two groups or not.
+    pub(crate) fn spread_hint(&self, fresh: u64) -> Spread {
         let fresh_since = crate::clock::stamp().saturating_sub(fresh);
         let mut groups: Vec<(usize, u64)> = Vec::new();
+        let mut tree_lag = 0;
         for s in self.served.iter() {
             let v = s.vtime.load(Ordering::Relaxed);
             if v == u64::MAX || s.at.load(Ordering::Relaxed) < fresh_since {
                 continue;
+            }
+            if s.lag_at.load(Ordering::Relaxed) == s.at.load(Ordering::Relaxed) {
+                tree_lag = tree_lag.max(s.lag.load(Ordering::Relaxed));
             }
             let id = s.group.load(Ordering::Relaxed);
             match groups.iter_mut().find(|(g, _)| *g == id) {
@@ -374,10 +403,13 @@ impl Scheduler {
             }
         }
         if groups.len() < 2 {
-            return None;
+            return Spread {
+                groups: None,
+                tree_lag,
+            };
         }
         let front = self.front.load(Ordering::Relaxed);
-        groups
+        let spread = groups
             .iter()
             .map(|&(_, v)| v)
             .chain(std::iter::once(front))
@@ -386,6 +418,11 @@ impl Scheduler {
                 None => Some((v, v)),
                 Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
             })
+            .map(|(lo, hi)| hi - lo);
+        Spread {
+            groups: spread,
+            tree_lag,
+        }
     }
 
     /// Tasks waiting in the lane (a snapshot, for metrics).
@@ -636,7 +673,8 @@ impl Scheduler {
         }
     }
 
-    /// Publishes the group `worker` serves (its virtual runtime, `vruntime`) for the floor.
+    /// Publishes the group `worker` serves (its virtual runtime, `vruntime`) for the floor; a
+    /// tree's caller publishes its path's lag after, with the same stamp (`publish_lag`).
     fn publish_served(&self, worker: usize, g: &GroupInner, vruntime: u128, now: u64) {
         let s = &self.served[worker];
         s.vtime.store(virtual_ns(vruntime), Ordering::Relaxed);
@@ -645,6 +683,14 @@ impl Scheduler {
         if s.group.load(Ordering::Relaxed) != id {
             s.group.store(id, Ordering::Relaxed);
         }
+    }
+
+    /// Publishes the lag of the tree path `worker` serves (`spread_hint`), for the visit that
+    /// `publish_served` stamped `now`.
+    fn publish_lag(&self, worker: usize, lag: u64, now: u64) {
+        let s = &self.served[worker];
+        s.lag.store(lag, Ordering::Relaxed);
+        s.lag_at.store(now, Ordering::Relaxed);
     }
 
     /// Applies `c` under its group's lock alone: raises the group's virtual runtime (its rotation
@@ -842,6 +888,8 @@ impl Scheduler {
     /// (whose lock the caller holds): descends the tree to the own queue with the smallest
     /// virtual runtime and takes its batch (`tree`, step 3). Returns that group and its first
     /// task, or the root and `None` if the tree had no work (the root then leaves the rotation).
+    /// Never inlined: a flat group's pick keeps its code, whatever the tree's path costs.
+    #[inline(never)]
     fn pick_in_tree(
         &self,
         shard: &Shard,
@@ -879,12 +927,13 @@ impl Scheduler {
                 let taken = leaf.take_batch(|len| (len / workers + 1).min(max_batch), batch);
                 let left = match taken {
                     Some((first, left)) => {
-                        let share = tree::serve(&mut st, &node.tree, worker, leaf_slot, stamp);
+                        let (share, lag) =
+                            tree::serve(&mut st, &node.tree, worker, leaf_slot, stamp);
                         if let Some(n) = leaf.node() {
                             n.share.store(share, Ordering::Relaxed);
                         }
                         leaf.end_wait(|| stamp);
-                        picked = Some((leaf.clone(), first));
+                        picked = Some((leaf.clone(), first, lag));
                         left
                     }
                     None => 0,
@@ -915,10 +964,11 @@ impl Scheduler {
             }
         }
         self.note_throttled(&node.tree, throttled);
-        if picked.is_some() {
+        if let Some((_, _, lag)) = picked {
             root.end_wait(|| stamp);
             let vruntime = root.sched().vruntime;
             self.publish_served(worker, &root, vruntime, stamp);
+            self.publish_lag(worker, lag, stamp);
         }
         fix_front(&mut rotation);
         self.publish(shard, &rotation);
@@ -929,7 +979,7 @@ impl Scheduler {
             }
         }
         match picked {
-            Some((leaf, first)) => (leaf, Some(first)),
+            Some((leaf, first, _)) => (leaf, Some(first)),
             None => (root, None),
         }
     }
@@ -1186,6 +1236,29 @@ impl Scheduler {
             }
         }
     }
+    /// The tree part of [`charge_and_check`](Self::charge_and_check), for a worker serving the
+    /// tree group `node` that no top-level group is ahead of: is a group of the tree behind the
+    /// served path (`tree::behind_on_path`), and are others of the tree listed? Publishes the
+    /// path's share and lag. Never inlined: a flat group's quantum end keeps its code.
+    #[inline(never)]
+    fn check_tree_path(&self, node: &Node, worker: usize, stamp: u64) -> (bool, bool) {
+        let mut throttled = Throttled::new();
+        let check = {
+            let mut st = lock_tree(&node.tree);
+            let check = tree::behind_on_path(
+                &mut st,
+                &node.tree,
+                (node.slot, worker),
+                stamp,
+                &mut throttled,
+            );
+            node.share.store(check.share, Ordering::Relaxed);
+            self.publish_lag(worker, check.lag, stamp);
+            check
+        };
+        self.note_throttled(&node.tree, throttled);
+        (check.behind, check.others)
+    }
 
     /// Applies a worker's charges at the end of its quantum (`g`, the group it was serving, among
     /// them) and decides what the worker does next: it switches if a shard's first group (after
@@ -1226,20 +1299,7 @@ impl Scheduler {
         self.update_floor(stamp);
         let mut others_in_tree = false;
         if let (false, Some(node)) = (behind, served.node()) {
-            let mut throttled = Throttled::new();
-            {
-                let mut st = lock_tree(&node.tree);
-                let share;
-                (behind, others_in_tree, share) = tree::behind_on_path(
-                    &mut st,
-                    &node.tree,
-                    (node.slot, worker),
-                    stamp,
-                    &mut throttled,
-                );
-                node.share.store(share, Ordering::Relaxed);
-            }
-            self.note_throttled(&node.tree, throttled);
+            (behind, others_in_tree) = self.check_tree_path(node, worker, stamp);
         }
         if behind {
             // The worker leaves `g`: if `g` stays in the rotation with tasks queued (a pick

@@ -41,6 +41,13 @@
 //!    50 µs (`fair::segment`): an entity behind in a node waits about a slice of whoever runs
 //!    before it, and small shares run in short slices, so their lag over any window is small
 //!    next to the service the window owes them. Flat groups keep the whole quantum.
+//! 6. **Lag.** The same pick and quantum end also measure the path's *lag* (`path_lag`): at each
+//!    node of the path, how far the path's entity and the nearest other entity of the node's
+//!    rotation are apart, scaled to the root's frame (a lag in a node with a small share of the
+//!    tree weighs as the tree's service that owes it), the largest over the path. The worker
+//!    publishes it with its served entry (`Scheduler::spread_hint`): the worker-count
+//!    controller of a runtime with more workers than CPUs sheds cores while a tree drifts from
+//!    its shares, as it does while top-level groups spread.
 //!
 //! A worker may take a group's tasks without a pick (`take_from_own_group`), so an own entity can
 //! stay in its rotation with an empty queue: the pick that reaches it deactivates it and descends
@@ -426,7 +433,8 @@ pub(crate) fn descend(
 /// Step 4: is an entity other than the path's behind it at some level of the path from the served
 /// `leaf` to the root, or is a node on the path throttled? Refreshes `worker`'s served entry.
 /// Also says whether any entity other than the path's is active (others wait in the tree), and
-/// the path's share (`path_share`), which scales the worker's next slice if it stays.
+/// the path's share (`path_share`), which scales the worker's next slice if it stays, and its
+/// lag (`path_lag`, step 6).
 ///
 /// A capped node on the path that used its quota counts as behind; below the root it is
 /// throttled here (recorded in `throttled`), the root by the pick that follows.
@@ -436,62 +444,212 @@ pub(crate) fn behind_on_path(
     (leaf, worker): (usize, usize),
     now: u64,
     throttled: &mut Throttled,
-) -> (bool, bool, u32) {
+) -> PathCheck {
+    match check_path(st, tree, (leaf, worker), now, throttled) {
+        Ok((behind, others, share, lag)) => PathCheck {
+            behind,
+            others,
+            share,
+            lag,
+        },
+        Err(others) => PathCheck {
+            behind: true,
+            others,
+            share: SHARE_ONE,
+            lag: 0,
+        },
+    }
+}
+
+/// What [`behind_on_path`] found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PathCheck {
+    /// Another entity is behind the path's at some level, or a node on it is throttled.
+    pub(crate) behind: bool,
+    /// Another entity than the path's is active somewhere on it.
+    pub(crate) others: bool,
+    /// The slice's scale (`path_share` times `tree_share`).
+    pub(crate) share: u32,
+    /// The path's lag (`path_lag`); 0 if another entity is behind or a node is throttled (the
+    /// pick that follows measures it).
+    pub(crate) lag: u64,
+}
+
+/// [`behind_on_path`]: behind, others, share, lag (measured on the way up as `path_lag` does,
+/// from the values the check reads anyway; 0 if behind); `Err(others)` if a node on the path is
+/// throttled.
+fn check_path(
+    st: &mut TreeState,
+    tree: &Tree,
+    (leaf, worker): (usize, usize),
+    now: u64,
+    throttled: &mut Throttled,
+) -> Result<(bool, bool, u32, u64), bool> {
     if !st.nodes.contains(leaf) {
-        return (false, false, SHARE_ONE);
+        return Ok((false, false, SHARE_ONE, 0));
     }
     if let Some(entry) = st.served.get_mut(worker) {
         *entry = Some((leaf, now));
     }
     let mut others = false;
     let (mut n, mut mine) = (leaf, Entity::Own);
+    let mut walk = LagWalk::new(st, leaf);
     loop {
         if st.nodes[n].throttled {
-            return (true, others, SHARE_ONE);
+            return Err(others);
         }
         if let Some(until) = exhausted(st, n, now) {
             if st.nodes[n].parent.is_some() {
                 throttle(st, n, until, now, throttled);
             }
-            return (true, others, SHARE_ONE);
+            return Err(others);
         }
         fix_front(st, n);
-        if let Some((key, first)) = st.nodes[n]
-            .rotation
-            .first_key_value()
-            .map(|(k, e)| (*k, *e))
-        {
+        let mut keys = st.nodes[n].rotation.iter();
+        if let Some((&(first_key, _), &first)) = keys.next() {
             if first != mine {
                 others = true;
-                if let Some(v) = vruntime_of(st, n, mine) {
-                    if key.0 < virtual_ns(v) {
-                        return (true, true, SHARE_ONE);
+                if let Some(v) = vruntime_of(st, n, mine).map(virtual_ns) {
+                    if first_key < v {
+                        return Ok((true, true, SHARE_ONE, 0));
                     }
+                    walk.count(st, n, first_key - v);
                 }
-            } else if st.nodes[n].rotation.len() > 1 {
+            } else if let Some((&(second_key, _), _)) = keys.next() {
                 others = true;
+                walk.count(st, n, second_key.saturating_sub(first_key));
             }
         }
-        match st.nodes[n].parent {
+        match st.nodes[n].parent.filter(|p| st.nodes.contains(*p)) {
             Some(p) => {
+                walk.up(st, n, p);
                 mine = Entity::Child(n);
                 n = p;
             }
             None => {
                 let share = path_share(st, leaf);
-                return (false, others, scale(share, tree_share(st, tree, now)));
+                let share = scale(share, tree_share(st, tree, now));
+                return Ok((false, others, share, walk.finish(st, n)));
             }
         }
     }
 }
 
 /// Records that `worker` took work from the own queue of `leaf` at `now` (step 2's `served`),
-/// and returns the path's share (`path_share`).
-pub(crate) fn serve(st: &mut TreeState, tree: &Tree, worker: usize, leaf: usize, now: u64) -> u32 {
+/// and returns the path's share (`path_share`) and its lag (`path_lag`).
+pub(crate) fn serve(
+    st: &mut TreeState,
+    tree: &Tree,
+    worker: usize,
+    leaf: usize,
+    now: u64,
+) -> (u32, u64) {
     if let Some(entry) = st.served.get_mut(worker) {
         *entry = Some((leaf, now));
     }
-    scale(path_share(st, leaf), tree_share(st, tree, now))
+    let share = scale(path_share(st, leaf), tree_share(st, tree, now));
+    (share, path_lag(st, leaf))
+}
+
+/// The lag between the entity of `leaf`'s path under `n` (`mine`) and the other entity of `n`'s
+/// rotation nearest the front, in `n`'s frame (virtual nanoseconds): how far the first other
+/// entity is behind `mine`, or `mine` behind the second. The first key is exact after
+/// `fix_front`; the second may be stale (lower), which only makes the lag smaller.
+fn lag_at(st: &mut TreeState, n: usize, mine: Entity) -> u64 {
+    fix_front(st, n);
+    let mut keys = st.nodes[n].rotation.iter();
+    let Some((&(first, _), &e)) = keys.next() else {
+        return 0;
+    };
+    if e == mine {
+        return keys
+            .next()
+            .map_or(0, |(&(second, _), _)| second.saturating_sub(first));
+    }
+    vruntime_of(st, n, mine).map_or(0, |v| virtual_ns(v).abs_diff(first))
+}
+
+/// Step 6: the largest lag between two active entities of one node on the path from the root to
+/// `leaf`'s own queue (`lag_at`), in the root's virtual nanoseconds: the lag the tree's service
+/// would make up at the shares of that node, over the root's weight. Entities of a node with a
+/// small share of the tree advance slowly in its frame, so a lag there weighs as much as the
+/// tree's service that owes it: the scale of the top-level groups' spread, which the
+/// worker-count controller compares with a few quanta (`Scheduler::spread_hint`). O(depth).
+///
+/// A lag `l` at a node `k` with active weight `W` and share `s` of the tree is `l * W / s` of
+/// the tree's service. Going up from the leaf, the largest so far is kept times the current
+/// node's share: `l * W` at `k` itself, scaled by the parent's active weight over the node's
+/// weight one level up; the root's share is the whole tree.
+pub(crate) fn path_lag(st: &mut TreeState, leaf: usize) -> u64 {
+    if !st.nodes.contains(leaf) {
+        return 0;
+    }
+    let (mut n, mut mine) = (leaf, Entity::Own);
+    let mut walk = LagWalk::new(st, leaf);
+    loop {
+        let here = lag_at(st, n, mine);
+        walk.count(st, n, here);
+        match st.nodes[n].parent.filter(|p| st.nodes.contains(*p)) {
+            Some(p) => {
+                walk.up(st, n, p);
+                mine = Entity::Child(n);
+                n = p;
+            }
+            None => return walk.finish(st, n),
+        }
+    }
+}
+
+/// [`path_lag`]'s walk up a path: the largest lag so far, times the current node's share of
+/// the tree, and the weight the path's entity counts in the current node.
+struct LagWalk {
+    lag: u128,
+    weight: u64,
+    entered: bool,
+}
+
+impl LagWalk {
+    /// At `leaf`, whose own queue is the path's entity.
+    fn new(st: &TreeState, leaf: usize) -> LagWalk {
+        LagWalk {
+            lag: 0,
+            weight: 1,
+            entered: st.nodes[leaf].own_key.is_some(),
+        }
+    }
+
+    /// The active weight of `n`, counting the path's entity even when it is out of the rotation
+    /// (as `path_share` does).
+    fn total(&self, st: &TreeState, n: usize) -> u64 {
+        let active = st.nodes[n].active_weight;
+        if self.entered {
+            active.max(self.weight)
+        } else {
+            active + self.weight
+        }
+        .max(1)
+    }
+
+    /// Counts a lag of `lag` virtual nanoseconds in `n`'s frame, at `n`.
+    fn count(&mut self, st: &TreeState, n: usize, lag: u64) {
+        let here = u128::from(lag) * u128::from(self.total(st, n));
+        self.lag = self.lag.max(here);
+    }
+
+    /// Goes up from `n` to its parent `p`.
+    fn up(&mut self, st: &TreeState, n: usize, p: usize) {
+        let node = &st.nodes[n];
+        self.weight = node.entered_weight.max(1);
+        self.entered = node.in_parent.is_some();
+        let total = self.total(st, p);
+        self.lag = self.lag.saturating_mul(u128::from(total)) / u128::from(self.weight);
+    }
+
+    /// The lag in the root's virtual nanoseconds, at the root `n`.
+    fn finish(&self, st: &TreeState, n: usize) -> u64 {
+        let root_weight = st.nodes[n].entered_weight.max(1);
+        u64::try_from(self.lag / u128::from(root_weight)).unwrap_or(u64::MAX)
+    }
 }
 
 /// The least stretch (nanoseconds) over which a tree's share of the workers is measured.

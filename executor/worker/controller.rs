@@ -49,7 +49,8 @@
 //!    The floor is `worker_threads`, or the CPUs the process may use (`cpus`: affinity and cgroup
 //!    quota, read at build) if there are fewer. And each tick reads from the group scheduler the
 //!    spread of the virtual runtimes of the groups the workers reported serving within
-//!    [`CEILING_FRESH`] and of the first listed group (`Scheduler::spread_hint`). While the CPUs
+//!    [`CEILING_FRESH`] and of the first listed group, and the lag of the tree paths they
+//!    reported (`Scheduler::spread_hint`). While the CPUs
 //!    are saturated and that spread exceeds [`FAIR_LEAD_QUANTA`] quanta
 //!    ([`OVERSUBSCRIBED_LEAD_QUANTA`] while the floor is below `worker_threads`: a group behind
 //!    there may be a heavy one whose virtual runtime moves slowly), more cores would only run
@@ -61,7 +62,14 @@
 //!    CPUs with more threads than CPUs, so its ticks come late, and a worker reports its group
 //!    late, so the readings flicker.
 //!    A single group is never ahead of itself (the spread counts only while the workers served
-//!    two groups or more), so loads of one group are unaffected.
+//!    two groups or more), so loads of one group are unaffected. Within a tenant tree the
+//!    workers also publish the lag of the path they serve (`fair::tree`, step 6: two entities
+//!    of one node apart, scaled to the root's frame): a lag of more than a
+//!    [`TREE_LEAD_DIVISOR`]th of the lead is uneven too, so a tree whose groups drift from
+//!    their shares sheds as groups that spread do, one top-level group or several. The tree's
+//!    lag is read under its lock at one instant and does not flicker, and a group with a small
+//!    share of its tree lags most in its share for a given lag in the root's frame, hence the
+//!    smaller lead.
 //! 6. **Give back.** Cores shed below `worker_threads` (only where it exceeds the CPUs) come
 //!    back all at once, to `worker_threads`, once the shares have read even at every tick for a
 //!    *hold* (from [`MIN_HOLD`]), or as step 2 adds them when polls block. The hold is the
@@ -109,6 +117,11 @@ const SHED_EVERY: Duration = Duration::from_millis(1);
 /// counts as unfair, while more cores are active than CPUs (step 5): a group behind there gets
 /// at most its threads' part of the CPUs, however heavy, so the signal must come early.
 const OVERSUBSCRIBED_LEAD_QUANTA: u32 = 4;
+/// A tree's lag (`Scheduler::spread_hint`) counts as unfair from this fraction of the lead
+/// between groups: it is read at one instant under the tree's lock, so it does not flicker as
+/// the groups' spread does, and the groups of a tree with a small share of it lag the most in
+/// their share for a given lag in the root's frame.
+const TREE_LEAD_DIVISOR: u64 = 4;
 /// How long one uneven reading counts, while more cores are active than CPUs (step 5): the
 /// spread reads a group only while its worker's report is fresh, and a worker that shares a CPU
 /// with several threads reports late, so the readings flicker.
@@ -136,13 +149,15 @@ pub(super) struct Sample {
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Shares {
     /// Every group with work waiting is ahead of the floor (the smallest virtual runtime among
-    /// the groups listed or served) by more than [`FAIR_LEAD_QUANTA`] quanta: the groups behind
-    /// have all their runnable tasks in polls.
+    /// the groups listed or served) by more than the lead ([`FAIR_LEAD_QUANTA`] or
+    /// [`OVERSUBSCRIBED_LEAD_QUANTA`] quanta), or a tree being served lags by more than a
+    /// [`TREE_LEAD_DIVISOR`]th of it: the groups behind have all their runnable tasks in polls.
     pub(super) waiting_ahead: bool,
 }
 
 impl Shares {
-    /// Reads the scheduler's hints; a spread of more than `lead_quanta` quanta is unfair.
+    /// Reads the scheduler's hints; a spread between groups of more than `lead_quanta` quanta
+    /// is unfair, and a lag within a tree of more than a [`TREE_LEAD_DIVISOR`]th of that.
     fn read(shared: &Shared, lead_quanta: u32) -> Shares {
         let scheduler = shared.scheduler();
         let fresh = crate::clock::nanos(CEILING_FRESH);
@@ -150,7 +165,8 @@ impl Shares {
             u64::try_from((shared.config().quantum * lead_quanta).as_nanos()).unwrap_or(u64::MAX);
         let spread = scheduler.spread_hint(fresh);
         Shares {
-            waiting_ahead: spread.is_some_and(|(lo, hi)| hi > lo.saturating_add(lead)),
+            waiting_ahead: spread.groups.is_some_and(|s| s > lead)
+                || spread.tree_lag > lead / TREE_LEAD_DIVISOR,
         }
     }
 }

@@ -177,6 +177,10 @@ impl Core {
         self.counts.lane_takes += 1;
     }
 
+    /// The rotation's pick, a slow path (when the local queue, the extras and the lane are empty).
+    /// Never inlined: inlined, it doubles the run loop's code and the loop then spends more
+    /// instructions on every task (`benches/instructions.rs`).
+    #[inline(never)]
     fn take_from_rotation(&mut self) -> Option<Runnable> {
         let stamp = crate::clock::stamp();
         let now = crate::clock::instant_of(stamp);
