@@ -92,6 +92,8 @@ use std::time::{Duration, Instant};
 
 use crate::shim::Ordering;
 
+use super::idle::Idle;
+use super::monitor_state::CoreCounts;
 use super::shared::Shared;
 
 /// The longest interval between the monitor's ticks while a worker is awake and the count may
@@ -421,19 +423,35 @@ pub(super) fn control(
 
 /// Applies `decision` to `shared`'s cores (steps 2 to 4).
 fn apply(shared: &Shared, active: usize, decision: Decision) {
-    let idle = shared.idle();
-    let counts = shared.monitor().core_counts();
+    let cores = shared.cores();
+    apply_to(
+        shared.idle(),
+        shared.monitor().core_counts(),
+        active,
+        decision,
+        |idx| {
+            let mark = |i: usize| cores[i].notified.store(true, Ordering::Release);
+            if shared.idle().activate(idx, mark) {
+                cores[idx].parker.unpark();
+            }
+        },
+    );
+}
+
+/// [`apply`]'s steps on the active count, its statistics and `activate` (which wakes core
+/// `idx` if it sleeps). The decision is counted before the active count changes: whoever reads
+/// the new count (a `SeqCst` store and load, `Idle::set_active`, `Idle::active`) then reads the
+/// decision among the statistics too, as the metrics' readers expect.
+fn apply_to(
+    idle: &Idle,
+    counts: &CoreCounts,
+    active: usize,
+    decision: Decision,
+    mut activate: impl FnMut(usize),
+) {
     match decision {
         Decision::Keep => {}
         Decision::Add(to) | Decision::Restore(to) => {
-            idle.set_active(to);
-            let cores = shared.cores();
-            for idx in active..to {
-                let mark = |i: usize| cores[i].notified.store(true, Ordering::Release);
-                if idle.activate(idx, mark) {
-                    cores[idx].parker.unpark();
-                }
-            }
             if matches!(decision, Decision::Add(_)) {
                 counts.added(to - active, to);
                 trace_event!(
@@ -453,10 +471,14 @@ fn apply(shared: &Shared, active: usize, decision: Decision) {
                     "worker cores restored"
                 );
             }
+            idle.set_active(to);
+            for idx in active..to {
+                activate(idx);
+            }
         }
         Decision::Retire(to) => {
-            idle.set_active(to);
             counts.retired(active - to);
+            idle.set_active(to);
             trace_event!(
                 DEBUG,
                 from = active,
@@ -466,8 +488,8 @@ fn apply(shared: &Shared, active: usize, decision: Decision) {
             );
         }
         Decision::Shed(to) => {
-            idle.set_active(to);
             counts.shed(active - to);
+            idle.set_active(to);
             trace_event!(
                 DEBUG,
                 from = active,
@@ -496,6 +518,44 @@ mod tests {
             awake,
             asked,
             blocked,
+        }
+    }
+
+    /// Regression: the active count changed before the decision was counted, so a metrics
+    /// reader that saw the cores back could read no restore (`tests/oversubscribed.rs` failed
+    /// one run in about ten). Every decision is counted by the time its new count is visible.
+    #[test]
+    fn a_decision_is_counted_before_its_active_count_is_visible() {
+        let idle = Idle::with_active(8, 2);
+        let counts = CoreCounts::default();
+        let mut seen = Vec::new();
+        apply_to(&idle, &counts, 2, Decision::Restore(8), |idx| {
+            seen.push((idx, idle.active(), counts.snapshot().restores));
+        });
+        assert_eq!(seen.len(), 6);
+        assert!(
+            seen.iter()
+                .all(|&(_, active, restores)| active == 8 && restores == 1),
+            "{seen:?}"
+        );
+        let snap = counts.snapshot();
+        assert_eq!((snap.restores, snap.restored), (1, 6));
+        for (decision, to) in [
+            (Decision::Shed(2), 2),
+            (Decision::Add(6), 6),
+            (Decision::Retire(4), 4),
+        ] {
+            let before = counts.snapshot();
+            let from = idle.active();
+            apply_to(&idle, &counts, from, decision, |_| {
+                assert_ne!(
+                    counts.snapshot(),
+                    before,
+                    "{decision:?}: woke a core before counting"
+                );
+            });
+            assert_eq!(idle.active(), to);
+            assert_ne!(counts.snapshot(), before, "{decision:?} not counted");
         }
     }
 
