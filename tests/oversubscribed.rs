@@ -52,11 +52,14 @@ async fn backlogged(total: Arc<AtomicU64>, stop: Arc<AtomicBool>) {
     }
 }
 
-/// A weight-4 group of one task against a weight-1 group of 16, for `run` after a warm-up: the
-/// one task's share of the CPU time the tasks count. The groups end with it.
-fn heavy_share(rt: &rondo::Runtime, run: Duration) -> f64 {
-    let heavy = rt.group().weight(4).build().unwrap();
-    let light = rt.group().weight(1).build().unwrap();
+/// One backlogged task in `heavy` against 16 in `light`, for `run` after a warm-up: the one
+/// task's share of the CPU time the tasks count.
+fn one_against_sixteen(
+    rt: &rondo::Runtime,
+    heavy: &rondo::Group,
+    light: &rondo::Group,
+    run: Duration,
+) -> f64 {
     let stop = Arc::new(AtomicBool::new(false));
     let (h, l) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let mut tasks = vec![heavy.spawn(backlogged(h.clone(), stop.clone()))];
@@ -75,6 +78,14 @@ fn heavy_share(rt: &rondo::Runtime, run: Duration) -> f64 {
     });
     let (dh, dl) = ((h1 - h0) as f64, (l1 - l0) as f64);
     dh / (dh + dl)
+}
+
+/// A weight-4 group of one task against a weight-1 group of 16 (`one_against_sixteen`). The
+/// groups end with it.
+fn heavy_share(rt: &rondo::Runtime, run: Duration) -> f64 {
+    let heavy = rt.group().weight(4).build().unwrap();
+    let light = rt.group().weight(1).build().unwrap();
+    one_against_sixteen(rt, &heavy, &light, run)
 }
 
 /// Fixed 8 workers on 2 CPUs: the one task of the heavy group gets a whole CPU (its weight
@@ -138,24 +149,7 @@ fn heavy_share_in_a_tree(rt: &rondo::Runtime, run: Duration) -> f64 {
     let mid = tenant.child().name("mid").weight(3).build().unwrap();
     let heavy = mid.child().name("heavy").weight(4).build().unwrap();
     let light = mid.child().name("light").weight(1).build().unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let (h, l) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let mut tasks = vec![heavy.spawn(backlogged(h.clone(), stop.clone()))];
-    for _ in 0..16 {
-        tasks.push(light.spawn(backlogged(l.clone(), stop.clone())));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    let (h0, l0) = (h.load(Ordering::Relaxed), l.load(Ordering::Relaxed));
-    std::thread::sleep(run);
-    let (h1, l1) = (h.load(Ordering::Relaxed), l.load(Ordering::Relaxed));
-    stop.store(true, Ordering::Relaxed);
-    rt.block_on(async {
-        for t in tasks {
-            t.await.unwrap();
-        }
-    });
-    let (dh, dl) = ((h1 - h0) as f64, (l1 - l0) as f64);
-    dh / (dh + dl)
+    one_against_sixteen(rt, &heavy, &light, run)
 }
 
 /// Fixed 8 workers on 2 CPUs, one tenant tree of unequal shares: the drift within the tree
