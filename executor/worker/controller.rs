@@ -155,6 +155,10 @@ pub(super) struct Shares {
     /// [`OVERSUBSCRIBED_LEAD_QUANTA`] quanta), or a tree being served lags by more than a
     /// [`TREE_LEAD_DIVISOR`]th of it: the groups behind have all their runnable tasks in polls.
     pub(super) waiting_ahead: bool,
+    /// Two or more top-level groups were served within [`CEILING_FRESH`], or a tree path being
+    /// served has another active entity beside it at some node: the groups compete for the
+    /// CPUs, so cores given back would share them by thread again (step 6 waits).
+    pub(super) contended: bool,
 }
 
 impl Shares {
@@ -169,6 +173,7 @@ impl Shares {
         Shares {
             waiting_ahead: spread.groups.is_some_and(|s| s > lead)
                 || spread.tree_lag > lead / TREE_LEAD_DIVISOR,
+            contended: spread.groups.is_some() || spread.tree_lag > 0,
         }
     }
 }
@@ -347,7 +352,7 @@ impl Controller {
             }
             return Decision::Keep;
         }
-        if let Some(d) = self.give_back(now, s.active) {
+        if let Some(d) = self.give_back(now, s.active, shares.contended) {
             return d;
         }
         if s.blocked > 0 && s.asked > 0 && s.active < self.max && s.awake >= s.active {
@@ -374,9 +379,10 @@ impl Controller {
 }
 
 impl Controller {
-    /// Step 6: the cores shed below `base` come back once the shares read even for the hold.
-    fn give_back(&mut self, now: Instant, active: usize) -> Option<Decision> {
-        if active >= self.base {
+    /// Step 6: the cores shed below `base` come back once the shares read even, with no groups
+    /// `contended` for the CPUs, for the hold.
+    fn give_back(&mut self, now: Instant, active: usize, contended: bool) -> Option<Decision> {
+        if active >= self.base || contended {
             self.even_since = None;
             return None;
         }
@@ -507,9 +513,16 @@ mod tests {
 
     const FAIR: Shares = Shares {
         waiting_ahead: false,
+        contended: false,
     };
     const UNFAIR: Shares = Shares {
         waiting_ahead: true,
+        contended: true,
+    };
+    /// Groups served side by side, their shares even.
+    const EVEN: Shares = Shares {
+        waiting_ahead: false,
+        contended: true,
     };
 
     fn sample(active: usize, awake: usize, asked: usize, blocked: usize) -> Sample {
@@ -713,6 +726,42 @@ mod tests {
         assert_eq!(
             c.decide(t + 3 * MIN_HOLD, sample(8, 8, 8, 0), FAIR),
             Decision::Keep
+        );
+    }
+
+    /// Regression: the shed cores came back after every hold while the groups that needed the
+    /// shed still competed, and the tree bench's 100 ms windows around each give-back and the
+    /// shed that followed lost their shares (up to 19% at 16 workers on 2 CPUs). Even shares
+    /// of groups served side by side hold no give-back; the hold starts once they stop.
+    #[test]
+    fn shed_cores_stay_shed_while_groups_compete_even_with_even_shares() {
+        let (mut c, t0) = oversubscribed();
+        let t = shed_to_floor(&mut c, 8, t0) + UNEVEN_MEMORY;
+        for i in 0..=(4 * MAX_HOLD.as_millis() as u32) {
+            assert_eq!(
+                c.decide(t + SHED_EVERY * i, sample(2, 2, 2, 0), EVEN),
+                Decision::Keep,
+                "given back while the groups compete, {i} ms after the shed"
+            );
+        }
+        let t = t + 4 * MAX_HOLD + SHED_EVERY;
+        assert_eq!(c.decide(t, sample(2, 2, 2, 0), FAIR), Decision::Keep);
+        assert_eq!(
+            c.decide(t + MIN_HOLD - SHED_EVERY, sample(2, 2, 2, 0), FAIR),
+            Decision::Keep
+        );
+        // One contended reading starts the hold again.
+        assert_eq!(
+            c.decide(t + MIN_HOLD - SHED_EVERY, sample(2, 2, 2, 0), EVEN),
+            Decision::Keep
+        );
+        assert_eq!(
+            c.decide(t + MIN_HOLD, sample(2, 2, 2, 0), FAIR),
+            Decision::Keep
+        );
+        assert_eq!(
+            c.decide(t + 2 * MIN_HOLD, sample(2, 2, 2, 0), FAIR),
+            Decision::Restore(8)
         );
     }
 
