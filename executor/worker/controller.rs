@@ -71,13 +71,16 @@
 //!    share of its tree lags most in its share for a given lag in the root's frame, hence the
 //!    smaller lead.
 //! 6. **Give back.** Cores shed below `worker_threads` (only where it exceeds the CPUs) come
-//!    back all at once, to `worker_threads`, once the shares have read even at every tick for a
-//!    *hold* (from [`MIN_HOLD`]), or as step 2 adds them when polls block. The hold is the
-//!    hysteresis: if the first shed after a give-back comes within the hold (the load that
-//!    needed the shed is still there), the hold doubles, up to [`MAX_HOLD`]; a first shed later
-//!    than that starts again from [`MIN_HOLD`]. A steady load that needs the shed thus runs
-//!    above the floor for a few milliseconds per hold, and a user who asked for more threads
-//!    than CPUs for blocking work keeps them.
+//!    back all at once, to `worker_threads`, once the shares have read even, with no two groups
+//!    competing (two top-level groups served, or a tree path served beside another active
+//!    entity), at every tick for a *hold* (from [`MIN_HOLD`]), or as step 2 adds them when polls
+//!    block. Even shares while groups still compete are the shed's own doing: cores given back
+//!    then would share the CPUs by thread again until the next shed, and the groups' shares
+//!    would swing over those milliseconds. The hold is the hysteresis: if the first shed after a
+//!    give-back comes within the hold (the load that needed the shed is back), the hold
+//!    doubles, up to [`MAX_HOLD`]; a first shed later than that starts again from [`MIN_HOLD`].
+//!    A steady load that needs the shed thus stays at the floor while it lasts, and a user who
+//!    asked for more threads than CPUs for blocking work keeps them.
 //!
 //! While the active count differs from `worker_threads` the monitor does not sleep through idle
 //! spells: it keeps ticking (at most every half stall threshold) so that it can retire the extra
