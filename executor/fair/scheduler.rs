@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 use crate::group::GroupInner;
 use crate::group::inner::{GroupSched, effective_weight};
 use crate::group::listed::{LaneEntry, Listing};
-use crate::group::tree::{Node, NodeState, Tree};
+use crate::group::tree::{Node, NodeState, Tree, VClock};
 use crate::shim::{AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, fence, lock};
 use crate::task::Runnable;
 
@@ -703,7 +703,7 @@ impl Scheduler {
             if let Some(node) = c.group.node() {
                 // A tree: the group's own queue in its own node's frame, then every ancestor
                 // (`tree`, shares), each under its own lock.
-                node.own_vns.fetch_add(c.ns, Ordering::Relaxed);
+                node.clock.own_vns.fetch_add(c.ns, Ordering::Relaxed);
                 node.tree.charged.fetch_add(c.ns, Ordering::Relaxed);
                 drop(gs);
                 let now = crate::clock::stamp();
@@ -1108,10 +1108,15 @@ impl Scheduler {
         let _rotation = lock(&shard.rotation);
         let tree = Tree::new(self.served.len());
         let mut st = lock_tree(&tree);
-        let slot = st
-            .nodes
-            .insert(NodeState::new(Arc::downgrade(g), None, g.weight()));
-        let linked = g.set_node(Node::new(tree.clone(), slot, None, 0, usize::MAX));
+        let clock = Arc::new(VClock::default());
+        clock.vns.store(g.vtime_hint(), Ordering::Relaxed);
+        let slot = st.nodes.insert(NodeState::new(
+            Arc::downgrade(g),
+            clock.clone(),
+            None,
+            g.weight(),
+        ));
+        let linked = g.set_node(Node::new(tree.clone(), clock, slot, None, 0, usize::MAX));
         if !linked {
             st.nodes.remove(slot);
             return;
@@ -1139,14 +1144,19 @@ impl Scheduler {
             return;
         };
         let mut st = lock_tree(&pnode.tree);
+        // The child is just built: nothing changes its virtual runtime before it is linked.
+        let clock = Arc::new(VClock::default());
+        clock.vns.store(child.vtime_hint(), Ordering::Relaxed);
         let slot = st.nodes.insert(NodeState::new(
             Arc::downgrade(child),
+            clock.clone(),
             Some(pnode.slot),
             child.weight(),
         ));
         let child_key = lock(&pnode.children).insert(Arc::downgrade(child));
         let linked = child.set_node(Node::new(
             pnode.tree.clone(),
+            clock,
             slot,
             Some(parent.clone()),
             pnode.depth + 1,

@@ -40,10 +40,28 @@ pub(crate) enum Entity {
     Child(usize),
 }
 
+/// A tree group's virtual runtimes in virtual nanoseconds, shared by its [`Node`] (which writes
+/// them) and its [`NodeState`] (from which the tree's rules read them without reaching the group:
+/// no upgrade of its weak reference, no lock of its scheduling state).
+#[derive(Debug, Default)]
+pub(crate) struct VClock {
+    /// The group's own queue in its node's frame: the service of the group's own tasks,
+    /// unscaled (the own queue competes with the children as one more child of the default
+    /// weight, 1). Only rises: charges add to it, an entry lifts it to the node's floor.
+    pub(crate) own_vns: AtomicU64,
+    /// A copy of the group's virtual runtime (its subtree's service ÷ its weight, in its
+    /// parent's frame), stored with every change of it (`fair::vtime::set_vruntime`), as the
+    /// group's hint is. Read for groups under a parent only (a root's runtime keys it in the
+    /// scheduler's shard rotation).
+    pub(crate) vns: AtomicU64,
+}
+
 /// One node, under its tree's lock.
 pub(crate) struct NodeState {
     /// The node's group.
     pub(crate) group: Weak<GroupInner>,
+    /// The group's virtual runtimes (the same as its `Node::clock`).
+    pub(crate) clock: Arc<VClock>,
     /// The parent's slot; `None` for the root.
     pub(crate) parent: Option<usize>,
     /// The entities under this node with queued work (see the module docs).
@@ -69,10 +87,17 @@ pub(crate) struct NodeState {
 }
 
 impl NodeState {
-    /// A node of `group` under `parent`, out of every rotation, of weight `weight`.
-    pub(crate) fn new(group: Weak<GroupInner>, parent: Option<usize>, weight: u32) -> NodeState {
+    /// A node of `group` under `parent`, out of every rotation, of weight `weight`, whose
+    /// virtual runtimes are `clock` (its `Node`'s).
+    pub(crate) fn new(
+        group: Weak<GroupInner>,
+        clock: Arc<VClock>,
+        parent: Option<usize>,
+        weight: u32,
+    ) -> NodeState {
         NodeState {
             group,
+            clock,
             parent,
             rotation: BTreeMap::new(),
             floor: 0,
@@ -171,11 +196,8 @@ pub(crate) struct Node {
     pub(crate) children: Mutex<Slab<Weak<GroupInner>>>,
     /// This group's key in its parent's `children`.
     pub(crate) child_key: usize,
-    /// The virtual runtime of the group's own queue in its node's frame, in virtual nanoseconds:
-    /// the service of the group's own tasks, unscaled (the own queue competes with the children
-    /// as one more child of the default weight, 1). Only rises: charges add to it, an entry
-    /// lifts it to the node's floor.
-    pub(crate) own_vns: AtomicU64,
+    /// The group's virtual runtimes (the same as its `NodeState::clock`).
+    pub(crate) clock: Arc<VClock>,
     /// The CPU cap (`GroupBuilder::cpu_limit`): nanoseconds of service per period, 0 for none.
     pub(crate) cap_quota: AtomicU64,
     /// The cap's accounting (`fair::cap`).
@@ -204,9 +226,10 @@ pub(crate) struct CapState {
 
 impl Node {
     /// A node of `tree` at `slot`, under `parent` at `depth`, `child_key` in its parent's
-    /// children.
+    /// children, whose virtual runtimes are `clock` (its `NodeState`'s).
     pub(crate) fn new(
         tree: Arc<Tree>,
+        clock: Arc<VClock>,
         slot: usize,
         parent: Option<Arc<GroupInner>>,
         depth: usize,
@@ -219,7 +242,7 @@ impl Node {
             depth,
             children: Default::default(),
             child_key,
-            own_vns: AtomicU64::new(0),
+            clock,
             cap_quota: AtomicU64::new(0),
             cap: Mutex::new(CapState::default()),
             share: AtomicU32::new(SHARE_ONE),
