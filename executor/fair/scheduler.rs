@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 use crate::group::GroupInner;
 use crate::group::inner::{GroupSched, effective_weight};
 use crate::group::listed::{LaneEntry, Listing};
-use crate::group::tree::{Node, NodeState, Tree, VClock};
+use crate::group::tree::{Node, NodeState, Tree};
 use crate::shim::{AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, fence, lock};
 use crate::task::Runnable;
 
@@ -1108,14 +1108,10 @@ impl Scheduler {
         let _rotation = lock(&shard.rotation);
         let tree = Tree::new(self.served.len());
         let mut st = lock_tree(&tree);
-        let clock = Arc::new(VClock::default());
-        clock.vns.store(g.vtime_hint(), Ordering::Relaxed);
-        let slot = st.nodes.insert(NodeState::new(
-            Arc::downgrade(g),
-            clock.clone(),
-            None,
-            g.weight(),
-        ));
+        let slot = st
+            .nodes
+            .insert(NodeState::new(Arc::downgrade(g), None, g.weight()));
+        let clock = st.new_clock(slot, g.vtime_hint());
         let linked = g.set_node(Node::new(tree.clone(), clock, slot, None, 0, usize::MAX));
         if !linked {
             st.nodes.remove(slot);
@@ -1144,15 +1140,13 @@ impl Scheduler {
             return;
         };
         let mut st = lock_tree(&pnode.tree);
-        // The child is just built: nothing changes its virtual runtime before it is linked.
-        let clock = Arc::new(VClock::default());
-        clock.vns.store(child.vtime_hint(), Ordering::Relaxed);
         let slot = st.nodes.insert(NodeState::new(
             Arc::downgrade(child),
-            clock.clone(),
             Some(pnode.slot),
             child.weight(),
         ));
+        // The child is just built: nothing changes its virtual runtime before it is linked.
+        let clock = st.new_clock(slot, child.vtime_hint());
         let child_key = lock(&pnode.children).insert(Arc::downgrade(child));
         let linked = child.set_node(Node::new(
             pnode.tree.clone(),

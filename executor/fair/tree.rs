@@ -103,7 +103,10 @@ fn vruntime_of(st: &TreeState, n: usize, e: Entity) -> Option<u64> {
         Entity::Own => n,
         Entity::Child(c) => c,
     };
-    let clock = &st.nodes.get(slot)?.clock;
+    if !st.nodes.contains(slot) {
+        return None;
+    }
+    let clock = st.clock(slot);
     Some(match e {
         Entity::Own => clock.own_vns.load(Ordering::Relaxed),
         Entity::Child(_) => clock.vns.load(Ordering::Relaxed),
