@@ -211,39 +211,31 @@ fn floor_of(st: &mut TreeState, n: usize, fresh_since: u64) -> u64 {
     node.floor
 }
 
-/// Inserts entity `e` into `n`'s rotation at `max(own, floor)`.
+/// Inserts entity `e` into `n`'s rotation at `max(own, floor)`. The own queue's runtime is the
+/// tree's clock alone; a child's is its group's (lifted under the group's lock).
 fn enter(st: &mut TreeState, n: usize, e: Entity, fresh_since: u64) {
-    let floor = from_virtual_ns(floor_of(st, n, fresh_since));
-    let slot = match e {
-        Entity::Own => n,
-        Entity::Child(c) => c,
-    };
-    let Some(g) = group_of(st, slot) else {
-        return;
-    };
-    let (vns, weight) = {
-        match (e, g.node()) {
-            (Entity::Own, Some(node)) => {
-                let floor = virtual_ns(floor);
-                (
-                    node.clock
-                        .own_vns
-                        .fetch_max(floor, Ordering::Relaxed)
-                        .max(floor),
-                    1,
-                )
-            }
-            _ => {
-                let mut gs = g.sched();
-                let lifted = gs.vruntime.max(floor);
-                set_vruntime(&g, &mut gs, lifted);
-                (virtual_ns(lifted), u64::from(effective_weight(&gs)))
-            }
+    let floor = floor_of(st, n, fresh_since);
+    let (vns, weight) = match e {
+        Entity::Own => (
+            st.clock(n)
+                .own_vns
+                .fetch_max(floor, Ordering::Relaxed)
+                .max(floor),
+            1,
+        ),
+        Entity::Child(c) => {
+            let Some(g) = group_of(st, c) else {
+                return;
+            };
+            let mut gs = g.sched();
+            let lifted = gs.vruntime.max(from_virtual_ns(floor));
+            set_vruntime(&g, &mut gs, lifted);
+            let weight = u64::from(effective_weight(&gs));
+            drop(gs);
+            st.nodes[c].entered_weight = weight;
+            (virtual_ns(lifted), weight)
         }
     };
-    if let Entity::Child(c) = e {
-        st.nodes[c].entered_weight = weight;
-    }
     let key = (vns, st.next_seq());
     st.nodes[n].rotation.insert(key, e);
     st.nodes[n].active_weight += weight;
