@@ -703,7 +703,7 @@ impl Scheduler {
             if let Some(node) = c.group.node() {
                 // A tree: the group's own queue in its own node's frame, then every ancestor
                 // (`tree`, shares), each under its own lock.
-                node.own_vns.fetch_add(c.ns, Ordering::Relaxed);
+                node.clock.own_vns.fetch_add(c.ns, Ordering::Relaxed);
                 node.tree.charged.fetch_add(c.ns, Ordering::Relaxed);
                 drop(gs);
                 let now = crate::clock::stamp();
@@ -1111,7 +1111,8 @@ impl Scheduler {
         let slot = st
             .nodes
             .insert(NodeState::new(Arc::downgrade(g), None, g.weight()));
-        let linked = g.set_node(Node::new(tree.clone(), slot, None, 0, usize::MAX));
+        let clock = st.new_clock(slot, g.vtime_hint());
+        let linked = g.set_node(Node::new(tree.clone(), clock, slot, None, 0, usize::MAX));
         if !linked {
             st.nodes.remove(slot);
             return;
@@ -1144,9 +1145,12 @@ impl Scheduler {
             Some(pnode.slot),
             child.weight(),
         ));
+        // The child is just built: nothing changes its virtual runtime before it is linked.
+        let clock = st.new_clock(slot, child.vtime_hint());
         let child_key = lock(&pnode.children).insert(Arc::downgrade(child));
         let linked = child.set_node(Node::new(
             pnode.tree.clone(),
+            clock,
             slot,
             Some(parent.clone()),
             pnode.depth + 1,

@@ -94,15 +94,23 @@ fn group_of(st: &TreeState, slot: usize) -> Option<Arc<GroupInner>> {
     st.nodes.get(slot).and_then(|n| n.group.upgrade())
 }
 
-/// The virtual runtime of entity `e` under node `n`, exact (under the group's lock); `None` if
-/// its group dropped.
-fn vruntime_of(st: &TreeState, n: usize, e: Entity) -> Option<u128> {
-    match e {
-        Entity::Own => group_of(st, n)
-            .and_then(|g| g.node().map(|node| node.own_vns.load(Ordering::Relaxed)))
-            .map(from_virtual_ns),
-        Entity::Child(c) => group_of(st, c).map(|g| g.sched().vruntime),
+/// The virtual runtime of entity `e` under node `n`, in virtual nanoseconds, from the tree's
+/// copy (`VClock`): no lock, no reference count; `None` if its slot was freed. A group that
+/// dropped since the lock was taken still reads its last value; the descent that reaches it
+/// finds its queue empty (its tasks kept it alive) and takes it out.
+fn vruntime_of(st: &TreeState, n: usize, e: Entity) -> Option<u64> {
+    let slot = match e {
+        Entity::Own => n,
+        Entity::Child(c) => c,
+    };
+    if !st.nodes.contains(slot) {
+        return None;
     }
+    let clock = st.clock(slot);
+    Some(match e {
+        Entity::Own => clock.own_vns.load(Ordering::Relaxed),
+        Entity::Child(_) => clock.vns.load(Ordering::Relaxed),
+    })
 }
 
 /// Records `key` as the key of entity `e` under `n` (or clears it).
@@ -141,7 +149,7 @@ fn fix_front(st: &mut TreeState, n: usize) {
         let Some((&key, &e)) = st.nodes[n].rotation.first_key_value() else {
             return;
         };
-        let current = vruntime_of(st, n, e).map(virtual_ns);
+        let current = vruntime_of(st, n, e);
         match current {
             Some(v) if v <= key.0 => return,
             _ => {}
@@ -192,7 +200,6 @@ fn floor_of(st: &mut TreeState, n: usize, fresh_since: u64) -> u64 {
         }
         if let Some(e) = path_entity(st, n, leaf) {
             if let Some(v) = vruntime_of(st, n, e) {
-                let v = virtual_ns(v);
                 lowest = Some(lowest.map_or(v, |l| l.min(v)));
             }
         }
@@ -204,36 +211,31 @@ fn floor_of(st: &mut TreeState, n: usize, fresh_since: u64) -> u64 {
     node.floor
 }
 
-/// Inserts entity `e` into `n`'s rotation at `max(own, floor)`.
+/// Inserts entity `e` into `n`'s rotation at `max(own, floor)`. The own queue's runtime is the
+/// tree's clock alone; a child's is its group's (lifted under the group's lock).
 fn enter(st: &mut TreeState, n: usize, e: Entity, fresh_since: u64) {
-    let floor = from_virtual_ns(floor_of(st, n, fresh_since));
-    let slot = match e {
-        Entity::Own => n,
-        Entity::Child(c) => c,
-    };
-    let Some(g) = group_of(st, slot) else {
-        return;
-    };
-    let (vns, weight) = {
-        match (e, g.node()) {
-            (Entity::Own, Some(node)) => {
-                let floor = virtual_ns(floor);
-                (
-                    node.own_vns.fetch_max(floor, Ordering::Relaxed).max(floor),
-                    1,
-                )
-            }
-            _ => {
-                let mut gs = g.sched();
-                let lifted = gs.vruntime.max(floor);
-                set_vruntime(&g, &mut gs, lifted);
-                (virtual_ns(lifted), u64::from(effective_weight(&gs)))
-            }
+    let floor = floor_of(st, n, fresh_since);
+    let (vns, weight) = match e {
+        Entity::Own => (
+            st.clock(n)
+                .own_vns
+                .fetch_max(floor, Ordering::Relaxed)
+                .max(floor),
+            1,
+        ),
+        Entity::Child(c) => {
+            let Some(g) = group_of(st, c) else {
+                return;
+            };
+            let mut gs = g.sched();
+            let lifted = gs.vruntime.max(from_virtual_ns(floor));
+            set_vruntime(&g, &mut gs, lifted);
+            let weight = u64::from(effective_weight(&gs));
+            drop(gs);
+            st.nodes[c].entered_weight = weight;
+            (virtual_ns(lifted), weight)
         }
     };
-    if let Entity::Child(c) = e {
-        st.nodes[c].entered_weight = weight;
-    }
     let key = (vns, st.next_seq());
     st.nodes[n].rotation.insert(key, e);
     st.nodes[n].active_weight += weight;
@@ -509,7 +511,7 @@ fn check_path(
         if let Some((&(first_key, _), &first)) = keys.next() {
             if first != mine {
                 others = true;
-                if let Some(v) = vruntime_of(st, n, mine).map(virtual_ns) {
+                if let Some(v) = vruntime_of(st, n, mine) {
                     if first_key < v {
                         return Ok((true, true, SHARE_ONE, 0));
                     }
@@ -566,7 +568,7 @@ fn lag_at(st: &mut TreeState, n: usize, mine: Entity) -> u64 {
             .next()
             .map_or(0, |(&(second, _), _)| second.saturating_sub(first));
     }
-    vruntime_of(st, n, mine).map_or(0, |v| virtual_ns(v).abs_diff(first))
+    vruntime_of(st, n, mine).map_or(0, |v| v.abs_diff(first))
 }
 
 /// Step 6: the largest lag between two active entities of one node on the path from the root to

@@ -8,6 +8,7 @@
 
 use crate::group::GroupInner;
 use crate::group::inner::{GroupSched, effective_weight};
+use crate::shim::Ordering;
 
 /// Virtual time advances by `ns * SCALE / weight` per charged nanosecond.
 pub(crate) const SCALE: u128 = 1 << 16;
@@ -23,11 +24,15 @@ pub(crate) fn from_virtual_ns(v: u64) -> u128 {
     u128::from(v) * SCALE
 }
 
-/// Sets a group's virtual runtime and its lock-free hint (`GroupInner::vtime_hint`), under the
-/// group's lock.
+/// Sets a group's virtual runtime and its lock-free hint (`GroupInner::vtime_hint`), and a tree
+/// group's copy for its tree (`VClock::vns`), under the group's lock.
 pub(crate) fn set_vruntime(g: &GroupInner, gs: &mut GroupSched, vruntime: u128) {
     gs.vruntime = vruntime;
-    g.set_vtime_hint(virtual_ns(vruntime));
+    let vns = virtual_ns(vruntime);
+    g.set_vtime_hint(vns);
+    if let Some(node) = g.node() {
+        node.clock.vns.store(vns, Ordering::Relaxed);
+    }
 }
 
 /// Charges `ns` of service to a group, under its lock: its virtual runtime rises by

@@ -40,6 +40,45 @@ pub(crate) enum Entity {
     Child(usize),
 }
 
+/// A tree group's virtual runtimes in virtual nanoseconds, written through its [`Node`] and read
+/// by the tree's rules at its slot ([`TreeState::clock`]) without reaching the group: no upgrade
+/// of its weak reference, no lock of its scheduling state. The tree keeps them in chunks of
+/// [`CLOCKS_PER_CHUNK`] by slot (a group built costs no allocation of its own); a chunk lives as
+/// long as the tree and the nodes that hold it.
+#[derive(Debug, Default)]
+pub(crate) struct VClock {
+    /// The group's own queue in its node's frame: the service of the group's own tasks,
+    /// unscaled (the own queue competes with the children as one more child of the default
+    /// weight, 1). Only rises: charges add to it, an entry lifts it to the node's floor.
+    pub(crate) own_vns: AtomicU64,
+    /// A copy of the group's virtual runtime (its subtree's service ÷ its weight, in its
+    /// parent's frame), stored with every change of it (`fair::vtime::set_vruntime`), as the
+    /// group's hint is. Read for groups under a parent only (a root's runtime keys it in the
+    /// scheduler's shard rotation).
+    pub(crate) vns: AtomicU64,
+}
+
+/// How many [`VClock`]s one chunk holds.
+const CLOCKS_PER_CHUNK: usize = 64;
+
+/// A chunk of [`VClock`]s, for the slots `k * CLOCKS_PER_CHUNK ..` of a tree.
+type ClockChunk = [VClock; CLOCKS_PER_CHUNK];
+
+/// A node's [`VClock`]: its chunk, kept alive, and its place in it.
+pub(crate) struct ClockRef {
+    chunk: Arc<ClockChunk>,
+    index: usize,
+}
+
+impl std::ops::Deref for ClockRef {
+    type Target = VClock;
+
+    #[inline]
+    fn deref(&self) -> &VClock {
+        &self.chunk[self.index]
+    }
+}
+
 /// One node, under its tree's lock.
 pub(crate) struct NodeState {
     /// The node's group.
@@ -100,6 +139,8 @@ pub(crate) struct TreeState {
     /// (`fair::tree::tree_share`), and that share, in fixed point ([`SHARE_ONE`]: all of them).
     pub(crate) measured: (u64, u64),
     pub(crate) tree_share: u32,
+    /// The nodes' virtual runtimes, by slot (see [`VClock`]).
+    clocks: Vec<Arc<ClockChunk>>,
 }
 
 impl TreeState {
@@ -107,6 +148,30 @@ impl TreeState {
     pub(crate) fn next_seq(&mut self) -> u64 {
         self.seq += 1;
         self.seq
+    }
+
+    /// The virtual runtimes of the node at `slot`, which [`TreeState::new_clock`] gave it.
+    #[inline]
+    pub(crate) fn clock(&self, slot: usize) -> &VClock {
+        &self.clocks[slot / CLOCKS_PER_CHUNK][slot % CLOCKS_PER_CHUNK]
+    }
+
+    /// The clock for a node just inserted at `slot`, whose group's virtual runtime is `vns`: its
+    /// own queue at 0, a copy of `vns`. The slot's last node, if any, dropped (its slot was
+    /// freed after its `Node`), so nothing else writes that clock.
+    pub(crate) fn new_clock(&mut self, slot: usize, vns: u64) -> ClockRef {
+        let (chunk, index) = (slot / CLOCKS_PER_CHUNK, slot % CLOCKS_PER_CHUNK);
+        while self.clocks.len() <= chunk {
+            self.clocks
+                .push(Arc::new(std::array::from_fn(|_| VClock::default())));
+        }
+        let clock = &self.clocks[chunk][index];
+        clock.own_vns.store(0, Ordering::Relaxed);
+        clock.vns.store(vns, Ordering::Relaxed);
+        ClockRef {
+            chunk: self.clocks[chunk].clone(),
+            index,
+        }
     }
 }
 
@@ -131,6 +196,7 @@ impl Tree {
                 served: vec![None; workers],
                 measured: (0, 0),
                 tree_share: SHARE_ONE,
+                clocks: Vec::new(),
             }),
             dead: Mutex::new(Vec::new()),
             charged: AtomicU64::new(0),
@@ -171,11 +237,8 @@ pub(crate) struct Node {
     pub(crate) children: Mutex<Slab<Weak<GroupInner>>>,
     /// This group's key in its parent's `children`.
     pub(crate) child_key: usize,
-    /// The virtual runtime of the group's own queue in its node's frame, in virtual nanoseconds:
-    /// the service of the group's own tasks, unscaled (the own queue competes with the children
-    /// as one more child of the default weight, 1). Only rises: charges add to it, an entry
-    /// lifts it to the node's floor.
-    pub(crate) own_vns: AtomicU64,
+    /// The group's virtual runtimes (its tree's `TreeState::clock` at `slot`).
+    pub(crate) clock: ClockRef,
     /// The CPU cap (`GroupBuilder::cpu_limit`): nanoseconds of service per period, 0 for none.
     pub(crate) cap_quota: AtomicU64,
     /// The cap's accounting (`fair::cap`).
@@ -204,9 +267,10 @@ pub(crate) struct CapState {
 
 impl Node {
     /// A node of `tree` at `slot`, under `parent` at `depth`, `child_key` in its parent's
-    /// children.
+    /// children, whose virtual runtimes are `clock` (`TreeState::new_clock`).
     pub(crate) fn new(
         tree: Arc<Tree>,
+        clock: ClockRef,
         slot: usize,
         parent: Option<Arc<GroupInner>>,
         depth: usize,
@@ -219,7 +283,7 @@ impl Node {
             depth,
             children: Default::default(),
             child_key,
-            own_vns: AtomicU64::new(0),
+            clock,
             cap_quota: AtomicU64::new(0),
             cap: Mutex::new(CapState::default()),
             share: AtomicU32::new(SHARE_ONE),

@@ -337,3 +337,55 @@ mod output_panics {
         assert_eq!(rt.block_on(rt.spawn(async { 2 })).unwrap(), 2);
     }
 }
+
+mod tree_clocks {
+    use std::time::{Duration, Instant};
+
+    use crate::Runtime;
+
+    fn spin(d: Duration) {
+        let start = Instant::now();
+        while start.elapsed() < d {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// The tree's copy of each nested group's virtual runtime (`VClock::vns`) follows the
+    /// group's own through its charges, and the own queue's clock counts its tasks' service.
+    #[test]
+    fn a_nested_groups_clock_follows_its_virtual_runtime() {
+        let rt = Runtime::builder().worker_threads(2).build().unwrap();
+        let tenant = rt.group().build().unwrap();
+        let child = tenant.child().weight(3).build().unwrap();
+        let leaf = child.child().build().unwrap();
+        for g in [&tenant, &child, &leaf, &child] {
+            let tasks: Vec<_> = (0..4)
+                .map(|_| g.spawn(async { spin(Duration::from_millis(1)) }))
+                .collect();
+            for t in tasks {
+                rt.block_on(t).unwrap();
+            }
+        }
+        rt.block_on(tenant.wait_idle());
+        // Charges are applied when workers visit the scheduler or park.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let settled = [&child, &leaf].iter().all(|g| {
+                let node = g.inner.node().expect("a nested group has a node");
+                let st = node.tree.lock();
+                let clock = st.clock(node.slot);
+                let vns = clock.vns.load(std::sync::atomic::Ordering::Relaxed);
+                let own = clock.own_vns.load(std::sync::atomic::Ordering::Relaxed);
+                vns == g.inner.vtime_hint() && vns > 0 && own > 0
+            });
+            if settled {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "a nested group's clock never matched its virtual runtime"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
