@@ -157,10 +157,9 @@ fn fix_front(st: &mut TreeState, n: usize) {
         match current {
             Some(v) => {
                 // Re-keyed: the same entity, the same active weight.
-                st.nodes[n].rotation.remove(&key);
-                let key = (v, st.next_seq());
-                st.nodes[n].rotation.insert(key, e);
-                set_key(st, n, e, Some(key));
+                let new = (v, st.next_seq());
+                st.nodes[n].rotation.rekey_first(&key, new);
+                set_key(st, n, e, Some(new));
             }
             None => {
                 leave_rotation(st, n, &key);
@@ -507,8 +506,7 @@ fn check_path(
             return Err(others);
         }
         fix_front(st, n);
-        let mut keys = st.nodes[n].rotation.iter();
-        if let Some((&(first_key, _), &first)) = keys.next() {
+        if let Some(((first_key, _), first, second)) = st.nodes[n].rotation.first_two() {
             if first != mine {
                 others = true;
                 if let Some(v) = vruntime_of(st, n, mine) {
@@ -517,7 +515,7 @@ fn check_path(
                     }
                     walk.count(st, n, first_key - v);
                 }
-            } else if let Some((&(second_key, _), _)) = keys.next() {
+            } else if let Some((second_key, _)) = second {
                 others = true;
                 walk.count(st, n, second_key.saturating_sub(first_key));
             }
@@ -559,14 +557,11 @@ pub(crate) fn serve(
 /// `fix_front`; the second may be stale (lower), which only makes the lag smaller.
 fn lag_at(st: &mut TreeState, n: usize, mine: Entity) -> u64 {
     fix_front(st, n);
-    let mut keys = st.nodes[n].rotation.iter();
-    let Some((&(first, _), &e)) = keys.next() else {
+    let Some(((first, _), e, second)) = st.nodes[n].rotation.first_two() else {
         return 0;
     };
     if e == mine {
-        return keys
-            .next()
-            .map_or(0, |(&(second, _), _)| second.saturating_sub(first));
+        return second.map_or(0, |(second, _)| second.saturating_sub(first));
     }
     vruntime_of(st, n, mine).map_or(0, |v| v.abs_diff(first))
 }

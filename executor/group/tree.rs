@@ -79,6 +79,100 @@ impl std::ops::Deref for ClockRef {
     }
 }
 
+/// A node's rotation: its entities by [`Key`]. A node that has held at most one entity at a time
+/// (a leaf: its own queue alone) keeps it inline, so its activation allocates nothing and a
+/// re-key is a store; the second entity at once moves them into a B-tree, which the node keeps.
+#[derive(Debug)]
+pub(crate) enum NodeRotation {
+    /// At most one entity.
+    One(Option<(Key, Entity)>),
+    /// Any number.
+    Many(BTreeMap<Key, Entity>),
+}
+
+impl Default for NodeRotation {
+    fn default() -> Self {
+        NodeRotation::One(None)
+    }
+}
+
+impl NodeRotation {
+    /// The entity with the smallest key, and its key.
+    #[inline]
+    pub(crate) fn first_key_value(&self) -> Option<(&Key, &Entity)> {
+        match self {
+            NodeRotation::One(one) => one.as_ref().map(|(k, e)| (k, e)),
+            NodeRotation::Many(map) => map.first_key_value(),
+        }
+    }
+
+    /// True if no entity is in the rotation.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            NodeRotation::One(one) => one.is_none(),
+            NodeRotation::Many(map) => map.is_empty(),
+        }
+    }
+
+    /// The first entity and its key, and the second's key.
+    #[inline]
+    pub(crate) fn first_two(&self) -> Option<(Key, Entity, Option<Key>)> {
+        match self {
+            NodeRotation::One(one) => one.map(|(k, e)| (k, e, None)),
+            NodeRotation::Many(map) => {
+                let mut it = map.iter();
+                let (&k, &e) = it.next()?;
+                Some((k, e, it.next().map(|(&k, _)| k)))
+            }
+        }
+    }
+
+    /// Adds `e` under `key`, a key not in the rotation.
+    pub(crate) fn insert(&mut self, key: Key, e: Entity) {
+        match self {
+            NodeRotation::One(one @ None) => *one = Some((key, e)),
+            NodeRotation::One(Some(first)) => {
+                let first = *first;
+                let mut map = BTreeMap::new();
+                map.insert(first.0, first.1);
+                map.insert(key, e);
+                *self = NodeRotation::Many(map);
+            }
+            NodeRotation::Many(map) => {
+                map.insert(key, e);
+            }
+        }
+    }
+
+    /// Takes the entity at `key` out, if it is there.
+    pub(crate) fn remove(&mut self, key: &Key) -> Option<Entity> {
+        match self {
+            NodeRotation::One(one) => match one {
+                Some((k, _)) if k == key => one.take().map(|(_, e)| e),
+                _ => None,
+            },
+            NodeRotation::Many(map) => map.remove(key),
+        }
+    }
+
+    /// Moves the first entity, whose key is `old`, to `key` (not in the rotation); returns it.
+    pub(crate) fn rekey_first(&mut self, old: &Key, key: Key) -> Option<Entity> {
+        match self {
+            NodeRotation::One(Some((k, e))) if k == old => {
+                *k = key;
+                Some(*e)
+            }
+            NodeRotation::One(_) => None,
+            NodeRotation::Many(map) => {
+                let (_, e) = map.pop_first().filter(|(k, _)| k == old)?;
+                map.insert(key, e);
+                Some(e)
+            }
+        }
+    }
+}
+
 /// One node, under its tree's lock.
 pub(crate) struct NodeState {
     /// The node's group.
@@ -86,7 +180,7 @@ pub(crate) struct NodeState {
     /// The parent's slot; `None` for the root.
     pub(crate) parent: Option<usize>,
     /// The entities under this node with queued work (see the module docs).
-    pub(crate) rotation: BTreeMap<Key, Entity>,
+    pub(crate) rotation: NodeRotation,
     /// The smallest virtual runtime (virtual nanoseconds) an entity entering the rotation is
     /// lifted to; only rises.
     pub(crate) floor: u64,
@@ -113,7 +207,7 @@ impl NodeState {
         NodeState {
             group,
             parent,
-            rotation: BTreeMap::new(),
+            rotation: NodeRotation::default(),
             floor: 0,
             own_key: None,
             in_parent: None,
