@@ -904,7 +904,9 @@ impl Scheduler {
         };
         let workers = self.served.len();
         // Groups whose listed flag this clears owe the listing protocol's re-check after the locks.
-        let mut cleared: Vec<Arc<GroupInner>> = Vec::new();
+        // Mostly one or none: the first few inline, no allocation.
+        let mut cleared: FewGroups = Default::default();
+        let mut cleared_more: Vec<Arc<GroupInner>> = Vec::new();
         let mut throttled = Throttled::new();
         let mut picked = None;
         {
@@ -941,7 +943,10 @@ impl Scheduler {
                 if left == 0 {
                     tree::deactivate_own(&mut st, leaf_slot);
                     leaf.clear_listed();
-                    cleared.push(leaf);
+                    match cleared.iter_mut().find(|c| c.is_none()) {
+                        Some(free) => *free = Some(leaf),
+                        None => cleared_more.push(leaf),
+                    }
                 }
             }
             if let Some(until) = root_until {
@@ -973,7 +978,7 @@ impl Scheduler {
         fix_front(&mut rotation);
         self.publish(shard, &rotation);
         drop(rotation);
-        for g in cleared {
+        for g in cleared.into_iter().flatten().chain(cleared_more) {
             if g.after_unlist() == Listing::Insert {
                 self.list(&g, WaitFrom::Now);
             }

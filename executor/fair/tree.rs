@@ -410,7 +410,11 @@ pub(crate) fn descend(
             if !st.nodes.contains(n) {
                 return None;
             }
-            fix_front(st, n);
+            // A lone entity is the choice whatever its key says: a stale key stays a lower bound,
+            // re-keyed once another entity is compared with it.
+            if st.nodes[n].rotation.only().is_none() {
+                fix_front(st, n);
+            }
             match st.nodes[n].rotation.first_key_value().map(|(_, e)| *e) {
                 Some(Entity::Own) => return Some(n),
                 Some(Entity::Child(c)) => {
@@ -505,7 +509,9 @@ fn check_path(
             }
             return Err(others);
         }
-        fix_front(st, n);
+        if st.nodes[n].rotation.only() != Some(mine) {
+            fix_front(st, n);
+        }
         if let Some(((first_key, _), first, second)) = st.nodes[n].rotation.first_two() {
             if first != mine {
                 others = true;
@@ -556,6 +562,9 @@ pub(crate) fn serve(
 /// entity is behind `mine`, or `mine` behind the second. The first key is exact after
 /// `fix_front`; the second may be stale (lower), which only makes the lag smaller.
 fn lag_at(st: &mut TreeState, n: usize, mine: Entity) -> u64 {
+    if st.nodes[n].rotation.only() == Some(mine) {
+        return 0;
+    }
     fix_front(st, n);
     let Some(((first, _), e, second)) = st.nodes[n].rotation.first_two() else {
         return 0;

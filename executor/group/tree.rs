@@ -106,6 +106,16 @@ impl NodeRotation {
         }
     }
 
+    /// The entity, if it is the only one and kept inline: the choice at its node whatever the
+    /// keys say.
+    #[inline]
+    pub(crate) fn only(&self) -> Option<Entity> {
+        match self {
+            NodeRotation::One(Some((_, e))) => Some(*e),
+            _ => None,
+        }
+    }
+
     /// True if no entity is in the rotation.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
