@@ -83,9 +83,7 @@ pub(crate) enum Activated {
 /// Locks `tree` and frees the slots of the groups that dropped since its last holder.
 pub(crate) fn lock_tree(tree: &Tree) -> MutexGuard<'_, TreeState> {
     let mut st = tree.lock();
-    for slot in tree.take_dead() {
-        free_slot(&mut st, slot);
-    }
+    tree.free_dead(&mut st, free_slot);
     st
 }
 

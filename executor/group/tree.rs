@@ -23,7 +23,9 @@ use std::sync::{Arc, Weak};
 
 use slab::Slab;
 
-use crate::shim::{AtomicPtr, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering, lock};
+use crate::shim::{
+    AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, lock,
+};
 
 use super::inner::GroupInner;
 
@@ -56,7 +58,13 @@ pub(crate) struct VClock {
     /// group's hint is. Read for groups under a parent only (a root's runtime keys it in the
     /// scheduler's shard rotation).
     pub(crate) vns: AtomicU64,
+    /// The next slot of the tree's dead list ([`NO_SLOT`] at its end) while this node's group
+    /// has dropped and its slot is not freed yet; written and read under the dead list's lock.
+    next_dead: AtomicUsize,
 }
+
+/// The end of a tree's dead list.
+pub(crate) const NO_SLOT: usize = usize::MAX;
 
 /// How many [`VClock`]s one chunk holds.
 const CLOCKS_PER_CHUNK: usize = 64;
@@ -282,8 +290,10 @@ impl TreeState {
 /// A tree: its lock and its dead list.
 pub(crate) struct Tree {
     state: Mutex<TreeState>,
-    /// Slots of groups that dropped, freed by the next holder of `state`'s lock.
-    dead: Mutex<Vec<usize>>,
+    /// Slots of groups that dropped, freed by the next holder of `state`'s lock: the first, and
+    /// each links the next through its clock (`VClock::next_dead`), so that a burst of drops
+    /// allocates nothing.
+    dead: Mutex<usize>,
     /// The service charged to the tree's groups, in nanoseconds (`Scheduler::charge`, without
     /// the tree's lock).
     pub(crate) charged: AtomicU64,
@@ -302,7 +312,7 @@ impl Tree {
                 tree_share: SHARE_ONE,
                 clocks: Vec::new(),
             }),
-            dead: Mutex::new(Vec::new()),
+            dead: Mutex::new(NO_SLOT),
             charged: AtomicU64::new(0),
         })
     }
@@ -312,18 +322,28 @@ impl Tree {
         lock(&self.state)
     }
 
-    /// Takes the slots of the groups that dropped since the last call.
-    pub(crate) fn take_dead(&self) -> Vec<usize> {
-        let mut dead = lock(&self.dead);
-        if dead.is_empty() {
-            Vec::new()
-        } else {
-            std::mem::take(&mut *dead)
+    /// Frees the slots of the groups that dropped since the last call, with `free`, in `st`
+    /// (held by the caller).
+    pub(crate) fn free_dead(
+        &self,
+        st: &mut TreeState,
+        mut free: impl FnMut(&mut TreeState, usize),
+    ) {
+        // The links were written under the dead list's lock before the slots that lead to them
+        // were published; nothing writes them again until the slots are freed.
+        let mut slot = std::mem::replace(&mut *lock(&self.dead), NO_SLOT);
+        while slot != NO_SLOT {
+            let next = st.clock(slot).next_dead.load(Ordering::Relaxed);
+            free(st, slot);
+            slot = next;
         }
     }
 
-    fn bury(&self, slot: usize) {
-        lock(&self.dead).push(slot);
+    /// Puts `slot`, whose clock is `clock`, at the front of the dead list.
+    fn bury(&self, slot: usize, clock: &VClock) {
+        let mut dead = lock(&self.dead);
+        clock.next_dead.store(*dead, Ordering::Relaxed);
+        *dead = slot;
     }
 }
 
@@ -417,7 +437,7 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        self.tree.bury(self.slot);
+        self.tree.bury(self.slot, &self.clock);
         if let Some(p) = &self.parent {
             if let Some(pn) = p.node() {
                 let mut children = lock(&pn.children);
