@@ -912,6 +912,13 @@ impl Scheduler {
         {
             let mut st = lock_tree(&node.tree);
             let root_until = tree::exhausted(&st, node.slot, stamp);
+            // The leaf this worker took a share of last: it has often emptied its queue since
+            // (its other tasks taken without a pick), and leaves now rather than when a descent
+            // reaches it.
+            if let Some(leaf) = tree::emptied_served(&mut st, worker) {
+                leaf.clear_listed();
+                cleared[0] = Some(leaf);
+            }
             while picked.is_none() && root_until.is_none() {
                 let Some(leaf_slot) = tree::descend(&mut st, node.slot, stamp, &mut throttled)
                 else {

@@ -305,6 +305,21 @@ pub(crate) fn deactivate_up(st: &mut TreeState, mut n: usize) {
     }
 }
 
+/// If the own queue `worker` last took work from (`served`) is in its rotation with nothing
+/// queued (a snapshot: a push that slipped in is listed again by the caller's re-check), takes
+/// it out as a pick that finds it empty does (step 3), and returns its group, whose listed flag
+/// the caller clears.
+pub(crate) fn emptied_served(st: &mut TreeState, worker: usize) -> Option<Arc<GroupInner>> {
+    let (leaf, _) = (*st.served.get(worker)?)?;
+    st.nodes.get(leaf)?.own_key?;
+    let g = group_of(st, leaf)?;
+    if g.queued_hint() != 0 {
+        return None;
+    }
+    deactivate_own(st, leaf);
+    Some(g)
+}
+
 /// Nodes a decision throttled, with the stamp at which each may return.
 pub(crate) type Throttled = Vec<(usize, u64)>;
 
