@@ -50,8 +50,9 @@
 //!    its shares, as it does while top-level groups spread.
 //!
 //! A worker may take a group's tasks without a pick (`take_from_own_group`), so an own entity can
-//! stay in its rotation with an empty queue: the pick that reaches it deactivates it and descends
-//! again.
+//! stay in its rotation with an empty queue. The worker's next pick in the tree takes the own
+//! queue it served out first if it reads empty (`emptied_served`); any other pick that reaches
+//! an empty one deactivates it and descends again.
 
 use std::sync::Arc;
 
