@@ -903,8 +903,9 @@ impl Scheduler {
             return (root, None);
         };
         let workers = self.served.len();
-        // Groups whose listed flag this clears owe the listing protocol's re-check after the locks.
-        // Mostly one or none: the first few inline, no allocation.
+        // Groups whose listed flag this clears owe the listing protocol's re-check after the locks
+        // (the picked one, if it emptied, is re-checked through `picked`). Mostly one or none: the
+        // first few inline, no allocation.
         let mut cleared: FewGroups = Default::default();
         let mut cleared_more: Vec<Arc<GroupInner>> = Vec::new();
         let mut throttled = Throttled::new();
@@ -934,7 +935,7 @@ impl Scheduler {
                 // the only choice there, and two workers in one tree served a node's two leaves
                 // one each, whatever their weights.)
                 let taken = leaf.take_batch(|len| (len / workers + 1).min(max_batch), batch);
-                let left = match taken {
+                match taken {
                     Some((first, left)) => {
                         let (share, lag) =
                             tree::serve(&mut st, &node.tree, worker, leaf_slot, stamp);
@@ -942,17 +943,20 @@ impl Scheduler {
                             n.share.store(share, Ordering::Relaxed);
                         }
                         leaf.end_wait(|| stamp);
-                        picked = Some((leaf.clone(), first, lag));
-                        left
+                        if left == 0 {
+                            // Its re-check runs on the picked group itself (below).
+                            tree::deactivate_own(&mut st, leaf_slot);
+                            leaf.clear_listed();
+                        }
+                        picked = Some((leaf, first, lag, left == 0));
                     }
-                    None => 0,
-                };
-                if left == 0 {
-                    tree::deactivate_own(&mut st, leaf_slot);
-                    leaf.clear_listed();
-                    match cleared.iter_mut().find(|c| c.is_none()) {
-                        Some(free) => *free = Some(leaf),
-                        None => cleared_more.push(leaf),
+                    None => {
+                        tree::deactivate_own(&mut st, leaf_slot);
+                        leaf.clear_listed();
+                        match cleared.iter_mut().find(|c| c.is_none()) {
+                            Some(free) => *free = Some(leaf),
+                            None => cleared_more.push(leaf),
+                        }
                     }
                 }
             }
@@ -976,7 +980,7 @@ impl Scheduler {
             }
         }
         self.note_throttled(&node.tree, throttled);
-        if let Some((_, _, lag)) = picked {
+        if let Some((_, _, lag, _)) = picked {
             root.end_wait(|| stamp);
             let vruntime = root.sched().vruntime;
             self.publish_served(worker, &root, vruntime, stamp);
@@ -990,8 +994,13 @@ impl Scheduler {
                 self.list(&g, WaitFrom::Now);
             }
         }
+        if let Some((leaf, _, _, true)) = &picked {
+            if leaf.after_unlist() == Listing::Insert {
+                self.list(leaf, WaitFrom::Now);
+            }
+        }
         match picked {
-            Some((leaf, first, _)) => (leaf, Some(first)),
+            Some((leaf, first, _, _)) => (leaf, Some(first)),
             None => (root, None),
         }
     }
