@@ -18,7 +18,7 @@
 //! the tree's lock empties (the drop itself never takes the tree's lock, so a group may drop while
 //! the lock is held).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Weak};
 
 use slab::Slab;
@@ -89,14 +89,21 @@ impl std::ops::Deref for ClockRef {
 
 /// A node's rotation: its entities by [`Key`]. A node that has held at most one entity at a time
 /// (a leaf: its own queue alone) keeps it inline, so its activation allocates nothing and a
-/// re-key is a store; the second entity at once moves them into a B-tree, which the node keeps.
+/// re-key is a store. A node with a few entities keeps them in a sorted array (a binary search
+/// and a short move per change, on one or two cache lines' worth of searching); past
+/// [`FEW_MAX`] they move into a B-tree, which the node keeps.
 #[derive(Debug)]
 pub(crate) enum NodeRotation {
     /// At most one entity.
     One(Option<(Key, Entity)>),
+    /// Up to [`FEW_MAX`], in key order.
+    Few(VecDeque<(Key, Entity)>),
     /// Any number.
     Many(BTreeMap<Key, Entity>),
 }
+
+/// The most entities a [`NodeRotation::Few`] holds.
+const FEW_MAX: usize = 128;
 
 impl Default for NodeRotation {
     fn default() -> Self {
@@ -110,6 +117,7 @@ impl NodeRotation {
     pub(crate) fn first_key_value(&self) -> Option<(&Key, &Entity)> {
         match self {
             NodeRotation::One(one) => one.as_ref().map(|(k, e)| (k, e)),
+            NodeRotation::Few(few) => few.front().map(|(k, e)| (k, e)),
             NodeRotation::Many(map) => map.first_key_value(),
         }
     }
@@ -129,6 +137,7 @@ impl NodeRotation {
     pub(crate) fn is_empty(&self) -> bool {
         match self {
             NodeRotation::One(one) => one.is_none(),
+            NodeRotation::Few(few) => few.is_empty(),
             NodeRotation::Many(map) => map.is_empty(),
         }
     }
@@ -138,6 +147,10 @@ impl NodeRotation {
     pub(crate) fn first_two(&self) -> Option<(Key, Entity, Option<Key>)> {
         match self {
             NodeRotation::One(one) => one.map(|(k, e)| (k, e, None)),
+            NodeRotation::Few(few) => {
+                let &(k, e) = few.front()?;
+                Some((k, e, few.get(1).map(|&(k, _)| k)))
+            }
             NodeRotation::Many(map) => {
                 let mut it = map.iter();
                 let (&k, &e) = it.next()?;
@@ -152,8 +165,17 @@ impl NodeRotation {
             NodeRotation::One(one @ None) => *one = Some((key, e)),
             NodeRotation::One(Some(first)) => {
                 let first = *first;
-                let mut map = BTreeMap::new();
-                map.insert(first.0, first.1);
+                let mut few = VecDeque::with_capacity(4);
+                few.push_back(first);
+                *self = NodeRotation::Few(few);
+                self.insert(key, e);
+            }
+            NodeRotation::Few(few) if few.len() < FEW_MAX => {
+                let at = few.partition_point(|(k, _)| *k < key);
+                few.insert(at, (key, e));
+            }
+            NodeRotation::Few(few) => {
+                let mut map: BTreeMap<Key, Entity> = few.drain(..).collect();
                 map.insert(key, e);
                 *self = NodeRotation::Many(map);
             }
@@ -170,20 +192,34 @@ impl NodeRotation {
                 Some((k, _)) if k == key => one.take().map(|(_, e)| e),
                 _ => None,
             },
+            NodeRotation::Few(few) => {
+                let at = few.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
+                few.remove(at).map(|(_, e)| e)
+            }
             NodeRotation::Many(map) => map.remove(key),
         }
     }
 
-    /// Moves the first entity, whose key is `old`, to `key` (not in the rotation); returns it.
+    /// Moves the first entity, whose key is `old`, to `key` (not in the rotation); returns it,
+    /// or `None` (and changes nothing) if the first key is not `old`.
     pub(crate) fn rekey_first(&mut self, old: &Key, key: Key) -> Option<Entity> {
+        if self.first_key_value()?.0 != old {
+            return None;
+        }
         match self {
-            NodeRotation::One(Some((k, e))) if k == old => {
+            NodeRotation::One(Some((k, e))) => {
                 *k = key;
                 Some(*e)
             }
-            NodeRotation::One(_) => None,
+            NodeRotation::One(None) => None,
+            NodeRotation::Few(few) => {
+                let (_, e) = few.pop_front()?;
+                let at = few.partition_point(|(k, _)| *k < key);
+                few.insert(at, (key, e));
+                Some(e)
+            }
             NodeRotation::Many(map) => {
-                let (_, e) = map.pop_first().filter(|(k, _)| k == old)?;
+                let (_, e) = map.pop_first()?;
                 map.insert(key, e);
                 Some(e)
             }
@@ -497,5 +533,63 @@ impl<T> Drop for SetOnce<T> {
             // `get` is alive, and the pointer is never freed elsewhere.
             drop(unsafe { Box::from_raw(p) });
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Every operation of a rotation, through its three forms, against a B-tree.
+    #[test]
+    fn node_rotation_keeps_key_order_in_every_form() {
+        let mut rotation = NodeRotation::default();
+        let mut model: BTreeMap<Key, Entity> = BTreeMap::new();
+        // A fixed pseudo-random sequence: inserts, removes of present and absent keys, re-keys.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut seq = 0;
+        for step in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Grow past `FEW_MAX` in the middle of the run, then shrink.
+            let grow = if (4_000..8_000).contains(&step) { 6 } else { 3 };
+            match x % 10 {
+                op if op < grow => {
+                    seq += 1;
+                    let key = ((x >> 8) % 64, seq);
+                    let e = Entity::Child((x >> 20) as usize % 1000);
+                    rotation.insert(key, e);
+                    model.insert(key, e);
+                }
+                op if op < 8 => {
+                    let present = model.keys().nth((x >> 8) as usize % model.len().max(1));
+                    let key = present.copied().unwrap_or((x % 64, 0));
+                    assert_eq!(rotation.remove(&key), model.remove(&key));
+                    assert_eq!(rotation.remove(&(65, 0)), None);
+                }
+                _ => {
+                    seq += 1;
+                    let new = ((x >> 8) % 128, seq);
+                    let first = model.first_key_value().map(|(k, _)| *k);
+                    assert_eq!(rotation.rekey_first(&(99, 0), new), None);
+                    if let Some(old) = first {
+                        let e = model.remove(&old).unwrap();
+                        model.insert(new, e);
+                        assert_eq!(rotation.rekey_first(&old, new), Some(e));
+                    }
+                }
+            }
+            let mut it = model.iter();
+            let first = it.next().map(|(k, e)| (*k, *e));
+            let second = it.next().map(|(k, _)| *k);
+            assert_eq!(rotation.first_key_value().map(|(k, e)| (*k, *e)), first);
+            assert_eq!(rotation.first_two(), first.map(|(k, e)| (k, e, second)));
+            assert_eq!(rotation.is_empty(), model.is_empty());
+            if let NodeRotation::One(Some(_)) = rotation {
+                assert_eq!(rotation.only(), first.map(|(_, e)| e));
+            }
+        }
+        assert!(matches!(rotation, NodeRotation::Many(_)));
     }
 }
