@@ -540,6 +540,43 @@ impl<T> Drop for SetOnce<T> {
 mod tests {
     use super::*;
 
+    /// Slots buried in any order come back once each, at the next free, whatever their chunk.
+    #[test]
+    fn dead_list_frees_each_buried_slot_once() {
+        let tree = Tree::new(1);
+        let mut clocks = Vec::new();
+        {
+            let mut st = tree.lock();
+            for _ in 0..200 {
+                let slot = st.nodes.insert(NodeState::new(Weak::new(), None, 1));
+                clocks.push((slot, st.new_clock(slot, 0)));
+            }
+        }
+        let mut freed = Vec::new();
+        let mut take = |tree: &Tree| {
+            let mut st = tree.lock();
+            tree.free_dead(&mut st, |st, slot| {
+                st.nodes.remove(slot);
+                freed.push(slot);
+            });
+            std::mem::take(&mut freed)
+        };
+        assert!(take(&tree).is_empty());
+        let buried: Vec<usize> = [3, 150, 0, 64, 199, 65].into();
+        for &slot in &buried {
+            tree.bury(slot, &clocks[slot].1);
+        }
+        let mut got = take(&tree);
+        got.sort_unstable();
+        let mut want = buried.clone();
+        want.sort_unstable();
+        assert_eq!(got, want);
+        assert!(take(&tree).is_empty());
+        tree.bury(7, &clocks[7].1);
+        assert_eq!(take(&tree), [7]);
+        assert_eq!(tree.lock().nodes.len(), 200 - buried.len() - 1);
+    }
+
     /// Every operation of a rotation, through its three forms, against a B-tree.
     #[test]
     fn node_rotation_keeps_key_order_in_every_form() {
