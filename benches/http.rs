@@ -31,6 +31,9 @@
 //! comma-separated subset of `hello`, `light`, `alone`, `flood`, `steps` (default: all). With
 //! `HTTP_BENCH_THREADS=1` the hello and light rows also print each server thread's voluntary and
 //! involuntary switches per request, to attribute them (worker, monitor, async-io's thread).
+//! With `TENANT_TRACE=1` each rondo tenant run also prints where B's requests spent their time
+//! (`examples/tenant/mod.rs`, `trace`: reactor dispatch, run queues, the rest) and which thread
+//! dispatched their wakes.
 //! The whole run takes about 40 s per round with the defaults (2 minutes in all), plus the build.
 
 #[path = "../examples/tenant/mod.rs"]

@@ -236,15 +236,23 @@ async fn rondo_accept(
             // belongs, and its handlers run inline.
             Placement::PerConnection | Placement::Reserved | Placement::Tree => {
                 rondo::spawn(async move {
-                    let group = first_request_tenant(&stream)
-                        .await
-                        .and_then(|t| tenants.as_deref()?.of(t).cloned());
+                    let tenant = first_request_tenant(&stream).await;
+                    let is_b = tenant == Some("/b/");
+                    let group = tenant.and_then(|t| tenants.as_deref()?.of(t).cloned());
                     let group = match (placement, group) {
                         // The connection's own group, nested under its tenant's.
                         (Placement::Tree, Some(tenant)) => tenant.child().build().ok(),
                         (_, group) => group,
                     };
                     match group {
+                        // B's connection, traced (`trace`).
+                        Some(g) if trace::on() && is_b => {
+                            let port = stream.get_ref().peer_addr().map_or(0, |a| a.port());
+                            drop(g.spawn(trace::Traced {
+                                port,
+                                fut: Box::pin(rondo_connection(stream, None)),
+                            }))
+                        }
                         Some(g) => drop(g.spawn(rondo_connection(stream, None))),
                         None => rondo_connection(stream, None).await,
                     }
@@ -317,6 +325,186 @@ async fn rondo_route(
             .await
             .unwrap_or_else(|_| unavailable()),
         None => respond(&path, rondo::yield_now).await,
+    }
+}
+
+/// Where tenant B's request time goes on the rondo server (with `TENANT_TRACE=1` in the
+/// environment; `benches/http.rs` prints it after each tenant run). Each request of B is split at
+/// the readiness wake of its connection's task and at that task's next poll: from the client's
+/// send to the wake (the reactor's dispatch: who holds the reactor, and how soon it runs), from
+/// the wake to the poll (the wait in the run queues), and from the poll to the client's receipt
+/// (the handler, the write and the client thread's own wake-up). The wake's thread is recorded:
+/// async-io's fallback thread, a worker, or another. Requests are matched by the client's port,
+/// the server side's peer port, in one table under a mutex: a diagnostic, not a measurement of
+/// throughput.
+pub mod trace {
+    use super::*;
+    use std::collections::HashMap;
+    use std::pin::Pin;
+    use std::sync::OnceLock;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    /// Whether tracing is on (`TENANT_TRACE=1`), read once.
+    pub fn on() -> bool {
+        static ON: OnceLock<bool> = OnceLock::new();
+        *ON.get_or_init(|| std::env::var("TENANT_TRACE").is_ok_and(|v| v == "1"))
+    }
+
+    /// Which thread a wake happened on.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum WokenOn {
+        Fallback,
+        Worker,
+        Other,
+    }
+
+    /// One request in flight: when it was sent, woken (and by whom) and polled.
+    #[derive(Default, Clone, Copy)]
+    struct Stamp {
+        send: Option<Instant>,
+        wake: Option<(Instant, WokenOn)>,
+        poll: Option<Instant>,
+    }
+
+    /// The requests in flight, by the client's port.
+    fn table() -> &'static Mutex<HashMap<u16, Stamp>> {
+        static T: OnceLock<Mutex<HashMap<u16, Stamp>>> = OnceLock::new();
+        T.get_or_init(Default::default)
+    }
+
+    /// A finished request: send to wake, wake to poll, poll to receipt, in all, and the waker.
+    type Sample = (Duration, Duration, Duration, Duration, WokenOn);
+
+    fn samples() -> &'static Mutex<Vec<Sample>> {
+        static S: OnceLock<Mutex<Vec<Sample>>> = OnceLock::new();
+        S.get_or_init(Default::default)
+    }
+
+    /// The client on `port` sends a request now.
+    pub fn sent(port: u16) {
+        let stamp = Stamp {
+            send: Some(Instant::now()),
+            ..Default::default()
+        };
+        table().lock().unwrap().insert(port, stamp);
+    }
+
+    /// The client on `port` has its response; kept while `measuring`.
+    pub fn received(port: u16, measuring: bool) {
+        let now = Instant::now();
+        let Some(s) = table().lock().unwrap().remove(&port) else {
+            return;
+        };
+        if let (true, Some(send), Some((wake, by)), Some(poll)) =
+            (measuring, s.send, s.wake, s.poll)
+        {
+            samples().lock().unwrap().push((
+                wake.saturating_duration_since(send),
+                poll.saturating_duration_since(wake),
+                now.saturating_duration_since(poll),
+                now - send,
+                by,
+            ));
+        }
+    }
+
+    /// Wraps a connection task's waker: its first wake after a send is stamped.
+    struct Recorder {
+        port: u16,
+        inner: Waker,
+    }
+
+    impl Wake for Recorder {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref()
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            if let Some(s) = table().lock().unwrap().get_mut(&self.port) {
+                if s.send.is_some() && s.wake.is_none() {
+                    let by = match std::thread::current().name() {
+                        Some("async-io") => WokenOn::Fallback,
+                        Some(n) if n.starts_with("srv-") => WokenOn::Worker,
+                        _ => WokenOn::Other,
+                    };
+                    s.wake = Some((Instant::now(), by));
+                }
+            }
+            self.inner.wake_by_ref();
+        }
+    }
+
+    /// A connection task of B, traced: stamps its first poll after a wake.
+    pub struct Traced<F> {
+        pub port: u16,
+        pub fut: Pin<Box<F>>,
+    }
+
+    impl<F: Future> Future for Traced<F> {
+        type Output = F::Output;
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+            let port = self.port;
+            if let Some(s) = table().lock().unwrap().get_mut(&port) {
+                if s.wake.is_some() && s.poll.is_none() {
+                    s.poll = Some(Instant::now());
+                }
+            }
+            let waker = Waker::from(Arc::new(Recorder {
+                port,
+                inner: cx.waker().clone(),
+            }));
+            self.fut.as_mut().poll(&mut Context::from_waker(&waker))
+        }
+    }
+
+    /// Prints the percentiles of each part, the wakes by thread, and the mean parts of the
+    /// slowest 2% of requests; then starts over.
+    pub fn report() {
+        let mut v = std::mem::take(&mut *samples().lock().unwrap());
+        if v.is_empty() {
+            return;
+        }
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        let pct = |f: fn(&Sample) -> Duration, v: &[Sample]| {
+            let mut d: Vec<Duration> = v.iter().map(f).collect();
+            d.sort_unstable();
+            format!(
+                "{:.0}/{:.0}",
+                us(percentile(&d, 0.5)),
+                us(percentile(&d, 0.99))
+            )
+        };
+        let by = |v: &[Sample]| {
+            let n = |w| v.iter().filter(|s| s.4 == w).count();
+            format!(
+                "async-io {} worker {} other {}",
+                n(WokenOn::Fallback),
+                n(WokenOn::Worker),
+                n(WokenOn::Other)
+            )
+        };
+        println!(
+            "  trace of {} B requests, p50/p99 in µs: send→wake {}, wake→poll {}, poll→recv {}, \
+             total {}; woken on {}",
+            v.len(),
+            pct(|s| s.0, &v),
+            pct(|s| s.1, &v),
+            pct(|s| s.2, &v),
+            pct(|s| s.3, &v),
+            by(&v)
+        );
+        v.sort_unstable_by_key(|s| std::cmp::Reverse(s.3));
+        let top = &v[..(v.len() / 50).max(1)];
+        let mean =
+            |f: fn(&Sample) -> Duration| us(top.iter().map(f).sum::<Duration>() / top.len() as u32);
+        println!(
+            "  slowest 2%, means in µs: send→wake {:.0}, wake→poll {:.0}, poll→recv {:.0}, \
+             total {:.0}; woken on {}",
+            mean(|s| s.0),
+            mean(|s| s.1),
+            mean(|s| s.2),
+            mean(|s| s.3),
+            by(top)
+        );
     }
 }
 
@@ -481,6 +669,9 @@ impl Client {
         // One write: formatting straight into the unbuffered socket sends the request in three
         // segments (`TCP_NODELAY`), as few real clients do.
         let request = format!("GET {path} HTTP/1.1\r\nHost: tenant\r\n\r\n");
+        if trace::on() && path.starts_with("/b/") {
+            trace::sent(self.writer.local_addr()?.port());
+        }
         self.writer.write_all(request.as_bytes())?;
         self.line.clear();
         self.reader.read_line(&mut self.line)?;
@@ -612,6 +803,12 @@ pub fn run_tenants(addr: SocketAddr, load: &TenantLoad) -> io::Result<TenantRepo
                     let start = Instant::now();
                     client.get(path)?;
                     let took = start.elapsed();
+                    if trace::on() {
+                        trace::received(
+                            client.writer.local_addr()?.port(),
+                            measuring.load(Ordering::Relaxed),
+                        );
+                    }
                     if measuring.load(Ordering::Relaxed) {
                         mine.push(took);
                     }
@@ -634,6 +831,9 @@ pub fn run_tenants(addr: SocketAddr, load: &TenantLoad) -> io::Result<TenantRepo
     }
     let mut b = std::mem::take(&mut *b_lat.lock().unwrap());
     b.sort_unstable();
+    if trace::on() {
+        trace::report();
+    }
     Ok(TenantReport {
         b,
         a_requests: a_done.load(Ordering::Relaxed),
