@@ -22,7 +22,8 @@
 //! the same lag is a larger relative error there. `RONDO_TREE_VERBOSE=1` prints each group's
 //! expected share and, per window, the CPU time the tasks counted, the worst error and lag, the
 //! active cores and the worker-count controller's sheds and restores so far, each leaf's error,
-//! and what the system did to the process in that window: each leaf's *stalls* (the wall time
+//! each leaf's error as the runtime charged it (its group's `busy`, which the workers flush up to
+//! a quantum late), and what the system did to the process in that window: each leaf's *stalls* (the wall time
 //! its tasks' slices lasted beyond their CPU time: the system preempted the worker in the middle
 //! of the leaf's poll), the run-queue wait of the process's threads (runnable, not running; the
 //! sum, the longest and its thread, and the worker threads that waited 1 ms or more), their
@@ -365,6 +366,16 @@ fn nested(rt: &rondo::Runtime, secs: u64, seed: u64, capacity_ns: f64) -> Nested
             .collect()
     };
     let mut last_stalls = stalls();
+    // The service the runtime charged each leaf (its group's `busy`), beside what its tasks
+    // counted: read once per window in verbose runs.
+    let charged = || -> Vec<f64> {
+        nodes
+            .iter()
+            .filter(|n| n.stalled.is_some())
+            .map(|n| n._group.metrics().busy.as_nanos() as f64)
+            .collect()
+    };
+    let mut last_charged = if verbose { charged() } else { Vec::new() };
     let mut next = Instant::now() + WINDOW;
     for _ in 0..windows {
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
@@ -403,10 +414,25 @@ fn nested(rt: &rondo::Runtime, secs: u64, seed: u64, capacity_ns: f64) -> Nested
                 .map(|(n, l)| format!("{:.1}", (n - l) as f64 / 1e6))
                 .collect();
             last_stalls = now_stalls;
+            let now_charged = charged();
+            let charged_all: f64 = now_charged
+                .iter()
+                .zip(&last_charged)
+                .map(|(n, l)| n - l)
+                .sum();
+            let charged_err: Vec<String> = nodes
+                .iter()
+                .filter(|n| n.stalled.is_some())
+                .zip(now_charged.iter().zip(&last_charged))
+                .map(|(n, (c, l))| {
+                    format!("{:+.1}", ((c - l) / charged_all / n.expected - 1.0) * 100.0)
+                })
+                .collect();
+            last_charged = now_charged;
             let t = threads.as_mut().map(Threads::window).unwrap();
             println!(
                 "   window: {:.0} ms of CPU; worst {:.1}% (lag or lead {:.2} ms); cores {} sheds {} restores {}; leaves' errors %: {}; \
-                 leaves' stalls ms: {}; run-queue wait {:.1} ms, longest {:.2} ms ({}), workers >= 1 ms {}; \
+                 leaves' charged errors %: {}; leaves' stalls ms: {}; run-queue wait {:.1} ms, longest {:.2} ms ({}), workers >= 1 ms {}; \
                  involuntary switches {}; steal {:.0} ms",
                 window_all / 1e6,
                 worst * 100.0,
@@ -415,6 +441,7 @@ fn nested(rt: &rondo::Runtime, secs: u64, seed: u64, capacity_ns: f64) -> Nested
                 m.worker_core_sheds,
                 m.worker_core_restores,
                 shares.join(" "),
+                charged_err.join(" "),
                 stalled.join(" "),
                 t.wait_sum as f64 / 1e6,
                 t.wait_max as f64 / 1e6,
