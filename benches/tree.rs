@@ -23,13 +23,13 @@
 //! expected share and, per window, the CPU time the tasks counted, the worst error and lag, the
 //! active cores and the worker-count controller's sheds and restores so far, each leaf's error,
 //! each leaf's error as the runtime charged it (its group's `busy`, which the workers flush up to
-//! a quantum late), and what the system did to the process in that window: each leaf's *stalls* (the wall time
-//! its tasks' slices lasted beyond their CPU time: the system preempted the worker in the middle
-//! of the leaf's poll), the run-queue wait of the process's threads (runnable, not running; the
-//! sum, the longest and its thread, and the worker threads that waited 1 ms or more), their
-//! involuntary context switches and the machine's steal time. Those are read from `/proc` by the
-//! sampling thread, once per window, never by the runtime or the tasks. Run with
-//! `cargo bench --bench tree`.
+//! a quantum late), and what the system did to the process in that window: each leaf's *stalls*
+//! (the wall time its tasks' slices lasted beyond their CPU time: the system preempted the worker
+//! in the middle of the leaf's poll), the run-queue wait of the process's threads (runnable, not
+//! running; the sum, the longest and its thread, and the worker threads that waited 1 ms or
+//! more), their involuntary context switches and the machine's steal time. The sampling thread
+//! reads those from `/proc`, and the groups' metrics, once per window, in verbose runs only; the
+//! runtime and the tasks read none of them. Run with `cargo bench --bench tree`.
 
 mod common;
 
