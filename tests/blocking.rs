@@ -863,12 +863,14 @@ fn another_runtimes_block_on_inside_a_task_keeps_its_timers_in_its_own_runtime()
 /// A task that calls `block_in_place` once a poll, many polls in a row, on a one-worker runtime:
 /// each call hands the core over and takes it back when the poll returns, mostly before the thread
 /// started for it (or the spare woken for it) arrives. A thread on its way to wait as a spare
-/// counts as one, so the next hand-off goes to it instead of starting another: the runtime's
-/// threads stay within the worker, the thread blocked in place and one spare, under any load.
+/// counts as one, so the next hand-off goes to it instead of starting another, and a thread whose
+/// core went to another while its poll returned stays as a spare only if no other spare is free:
+/// the runtime's threads stay within the worker, the thread blocked in place and one spare, under
+/// any load, and at any moment within one more, the thread whose poll is still returning.
 #[test]
 fn repeated_block_in_place_does_not_pile_up_spare_threads() {
     watchdog(60, || {
-        const CALLS: usize = 300;
+        const CALLS: usize = 3_000;
         const WORKERS: usize = 1;
         // Spares exit only after their keep-alive (10 s), far longer than this test.
         let rt = rondo::Runtime::builder()
@@ -894,7 +896,7 @@ fn repeated_block_in_place_does_not_pile_up_spare_threads() {
             m.hand_offs
         );
         assert!(
-            most <= WORKERS + 2 && m.threads <= WORKERS + 2,
+            most <= WORKERS + 3 && m.threads <= WORKERS + 2,
             "{CALLS} calls of block_in_place left {} runtime threads ({} spare; at most {most} \
              at once) for {WORKERS} worker",
             m.threads,

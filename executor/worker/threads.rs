@@ -20,8 +20,9 @@
 //! 6. When the future is done, the thread takes its core back if no thread took it yet
 //!    ([`Threads::reclaim`]); the task's poll then continues and returns normally.
 //! 7. Otherwise the poll continues without a core; when it returns, the worker loop finds the lent
-//!    slot empty and ends, and the thread becomes a spare: it waits for a core to be handed off,
-//!    and exits after `spare_keep_alive` without one.
+//!    slot empty and ends, and the thread becomes a spare if no other spare is free (idle or on
+//!    its way with no waiting core left to it), or exits: a spare waits for a core to be handed
+//!    off, and exits after `spare_keep_alive` without one.
 //!
 //! # Rescue (the stall monitor, `monitor`)
 //! A core lent to a poll that has run longer than `Config::stall_threshold` while work waits is
@@ -310,21 +311,21 @@ impl<C: HandedCore> Threads<C> {
     }
 
     /// Step 7: the calling thread's poll returned and its core is gone (handed off or rescued).
-    /// Returns whether the thread stays as a spare: a rescued thread stays only if no other spare
-    /// is idle or on its way with no waiting core left to it, so rescue threads do not outlast
-    /// the stall (a thread started for a waiting core takes that core). A staying thread is
-    /// counted in `spares_coming` until it waits (`wait_for_core(.., true)`).
+    /// Returns whether the thread stays as a spare: only if no other spare is idle or on its way
+    /// with no waiting core left to it (a thread started for a waiting core takes that core), so
+    /// neither rescue threads nor hand-off threads outlast their need. A thread is counted as a
+    /// spare only from here: the core's next hand-off can come while this poll is still
+    /// returning (the task it woke runs on the core's new thread) and start a thread, and without
+    /// this check each such race would leave one more idle spare. A staying thread is counted in
+    /// `spares_coming` until it waits (`wait_for_core(.., true)`).
     pub(crate) fn core_lost(&self, blocked: &AtomicBool) -> bool {
         let me = current_thread().id();
         let mut st = lock(&self.state);
         blocked.store(false, Ordering::SeqCst);
-        let stay = match st.rescued.iter().position(|&t| t == me) {
-            Some(pos) => {
-                st.rescued.swap_remove(pos);
-                spares_free(&st) == 0
-            }
-            None => true,
-        };
+        if let Some(pos) = st.rescued.iter().position(|&t| t == me) {
+            st.rescued.swap_remove(pos);
+        }
+        let stay = spares_free(&st) == 0;
         if stay {
             st.spares_coming += 1;
         }
